@@ -1,0 +1,52 @@
+"""What a worker knows about each markers partition it owns (in memory, not state).
+
+The durable state is in the tables; this holds the partition's deadline
+clock, the earliest deadline (so the tick timer never touches RocksDB), the
+tick handshake between timer and agent, and counters for the views.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from kmq.clock import PartitionClock
+from kmq.state import PartitionState
+from tables.store import TableStore
+
+
+@dataclass
+class OwnedPartition:
+    """Runtime companion of one markers partition."""
+
+    partition: int
+    state: PartitionState
+    clock: PartitionClock = field(default_factory=PartitionClock)
+    next_deadline_ms: int | None = 0  # 0: unknown yet, so the first tick goes out at once
+    tick_sent_ms: int = 0
+    tick_pending: bool = False
+    last_tick_ms: int = 0
+    malformed: int = 0
+    counters: Counter = field(default_factory=Counter)  # (queue, what) -> messages
+
+
+class OwnedPartitions(dict):
+    """partition -> OwnedPartition, created on first use."""
+
+    def __init__(self, num_partitions: int) -> None:
+        super().__init__()
+        self.num_partitions = num_partitions
+
+    def get_or_create(self, partition: int) -> OwnedPartition:
+        part = self.get(partition)
+        if part is None:
+            store = TableStore(partition, self.num_partitions)
+            part = self[partition] = OwnedPartition(partition, PartitionState(store))
+        return part
+
+    def totals(self) -> Counter:
+        """Counters summed over owned partitions: (queue, what) -> messages."""
+        out: Counter = Counter()
+        for part in self.values():
+            out.update(part.counters)
+        return out

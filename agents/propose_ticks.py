@@ -1,0 +1,34 @@
+"""The tick timer: proposes a TICK to each owned markers partition that has something due.
+
+A timer may not change tables (FAUST.md), so it only writes a TICK record to
+the partition; the markers agent decides when it reaches it. Idle partitions
+get a TICK every ``idle_tick_ms`` so their clock keeps moving.
+"""
+
+from __future__ import annotations
+
+from agents.track_markers import owned
+from app import app, settings
+from app.topics import markers_topic
+from kmq import markers as M
+
+TICK_RETRY_MS = 5000  # a TICK lost in a rebalance is proposed again after this
+
+
+@app.timer(interval=settings.tick_interval_ms / 1000.0, name="propose_ticks")
+async def propose_ticks() -> None:
+    actives = {tp.partition for tp in app.assignor.assigned_actives()
+               if tp.topic == settings.markers_topic}
+    for p in list(owned):
+        if p not in actives:
+            del owned[p]  # revoked: its state moved to another worker
+    for p in actives:
+        part = owned.get_or_create(p)
+        now_ms = part.clock.now_ms()
+        if part.tick_pending and now_ms - part.tick_sent_ms < TICK_RETRY_MS:
+            continue
+        due = part.next_deadline_ms is not None and part.next_deadline_ms <= now_ms
+        if due or now_ms - part.last_tick_ms >= settings.idle_tick_ms:
+            part.tick_pending = True
+            part.tick_sent_ms = now_ms
+            await markers_topic.send(value=M.encode([M.Tick(now_ms)]), partition=p)

@@ -1,0 +1,212 @@
+"""Acting on what came due (5. in the README flow): republish or dead-letter.
+
+An expired offset's payload is read back from the queue topic (DESIGN:
+redelivery is rare, and copying payloads into every START would double the
+bytes written), then ``kmq.envelope.after_expiry`` decides: back on the queue
+with delivery count + 1, or to the dead-letter topic with the reason. A
+scheduled send is published to the queue. Everything is acknowledged by the
+broker before this returns, so the markers agent only forgets what is durable.
+
+Blocking librdkafka calls run in one dedicated thread so the event loop (the
+other partitions' timers, the web views) keeps going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kmq import envelope
+from kmq.errors import DeliveryError
+from kmq.markers import mask_offsets
+from kmq.placement import partition_for_key, queue_partitions
+from kmq.settings import Settings
+from kmq.state import Due, DueSend, Expiry
+
+log = logging.getLogger("kmq.tracker.redeliver")
+
+SPAN_GAP = 5000  # offsets further apart than this are read in separate spans
+Outcome = tuple[str, str, int]  # (queue, what, count)
+
+
+class Redeliverer:
+    """Reads expired payloads back and writes them to the queue or dead-letter topic."""
+
+    def __init__(self, settings: Settings, max_deliveries_for: Callable[[str], int]) -> None:
+        self.settings = settings
+        self.max_deliveries_for = max_deliveries_for
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmq-redeliver")
+        self._producer: Producer | None = None
+        self._reader: Consumer | None = None
+        self._queue_partitions: int | None = None
+        self._errors: list[str] = []
+
+    async def execute(self, due: list[Due], now_ms: int) -> list[Outcome]:
+        """Publish everything in ``due``; raises DeliveryError if any write failed."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._execute, due, now_ms)
+
+    async def set_aside(self, key: bytes, value: bytes, headers: list) -> None:
+        """Keep a record we could not use (a malformed marker) on the dead-letter topic."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._set_aside, key, value, headers)
+
+    # -- in the worker thread ------------------------------------------------------
+
+    def _execute(self, due: list[Due], now_ms: int) -> list[Outcome]:
+        s = self.settings
+        producer = self._get_producer()
+        counts: Counter[tuple[str, str]] = Counter()
+        wanted: dict[int, set[int]] = {}
+        for d in due:
+            if isinstance(d, Expiry):
+                wanted.setdefault(d.range.partition, set()).update(mask_offsets(d.range.start, d.mask))
+        records = {p: self._read(p, sorted(offs)) for p, offs in wanted.items()}
+        for d in due:
+            if isinstance(d, DueSend):
+                part = queue_partitions(d.queue, self._get_queue_partitions())[0]
+                headers = [(envelope.ID, d.message_id.encode()),
+                           (envelope.ENQUEUED_MS, str(d.due_ms).encode()), *d.headers]
+                self._produce(producer, s.queue_topic, d.queue, d.value, part, headers)
+                counts[(d.queue, "scheduled-delivered")] += 1
+                continue
+            queue = d.range.queue
+            have = records[d.range.partition]
+            for off in mask_offsets(d.range.start, d.mask):
+                rec = have.get(off)
+                if rec is None:
+                    headers = [(envelope.ID, envelope.derived_id(d.range.partition, off).encode())]
+                    headers += envelope.dead_letter_headers(
+                        envelope.REASON_PAYLOAD_EXPIRED,
+                        "the record left the queue topic before it could be redelivered",
+                        d.started_ms, now_ms, d.range.partition, off)
+                    self._produce(producer, s.dlq_topic, queue, b"", self._dlq_partition(queue), headers)
+                    counts[(queue, "dead-lettered")] += 1
+                    continue
+                value, rec_headers, ts_ms = rec
+                plan = envelope.after_expiry(
+                    rec_headers, partition=d.range.partition, offset=off, record_timestamp_ms=ts_ms,
+                    cause=d.cause, reason=d.reason, started_ms=d.started_ms, now_ms=now_ms,
+                    max_deliveries=self.max_deliveries_for(queue))
+                if isinstance(plan, envelope.Republish):
+                    self._produce(producer, s.queue_topic, queue, value, d.range.partition, plan.headers)
+                    counts[(queue, "redelivered")] += 1
+                else:
+                    self._produce(producer, s.dlq_topic, queue, value, self._dlq_partition(queue),
+                                  plan.headers)
+                    counts[(queue, "dead-lettered")] += 1
+        self._flush(producer)
+        return [(q, what, n) for (q, what), n in counts.items()]
+
+    def _set_aside(self, key: bytes, value: bytes, headers: list) -> None:
+        producer = self._get_producer()
+        producer.produce(self.settings.dlq_topic, value, key,
+                         partition=partition_for_key(key, self.settings.dlq_partitions),
+                         headers=headers)
+        self._flush(producer)
+
+    def _dlq_partition(self, queue: str) -> int:
+        # One partition per queue: listing a queue's dead letters reads one partition.
+        return partition_for_key(queue.encode(), self.settings.dlq_partitions)
+
+    def _produce(self, producer: Producer, topic: str, key: str, value: bytes, partition: int,
+                 headers: list) -> None:
+        while True:
+            try:
+                producer.produce(topic, value, key.encode(), partition=partition, headers=headers)
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    def _flush(self, producer: Producer, timeout_s: float = 30.0) -> None:
+        left = producer.flush(timeout_s)
+        if left or self._errors:
+            errors, self._errors = self._errors, []
+            raise DeliveryError(
+                f"redelivery not acknowledged: {left} pending, {len(errors)} failed "
+                f"({errors[:1]}); will retry on the next tick")
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    def _get_producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer({
+                **self.settings.client_config(),
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 2,
+                "delivery.report.only.error": True,
+                "on_delivery": self._on_delivery,
+            })
+        return self._producer
+
+    def _get_queue_partitions(self) -> int:
+        if self._queue_partitions is None:
+            md = self._get_producer().list_topics(self.settings.queue_topic, timeout=10)
+            self._queue_partitions = len(md.topics[self.settings.queue_topic].partitions)
+        return self._queue_partitions
+
+    def _get_reader(self) -> Consumer:
+        if self._reader is None:
+            self._reader = Consumer({
+                **self.settings.client_config(),
+                "group.id": f"{self.settings.app_id}-payload-reader",  # never joins or commits
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+                "fetch.wait.max.ms": 50,
+                "fetch.queue.backoff.ms": 10,
+            })
+        return self._reader
+
+    def _read(self, partition: int, offsets: list[int]) -> dict[int, tuple[bytes, Any, int]]:
+        """Records at ``offsets`` of one queue partition; missing ones have left the log."""
+        out: dict[int, tuple[bytes, Any, int]] = {}
+        wanted = set(offsets)
+        spans = []
+        lo = prev = offsets[0]
+        for off in offsets[1:]:
+            if off - prev > SPAN_GAP:
+                spans.append((lo, prev))
+                lo = off
+            prev = off
+        spans.append((lo, prev))
+        reader = self._get_reader()
+        topic = self.settings.queue_topic
+        for lo, hi in spans:
+            pos = lo
+            reader.assign([TopicPartition(topic, partition, pos)])
+            deadline = time.monotonic() + 15.0
+            done = False
+            while not done and time.monotonic() < deadline:
+                for rec in reader.consume(min(10000, hi - pos + 1), 0.2):
+                    err = rec.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            done = True
+                        elif err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                            low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
+                            if low <= pos:
+                                done = True
+                            else:  # the head of the span is gone; read what is left
+                                pos = low
+                                reader.assign([TopicPartition(topic, partition, pos)])
+                        else:
+                            log.warning("reading %s[%d]@%d: %s", topic, partition, pos, err)
+                        break
+                    off = rec.offset()
+                    pos = off + 1
+                    if off in wanted:
+                        out[off] = (rec.value() or b"", rec.headers(), rec.timestamp()[1])
+                    if off >= hi:
+                        done = True
+                        break
+        return out

@@ -1,0 +1,84 @@
+"""The markers agent: folds markers into the tables and acts on TICKs (4. and 5.).
+
+Concurrency 1, one event per marker record, in partition order: a TICK
+appended after a backlog is handled only once the backlog before it is,
+so a freshly assigned partition never redelivers what its backlog acks.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agents.partitions import OwnedPartitions
+from agents.redeliver import Redeliverer
+from app import app, settings
+from app.topics import markers_topic
+from kmq import markers as M
+from kmq.errors import DeliveryError, MarkerDecodeError
+from kmq.state import StaleIndexKey
+
+log = logging.getLogger("kmq.tracker.markers")
+
+LOG_APPEND_TIME = 1  # Kafka timestamp type: the broker stamped the record
+
+owned = OwnedPartitions(settings.markers_partitions)
+redeliverer = Redeliverer(settings, max_deliveries_for=lambda queue: settings.max_deliveries)
+
+
+@app.agent(markers_topic, concurrency=1, name="track_markers")
+async def track_markers(stream):
+    """Apply each marker record of the partitions this worker owns."""
+    async for event in stream.events():
+        msg = event.message
+        part = owned.get_or_create(msg.partition)
+        try:
+            batch = M.decode(event.value)
+        except MarkerDecodeError as exc:
+            await _set_aside(part, msg, exc)
+            continue
+        if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
+            now_ms = part.clock.observe(int(msg.timestamp * 1000))
+        else:
+            # A consumer's clock is not ours to trust (seed 003): marker time only.
+            now_ms = part.clock.now_ms()
+        for marker in batch:
+            if isinstance(marker, M.Tick):
+                await _tick(part, marker)
+            else:
+                applied = part.state.apply(marker, now_ms)
+                if applied is not None:
+                    part.counters[(applied.queue, applied.what)] += applied.count
+        part.next_deadline_ms = part.state.next_deadline_ms()
+
+
+async def _tick(part, tick: M.Tick) -> None:
+    """Redeliver what is due at the tick's time, then forget it (never the other way round)."""
+    now_ms = part.clock.observe(tick.now_ms)
+    part.tick_pending = False
+    part.last_tick_ms = now_ms
+    due = part.state.due(tick.now_ms, settings.redeliver_batch_limit)
+    if not due:
+        return
+    actionable = [d for d in due if not isinstance(d, StaleIndexKey)]
+    outcomes = []
+    if actionable:
+        try:
+            outcomes = await redeliverer.execute(actionable, now_ms)
+        except DeliveryError as exc:
+            log.warning("partition %d: %s", part.partition, exc)
+            return
+    part.state.settle(due)
+    for queue, what, n in outcomes:
+        part.counters[(queue, what)] += n
+
+
+async def _set_aside(part, msg, exc: MarkerDecodeError) -> None:
+    part.malformed += 1
+    log.warning("markers partition %d offset %d: %s; set aside on %s", msg.partition, msg.offset,
+                exc.reason, settings.dlq_topic)
+    headers = [("kmq.dlq.reason", b"malformed-marker"), ("kmq.dlq.detail", exc.reason.encode()),
+               ("kmq.source", f"{settings.markers_topic}:{msg.partition}:{msg.offset}".encode())]
+    try:
+        await redeliverer.set_aside(b"!malformed-markers", exc.data, headers)
+    except DeliveryError as err:
+        log.warning("could not set aside malformed marker: %s", err)

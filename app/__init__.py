@@ -1,0 +1,46 @@
+"""The kmq redelivery tracker, a Faust service: ``faust -A app worker -l info``.
+
+Configured only by ``KMQ_*`` environment variables (see ``kmq.settings``).
+The worker creates kmq's topics at start (idempotent) and serves the web
+views on ``KMQ_WEB_HOST:KMQ_WEB_PORT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+# `faust -A app` imports this package with the working directory on the path
+# only for that import; its siblings (agents/, tables/) are imported later.
+# Keep the service root on the path (appended: a duplicate entry is harmless).
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+import faust  # noqa: E402
+
+from app.settings import faust_options  # noqa: E402
+from kmq.admin import ensure_topics  # noqa: E402
+from kmq.settings import Settings  # noqa: E402
+
+log = logging.getLogger("kmq.tracker")
+
+settings = Settings.from_env()
+
+
+class TrackerApp(faust.App):
+    """faust.App that makes sure kmq's topics exist before anything subscribes."""
+
+    async def on_first_start(self) -> None:
+        await super().on_first_start()
+        created = await asyncio.get_running_loop().run_in_executor(None, ensure_topics, settings)
+        if created:
+            log.info("created topics %s", ", ".join(created))
+
+
+app = TrackerApp(
+    settings.app_id,
+    autodiscover=["agents", "app.views", "app.commands"],
+    origin="app",
+    **faust_options(settings),
+)

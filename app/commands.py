@@ -1,0 +1,17 @@
+"""Worker-side commands: ``faust -A app create-topics``."""
+
+from __future__ import annotations
+
+from app import app, settings
+from kmq.admin import ensure_topics
+
+
+@app.command()
+async def create_topics(self) -> None:
+    """Create the queue, markers and dead-letter topics (idempotent)."""
+    created = ensure_topics(settings)
+    t = settings.topics
+    for name, parts in ((t.queue, settings.queue_partitions), (t.markers, settings.markers_partitions),
+                        (t.dlq, settings.dlq_partitions)):
+        state = "created" if name in created else "exists"
+        self.say(f"{name}: {parts} partitions ({state})")

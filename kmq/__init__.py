@@ -1,0 +1,23 @@
+"""kmq: message-queue semantics on Kafka.
+
+Per-message ack, release (with delay), reject to a dead-letter topic,
+visibility extension, delivery counts and delayed delivery, for many logical
+queues sharing a few topics. This package is the SDK; it never imports
+faust or pyspark. The redelivery tracker is a Faust service (``app/``).
+"""
+
+from kmq.client import Client
+from kmq.consumer import Consumer
+from kmq.errors import (BrokerUnavailableError, ConfigError, ConsumerClosedError, DeliveryError,
+                        InvalidQueueNameError, KmqError, MarkerDecodeError, MessageSettledError,
+                        MessageTooLargeError)
+from kmq.message import Message
+from kmq.settings import Settings
+
+__all__ = [
+    "Client", "Consumer", "Message", "Settings",
+    "KmqError", "ConfigError", "InvalidQueueNameError", "MessageTooLargeError",
+    "MarkerDecodeError", "MessageSettledError", "BrokerUnavailableError", "DeliveryError",
+    "ConsumerClosedError",
+]
+__version__ = "0.1.0"

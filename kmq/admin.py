@@ -1,0 +1,85 @@
+"""Create and check kmq's topics (idempotent): queue, markers, dead-letter.
+
+The markers topic must have exactly as many partitions as the tracker's
+tables (Faust refuses otherwise), and placement hashes over the queue
+topic's partition count, so an existing topic with another count is an
+error that says so rather than something silently tolerated.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.settings import Settings
+
+
+def topic_specs(settings: Settings) -> list[NewTopic]:
+    """The topics kmq needs, with explicit partition counts and retention."""
+    rf = settings.effective_replication_factor
+    common = {"cleanup.policy": "delete"}
+    if not settings.embedded:
+        common["min.insync.replicas"] = str(min(2, rf))
+    return [
+        NewTopic(settings.queue_topic, settings.queue_partitions, rf,
+                 config={**common, "retention.ms": str(settings.queue_retention_ms),
+                         "max.message.bytes": str(settings.max_message_bytes + 1024)}),
+        NewTopic(settings.markers_topic, settings.markers_partitions, rf,
+                 config={**common, "retention.ms": str(settings.markers_retention_ms),
+                         # Broker time for marker timestamps where the broker honours it.
+                         "message.timestamp.type": "LogAppendTime"}),
+        NewTopic(settings.dlq_topic, settings.dlq_partitions, rf,
+                 config={**common, "retention.ms": str(settings.dlq_retention_ms),
+                         "max.message.bytes": str(settings.max_message_bytes + 4096)}),
+    ]
+
+
+def admin_client(settings: Settings) -> AdminClient:
+    return AdminClient({**settings.client_config(), "socket.connection.setup.timeout.ms": 5000})
+
+
+def topic_partition_counts(settings: Settings, timeout_s: float = 10.0) -> dict[str, int]:
+    """Partition counts of the topics that exist; raises if the broker does not answer."""
+    try:
+        md = admin_client(settings).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerUnavailableError(
+            f"no Kafka broker answered at {settings.bootstrap_servers} within {timeout_s:g}s "
+            f"(KMQ_BOOTSTRAP_SERVERS): {exc}") from exc
+    return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+
+def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
+    """Create missing kmq topics; check existing ones. Returns the names created."""
+    existing = topic_partition_counts(settings, timeout_s)
+    specs = topic_specs(settings)
+    for spec in specs:
+        have = existing.get(spec.topic)
+        if have is not None and have != spec.num_partitions:
+            raise ConfigError(
+                f"topic {spec.topic} has {have} partitions but the settings say "
+                f"{spec.num_partitions}: set the matching KMQ_*_PARTITIONS or use another topic name")
+    missing = [s for s in specs if s.topic not in existing]
+    created = []
+    if missing:
+        admin = admin_client(settings)  # keep the handle alive until the futures resolve
+        futures = admin.create_topics(missing, request_timeout=timeout_s)
+        for name, fut in futures.items():
+            try:
+                fut.result(timeout=timeout_s)
+                created.append(name)
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc) and "already exists" not in str(exc):
+                    raise
+    # Metadata propagates asynchronously; wait until every topic is visible.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        counts = topic_partition_counts(settings, timeout_s)
+        if all(counts.get(s.topic) == s.num_partitions for s in specs):
+            return created
+        if time.monotonic() > deadline:
+            raise BrokerUnavailableError(f"topics not visible after {timeout_s:g}s: {counts}")
+        time.sleep(0.05)

@@ -1,0 +1,95 @@
+"""The ``kmq`` command line.
+
+``kmq dev`` is the README's main job: embedded broker + tracker worker +
+web view + a demo workload; Ctrl-C stops everything it started.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from kmq.errors import KmqError
+
+
+@click.group()
+def main() -> None:
+    """kmq: message-queue semantics on Kafka."""
+
+
+@main.command()
+@click.option("--web-port", default=6066, show_default=True, help="Tracker web view port (0: any free).")
+@click.option("--demo/--no-demo", default=True, show_default=True, help="Run the demo workload.")
+@click.option("--exit-after-demo", is_flag=True, help="Stop everything once the demo is done.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Tracker data dir (default: a fresh temporary one).")
+def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) -> None:
+    """Embedded broker + tracker worker + web view (+ demo workload)."""
+    from kmq.admin import ensure_topics
+    from kmq.client import Client
+    from kmq.devstack import TrackerProcess
+    from kmq.embedded import EmbeddedBroker, free_port
+    from kmq.settings import Settings
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    work = Path(tempfile.mkdtemp(prefix="kmq-dev-"))
+    if web_port and not _port_free(web_port):
+        click.echo(f"port {web_port} is taken; using a free one")
+        web_port = 0
+    broker = EmbeddedBroker(log_path=work / "broker.log")
+    tracker = None
+    try:
+        broker.start()
+        settings = Settings.from_env(
+            {}, bootstrap_servers=broker.bootstrap_servers, profile="embedded",
+            data_dir=data_dir or str(work / "tracker-data"), web_port=web_port or free_port(),
+            max_deliveries=3)
+        click.echo(f"broker     {broker.bootstrap_servers} (Tansu, in memory; log {broker.log_path})")
+        ensure_topics(settings)
+        tracker = TrackerProcess(settings, work / "tracker.log").start(wait=False)
+        click.echo(f"tracker    faust -A app worker (pid {tracker.process.pid}; log {tracker.log_path})")
+        tracker.wait_ready(timeout_s=120)
+        click.echo(f"web view   {tracker.url}/kmq/stats   {tracker.url}/kmq/health")
+        if demo and not stop.is_set():
+            from kmq.demo import run_demo
+            click.echo("demo       sending to orders, emails, payments ...")
+            with Client(settings=settings) as client:
+                report = run_demo(client)
+            for line in report.lines():
+                click.echo(f"           {line}")
+        click.echo(f"env        export KMQ_BOOTSTRAP_SERVERS={broker.bootstrap_servers} KMQ_PROFILE=embedded")
+        if not exit_after_demo:
+            click.echo("running; Ctrl-C stops the tracker and the broker")
+            while not stop.wait(0.5):
+                if tracker.process is None or tracker.process.poll() is not None:
+                    raise KmqError(f"tracker worker exited; log: {tracker.log_path}")
+    except KmqError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    finally:
+        if tracker is not None:
+            tracker.stop()
+        broker.stop()
+        click.echo("stopped")
+
+
+def _port_free(port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

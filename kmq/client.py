@@ -1,0 +1,252 @@
+"""The entry point of the SDK: send messages and open consumers.
+
+::
+
+    client = kmq.Client(bootstrap_servers="127.0.0.1:9092")   # or KMQ_* env
+    msg_id = client.send("orders", b"payload", headers={"h": b"v"})
+    with client.consumer("orders", visibility_timeout_s=30) as c:
+        msg = c.receive(timeout_s=5)
+        msg.ack()
+
+1. ``send`` writes to the queue topic with key = queue id (idempotent
+   producer, murmur2 placement, so plain Kafka producers land alike). It is
+   asynchronous: :meth:`Client.flush` waits for the broker and raises if any
+   record was lost. Everything is validated before anything is written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+import uuid
+from typing import Any, Iterable, Mapping
+
+from confluent_kafka import KafkaException, Producer
+
+from kmq import envelope
+from kmq import markers as M
+from kmq.admin import topic_partition_counts
+from kmq.consumer import Consumer
+from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
+                        MessageTooLargeError)
+from kmq.placement import markers_partition, queue_partitions, validate_queue_name
+from kmq.settings import Settings
+
+HEADER_OVERHEAD_BYTES = 64  # record framing beyond key, value and header bytes
+
+
+class Client:
+    """Sends messages and opens consumers; one per process is plenty."""
+
+    def __init__(self, bootstrap_servers: str | None = None, *, settings: Settings | None = None,
+                 **setting_overrides: Any) -> None:
+        if settings is None:
+            settings = Settings.from_env(bootstrap_servers=bootstrap_servers, **setting_overrides)
+        elif bootstrap_servers or setting_overrides:
+            settings = settings.replace(
+                **({"bootstrap_servers": bootstrap_servers} if bootstrap_servers else {}),
+                **setting_overrides)
+        self.settings = settings
+        self._producer: Producer | None = None
+        self._partition_counts: dict[str, int] = {}
+        self._id_prefix = uuid.uuid4().hex[:12] + "-"
+        self._ids = itertools.count(1)
+        self._errors: list[str] = []
+        self._sent_since_poll = 0
+
+    # -- metadata ----------------------------------------------------------------
+
+    def partition_count(self, topic: str, timeout_s: float = 10.0) -> int:
+        """Partitions of ``topic`` (cached); a missing topic is a clear error."""
+        n = self._partition_counts.get(topic)
+        if n is None:
+            counts = topic_partition_counts(self.settings, timeout_s)
+            self._partition_counts.update(counts)
+            n = counts.get(topic)
+            if n is None:
+                raise ConfigError(
+                    f"topic {topic!r} does not exist on {self.settings.bootstrap_servers}: "
+                    "create kmq's topics first (`faust -A app create-topics` or `kmq dev`)")
+        return n
+
+    # -- sending -----------------------------------------------------------------
+
+    def _get_producer(self) -> Producer:
+        if self._producer is None:
+            s = self.settings
+            self._producer = Producer({
+                **s.client_config(),
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "batch.num.messages": 10000,
+                "batch.size": 1_000_000,
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                "message.max.bytes": s.max_message_bytes + 4096,
+                "partitioner": "murmur2_random",
+                # Only failures come back: a callback per record would cost more than the send.
+                "delivery.report.only.error": True,
+                "on_delivery": self._on_delivery,
+            })
+        return self._producer
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}[{msg.partition()}] key={msg.key()!r}: {err}")
+
+    def send(self, queue: str, value: bytes, *, headers: Mapping[str, bytes | str] | None = None,
+             delay_s: float | None = None, deliver_at: float | None = None) -> str:
+        """Enqueue ``value`` on ``queue``; returns the message id.
+
+        ``delay_s`` (seconds from now) or ``deliver_at`` (epoch seconds) make
+        it receivable only at or after that time (held by the tracker).
+        Raises before writing anything if an argument is invalid.
+        """
+        queue = validate_queue_name(queue)
+        payload = _check_value(value)
+        user_headers = _check_headers(headers)
+        due_ms = self._due_ms(delay_s, deliver_at)
+        size = len(payload) + len(queue) + sum(len(k) + len(v) for k, v in user_headers)
+        if size + HEADER_OVERHEAD_BYTES > self.settings.max_message_bytes:
+            raise MessageTooLargeError(
+                f"value of queue {queue!r} is {size} bytes with key and headers; the broker "
+                f"accepts {self.settings.max_message_bytes} (KMQ_MAX_MESSAGE_BYTES): send less")
+        msg_id = f"{self._id_prefix}{next(self._ids):x}"
+        producer = self._get_producer()
+        if due_ms is not None:
+            marker = M.Schedule(queue, msg_id, due_ms, payload, tuple(user_headers))
+            mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
+            self._produce(producer, self.settings.markers_topic, M.encode([marker]), queue, mp, None)
+        else:
+            part = queue_partitions(queue, self.partition_count(self.settings.queue_topic))[0]
+            self._produce(producer, self.settings.queue_topic, payload, queue, part,
+                          [(envelope.ID, msg_id.encode())] + user_headers)
+        return msg_id
+
+    def _due_ms(self, delay_s: float | None, deliver_at: float | None) -> int | None:
+        if delay_s is not None and deliver_at is not None:
+            raise ConfigError("give delay_s or deliver_at, not both")
+        if delay_s is None and deliver_at is None:
+            return None
+        now = time.time()
+        if delay_s is not None:
+            name, delay = "delay_s", _finite("delay_s", delay_s)
+        else:
+            name, delay = "deliver_at", _finite("deliver_at", deliver_at) - now
+        if delay < 0 and name == "delay_s":
+            raise ConfigError(f"delay_s={delay_s!r} is negative: give 0 or more seconds")
+        if delay > self.settings.max_delay_s:
+            raise ConfigError(
+                f"{name}={delay_s if name == 'delay_s' else deliver_at!r} is {delay:.0f} s away; "
+                f"the limit is {self.settings.max_delay_s:g} s (KMQ_MAX_DELAY_S)")
+        if delay <= 0:
+            return None  # due already: enqueue directly
+        return int((now + delay) * 1000)
+
+    def _produce(self, producer: Producer, topic: str, value: bytes, key: str, partition: int,
+                 headers: list | None) -> None:
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=partition, headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+            except KafkaException as exc:
+                raise DeliveryError(f"could not enqueue on {topic}: {exc}") from exc
+        self._sent_since_poll += 1
+        if self._sent_since_poll >= 1000:
+            self._sent_since_poll = 0
+            producer.poll(0)
+
+    def send_batch(self, queue: str, values: Iterable[bytes],
+                   headers: Mapping[str, bytes | str] | None = None) -> list[str]:
+        """Enqueue many values on one queue; all are validated before any is written."""
+        queue = validate_queue_name(queue)
+        payloads = [_check_value(v) for v in values]
+        user_headers = _check_headers(headers)
+        extra = len(queue) + sum(len(k) + len(v) for k, v in user_headers) + HEADER_OVERHEAD_BYTES
+        for i, p in enumerate(payloads):
+            if len(p) + extra > self.settings.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"values[{i}] of queue {queue!r} is {len(p)} bytes; the broker accepts "
+                    f"{self.settings.max_message_bytes} with key and headers (KMQ_MAX_MESSAGE_BYTES)")
+        producer = self._get_producer()
+        topic = self.settings.queue_topic
+        part = queue_partitions(queue, self.partition_count(topic))[0]
+        ids = []
+        prefix = self._id_prefix
+        for p in payloads:
+            msg_id = f"{prefix}{next(self._ids):x}"
+            self._produce(producer, topic, p, queue, part, [(envelope.ID, msg_id.encode())] + user_headers)
+            ids.append(msg_id)
+        return ids
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait until every sent message is acknowledged; raise if any was lost."""
+        if self._producer is not None:
+            left = self._producer.flush(timeout_s)
+            if left:
+                raise BrokerUnavailableError(
+                    f"{left} messages not acknowledged by {self.settings.bootstrap_servers} "
+                    f"within {timeout_s:g} s")
+        if self._errors:
+            errors, self._errors = self._errors, []
+            raise DeliveryError(f"{len(errors)} messages were not written; first: {errors[0]}")
+
+    # -- consuming ---------------------------------------------------------------
+
+    def consumer(self, queue: str, **options: Any) -> Consumer:
+        """A consumer of ``queue``; see :class:`kmq.Consumer` for the options."""
+        queue = validate_queue_name(queue)
+        return Consumer(
+            self.settings, queue,
+            queue_topic_partitions=self.partition_count(self.settings.queue_topic),
+            markers_topic_partitions=self.partition_count(self.settings.markers_topic),
+            **options)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Flush what was sent and let go of the connection."""
+        try:
+            self.flush(timeout_s)
+        finally:
+            self._producer = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name}={value!r} must be a finite number of seconds")
+    return float(value)
+
+
+def _check_value(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise ConfigError(
+        f"value must be bytes, not {type(value).__name__}: encode it first, e.g. value.encode()")
+
+
+def _check_headers(headers: Mapping[str, bytes | str] | None) -> list[tuple[str, bytes]]:
+    if headers is None:
+        return []
+    if not isinstance(headers, Mapping):
+        raise ConfigError(f"headers must be a dict of str to bytes, not {type(headers).__name__}")
+    out = []
+    for k, v in headers.items():
+        if not isinstance(k, str) or not k:
+            raise ConfigError(f"header name {k!r} must be a non-empty string")
+        if k.startswith(envelope.RESERVED_PREFIX):
+            raise ConfigError(f"header {k!r}: names starting with 'kmq.' are kmq's own; rename it")
+        if isinstance(v, str):
+            v = v.encode()
+        elif not isinstance(v, (bytes, bytearray)):
+            raise ConfigError(f"header {k!r} value must be bytes or str, not {type(v).__name__}")
+        out.append((k, bytes(v)))
+    return out

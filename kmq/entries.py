@@ -1,0 +1,252 @@
+"""The tracker's table records: in-flight range entries, scheduled sends, and their byte codec.
+
+These are what the tracker's changelog topic holds, so Spark jobs and the web
+views decode them with this module too. Entries and the deadline index share
+one table (one changelog, so a crash leaves a prefix of one ordered write
+log, never two logs cut at different places). Index keys start with ``D``
+and the big-endian deadline, so RocksDB iterates them in time order.
+
+Formats (version 1, big-endian)::
+
+    range key     := b"R", str16 queue, u32 partition, i64 start, i64 end
+    schedule key  := b"S", str16 queue, str16 message_id
+    index key     := b"D", i64 deadline_ms, entry key
+    in-flight     := u8 version=1, i64 started_ms, u32 timeout_ms, i64 indexed_ms,
+                     u16 n, group*n
+    group         := i64 deadline_ms, u8 cause, str16 reason, bytes32 mask
+    scheduled     := u8 version=1, i64 due_ms, i64 indexed_ms, bytes32 value,
+                     u16 n, (str16 key, bytes32 value)*n
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from kmq.markers import RangeRef
+
+ENTRY_VERSION = 1
+NOT_INDEXED = -1
+
+_RANGE_KEY = struct.Struct(">Iqq")
+_I64 = struct.Struct(">q")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_INFLIGHT_HEAD = struct.Struct(">BqIq")
+_GROUP = struct.Struct(">qB")
+_SCHED_HEAD = struct.Struct(">Bqq")
+
+
+class Cause(IntEnum):
+    """Why an in-flight offset comes due."""
+
+    TIMEOUT = 0    # visibility timeout (possibly extended) ran out
+    RELEASED = 1   # the consumer released it, maybe with a delay: counts a delivery
+    REJECTED = 2   # the consumer rejected it: dead-letter now
+    RETURNED = 3   # handed back unprocessed (never given to user code): not counted
+
+
+@dataclass(slots=True)
+class Group:
+    """Offsets of a range that share one deadline and cause."""
+
+    deadline_ms: int
+    cause: Cause
+    reason: str
+    mask: int
+
+
+@dataclass(slots=True)
+class InFlight:
+    """One in-flight range: its unsettled offsets, grouped by deadline and cause.
+
+    Every pending offset is in exactly one group; groups with equal
+    (deadline, cause, reason) are merged, so a range keeps a handful of them.
+    """
+
+    started_ms: int
+    timeout_ms: int
+    groups: list[Group] = field(default_factory=list)
+    indexed_ms: int = NOT_INDEXED
+
+    @property
+    def pending(self) -> int:
+        m = 0
+        for g in self.groups:
+            m |= g.mask
+        return m
+
+    def next_deadline_ms(self) -> int | None:
+        """Earliest deadline among pending offsets, or None when nothing is pending."""
+        return min((g.deadline_ms for g in self.groups), default=None)
+
+    def remove(self, mask: int) -> int:
+        """Settle the offsets in ``mask``; return those that were pending."""
+        taken = 0
+        kept = []
+        for g in self.groups:
+            hit = g.mask & mask
+            if hit:
+                taken |= hit
+                g.mask &= ~hit
+            if g.mask:
+                kept.append(g)
+        self.groups = kept
+        return taken
+
+    def move(self, mask: int, deadline_ms: int, cause: Cause, reason: str = "",
+             from_causes: tuple[Cause, ...] = tuple(Cause)) -> int:
+        """Give the pending offsets in ``mask`` (of groups with ``from_causes``) a new deadline."""
+        taken = 0
+        for g in self.groups:
+            if g.cause in from_causes:
+                hit = g.mask & mask
+                if hit:
+                    taken |= hit
+                    g.mask &= ~hit
+        if not taken:
+            return 0
+        kept = [g for g in self.groups if g.mask]
+        for g in kept:
+            if g.deadline_ms == deadline_ms and g.cause == cause and g.reason == reason:
+                g.mask |= taken
+                break
+        else:
+            kept.append(Group(deadline_ms, cause, reason, taken))
+        self.groups = kept
+        return taken
+
+
+@dataclass(slots=True)
+class Scheduled:
+    """A delayed send held by the tracker until ``due_ms``."""
+
+    due_ms: int
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    indexed_ms: int = NOT_INDEXED
+
+
+# -- keys ---------------------------------------------------------------------
+
+def range_key(r: RangeRef) -> bytes:
+    q = r.queue.encode()
+    return b"R" + _U16.pack(len(q)) + q + _RANGE_KEY.pack(r.partition, r.start, r.end)
+
+
+def schedule_key(queue: str, message_id: str) -> bytes:
+    q = queue.encode()
+    m = message_id.encode()
+    return b"S" + _U16.pack(len(q)) + q + _U16.pack(len(m)) + m
+
+
+def is_range_key(key: bytes) -> bool:
+    return key[:1] == b"R"
+
+
+def decode_range_key(key: bytes) -> RangeRef:
+    if key[:1] != b"R":
+        raise ValueError(f"not a range key: {key[:16]!r}")
+    n = _U16.unpack_from(key, 1)[0]
+    queue = key[3:3 + n].decode()
+    partition, start, end = _RANGE_KEY.unpack_from(key, 3 + n)
+    return RangeRef(queue, partition, start, end)
+
+
+def decode_schedule_key(key: bytes) -> tuple[str, str]:
+    if key[:1] != b"S":
+        raise ValueError(f"not a schedule key: {key[:16]!r}")
+    n = _U16.unpack_from(key, 1)[0]
+    queue = key[3:3 + n].decode()
+    m = _U16.unpack_from(key, 3 + n)[0]
+    return queue, key[5 + n:5 + n + m].decode()
+
+
+INDEX_PREFIX = b"D"
+
+
+def index_key(deadline_ms: int, entry_key: bytes) -> bytes:
+    # Deadlines are epoch milliseconds (positive), so big-endian bytes sort by time.
+    return INDEX_PREFIX + _I64.pack(max(0, deadline_ms)) + entry_key
+
+
+def is_index_key(key: bytes) -> bool:
+    return key[:1] == INDEX_PREFIX
+
+
+def decode_index_key(key: bytes) -> tuple[int, bytes]:
+    return _I64.unpack_from(key, 1)[0], key[9:]
+
+
+def index_bound(deadline_ms: int) -> bytes:
+    """Smallest index key with a deadline above ``deadline_ms`` (scan end, exclusive)."""
+    return INDEX_PREFIX + _I64.pack(max(0, deadline_ms) + 1)
+
+
+# -- values -------------------------------------------------------------------
+
+def encode_inflight(e: InFlight) -> bytes:
+    parts = [_INFLIGHT_HEAD.pack(ENTRY_VERSION, e.started_ms, e.timeout_ms, e.indexed_ms),
+             _U16.pack(len(e.groups))]
+    for g in e.groups:
+        reason = g.reason.encode()
+        mask = g.mask.to_bytes((g.mask.bit_length() + 7) // 8, "little")
+        parts += [_GROUP.pack(g.deadline_ms, g.cause), _U16.pack(len(reason)), reason,
+                  _U32.pack(len(mask)), mask]
+    return b"".join(parts)
+
+
+def decode_inflight(data: bytes) -> InFlight:
+    version, started, timeout, indexed = _INFLIGHT_HEAD.unpack_from(data, 0)
+    if version != ENTRY_VERSION:
+        raise ValueError(f"unsupported in-flight entry version {version}")
+    pos = _INFLIGHT_HEAD.size
+    count = _U16.unpack_from(data, pos)[0]
+    pos += 2
+    groups = []
+    for _ in range(count):
+        deadline, cause = _GROUP.unpack_from(data, pos)
+        pos += _GROUP.size
+        rn = _U16.unpack_from(data, pos)[0]
+        pos += 2
+        reason = data[pos:pos + rn].decode()
+        pos += rn
+        mn = _U32.unpack_from(data, pos)[0]
+        pos += 4
+        groups.append(Group(deadline, Cause(cause), reason, int.from_bytes(data[pos:pos + mn], "little")))
+        pos += mn
+    return InFlight(started, timeout, groups, indexed)
+
+
+def encode_scheduled(s: Scheduled) -> bytes:
+    parts = [_SCHED_HEAD.pack(ENTRY_VERSION, s.due_ms, s.indexed_ms),
+             _U32.pack(len(s.value)), s.value, _U16.pack(len(s.headers))]
+    for k, v in s.headers:
+        kb = k.encode()
+        parts += [_U16.pack(len(kb)), kb, _U32.pack(len(v)), v]
+    return b"".join(parts)
+
+
+def decode_scheduled(data: bytes) -> Scheduled:
+    version, due, indexed = _SCHED_HEAD.unpack_from(data, 0)
+    if version != ENTRY_VERSION:
+        raise ValueError(f"unsupported scheduled entry version {version}")
+    pos = _SCHED_HEAD.size
+    n = _U32.unpack_from(data, pos)[0]
+    pos += 4
+    value = data[pos:pos + n]
+    pos += n
+    headers = []
+    count = _U16.unpack_from(data, pos)[0]
+    pos += 2
+    for _ in range(count):
+        kn = _U16.unpack_from(data, pos)[0]
+        pos += 2
+        k = data[pos:pos + kn].decode()
+        pos += kn
+        vn = _U32.unpack_from(data, pos)[0]
+        pos += 4
+        headers.append((k, data[pos:pos + vn]))
+        pos += vn
+    return Scheduled(due, bytes(value), tuple(headers), indexed)

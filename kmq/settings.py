@@ -1,0 +1,186 @@
+"""One frozen settings object per process, read from ``KMQ_*`` environment variables.
+
+Every field is declared once below with its environment variable, default and
+meaning; :func:`reference_markdown` renders that table as the configuration
+reference, so code and docs cannot drift apart.
+
+Profiles: ``embedded`` applies what the embedded Tansu broker needs (short
+group timeouts, one changelog record per batch so Faust's recovery is exact,
+replication factor 1); ``production`` keeps durable Kafka defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from kmq.errors import ConfigError
+
+PROFILES = ("embedded", "production")
+
+
+def _setting(default: Any, env: str, doc: str) -> Any:
+    return field(default=default, metadata={"env": env, "doc": doc})
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    """The physical topics kmq uses."""
+
+    queue: str
+    markers: str
+    dlq: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated kmq settings; build with :meth:`from_env`."""
+
+    bootstrap_servers: str = _setting(
+        "127.0.0.1:9092", "KMQ_BOOTSTRAP_SERVERS", "Kafka bootstrap servers, host:port[,host:port]")
+    profile: str = _setting(
+        "production", "KMQ_PROFILE",
+        "`embedded` (Tansu dev broker: short timeouts, exact recovery) or `production`")
+    data_dir: str = _setting("./kmq-data", "KMQ_DATA_DIR", "Tracker worker's RocksDB data directory")
+    web_host: str = _setting("127.0.0.1", "KMQ_WEB_HOST", "Address the tracker's web server binds")
+    web_port: int = _setting(6066, "KMQ_WEB_PORT", "Port of the tracker's web server")
+    app_id: str = _setting(
+        "kmq-tracker", "KMQ_APP_ID", "Faust app id: the tracker's group id and changelog prefix")
+    queue_topic: str = _setting("kmq.queue", "KMQ_QUEUE_TOPIC", "Topic holding queued messages")
+    markers_topic: str = _setting("kmq.markers", "KMQ_MARKERS_TOPIC", "Topic of START/ACK/... markers")
+    dlq_topic: str = _setting("kmq.dlq", "KMQ_DLQ_TOPIC", "Dead-letter topic")
+    queue_partitions: int = _setting(8, "KMQ_QUEUE_PARTITIONS", "Partitions of the queue topic")
+    markers_partitions: int = _setting(
+        8, "KMQ_MARKERS_PARTITIONS", "Partitions of the markers topic (= tracker table partitions)")
+    dlq_partitions: int = _setting(4, "KMQ_DLQ_PARTITIONS", "Partitions of the dead-letter topic")
+    replication_factor: int = _setting(
+        0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
+    queue_retention_ms: int = _setting(
+        7 * 24 * 3600 * 1000, "KMQ_QUEUE_RETENTION_MS",
+        "Queue topic retention; keep it well above the longest visibility timeout")
+    markers_retention_ms: int = _setting(
+        7 * 24 * 3600 * 1000, "KMQ_MARKERS_RETENTION_MS", "Markers topic retention")
+    dlq_retention_ms: int = _setting(
+        14 * 24 * 3600 * 1000, "KMQ_DLQ_RETENTION_MS", "Dead-letter topic retention")
+    visibility_timeout_s: float = _setting(
+        30.0, "KMQ_VISIBILITY_TIMEOUT_S", "Default time a received message stays invisible")
+    max_deliveries: int = _setting(
+        5, "KMQ_MAX_DELIVERIES", "Deliveries before a message is dead-lettered")
+    max_delay_s: float = _setting(
+        7 * 24 * 3600.0, "KMQ_MAX_DELAY_S", "Longest delay of a delayed send or release")
+    tick_interval_ms: int = _setting(
+        50, "KMQ_TICK_INTERVAL_MS", "How often the tracker checks for due deadlines")
+    idle_tick_ms: int = _setting(
+        1000, "KMQ_IDLE_TICK_MS", "Tick each owned partition at least this often (advances its clock)")
+    redeliver_batch_limit: int = _setting(
+        20000, "KMQ_REDELIVER_BATCH_LIMIT", "Most messages one tick redelivers")
+    session_timeout_ms: int = _setting(
+        0, "KMQ_SESSION_TIMEOUT_MS", "Consumer group session timeout (0: 6000 embedded, 45000 production)")
+    max_message_bytes: int = _setting(
+        1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload + headers) the broker accepts")
+    group_prefix: str = _setting("kmq.", "KMQ_GROUP_PREFIX", "Prefix of each queue's consumer group id")
+    security_protocol: str = _setting(
+        "", "KMQ_SECURITY_PROTOCOL", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: PLAINTEXT)")
+    sasl_mechanism: str = _setting("", "KMQ_SASL_MECHANISM", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+    sasl_username: str = _setting("", "KMQ_SASL_USERNAME", "SASL user name")
+    sasl_password: str = _setting("", "KMQ_SASL_PASSWORD", "SASL password")
+    ssl_cafile: str = _setting("", "KMQ_SSL_CAFILE", "CA certificate file for SSL")
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ConfigError(
+                f"KMQ_PROFILE={self.profile!r} is not a profile: use one of {', '.join(PROFILES)}")
+        if not self.bootstrap_servers.strip():
+            raise ConfigError("KMQ_BOOTSTRAP_SERVERS is empty: give host:port of a Kafka broker")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                allow_zero = f.name in ("replication_factor", "session_timeout_ms")
+                if value < 0 or (value == 0 and not allow_zero):
+                    raise ConfigError(
+                        f"{f.metadata['env']}={value} must be a positive number")
+        if not (0 < self.web_port < 65536):
+            raise ConfigError(f"KMQ_WEB_PORT={self.web_port} is not a TCP port (1-65535)")
+        if self.max_deliveries < 1:
+            raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Read ``KMQ_*`` variables (``environ`` defaults to ``os.environ``)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            name = f.metadata["env"]
+            if name in env and env[name] != "":
+                values[f.name] = _parse(f, name, env[name])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "Settings":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # -- derived values -----------------------------------------------------
+
+    @property
+    def embedded(self) -> bool:
+        return self.profile == "embedded"
+
+    @property
+    def topics(self) -> TopicNames:
+        """The one mapping from settings to topic names."""
+        return TopicNames(self.queue_topic, self.markers_topic, self.dlq_topic)
+
+    @property
+    def effective_replication_factor(self) -> int:
+        if self.replication_factor:
+            return self.replication_factor
+        return 1 if self.embedded else 3
+
+    @property
+    def effective_session_timeout_ms(self) -> int:
+        if self.session_timeout_ms:
+            return self.session_timeout_ms
+        # Tansu answers a group join after about half the session timeout.
+        return 6000 if self.embedded else 45000
+
+    def group_id(self, queue: str) -> str:
+        """Consumer group of one logical queue."""
+        return f"{self.group_prefix}{queue}"
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings every kmq client shares (address, security)."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security_protocol:
+            conf["security.protocol"] = self.security_protocol
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username:
+            conf["sasl.username"] = self.sasl_username
+            conf["sasl.password"] = self.sasl_password
+        if self.ssl_cafile:
+            conf["ssl.ca.location"] = self.ssl_cafile
+        return conf
+
+
+def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
+    kind = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str}[f.type]
+    if kind is str:
+        return raw
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{env_name}={raw!r} is not a{'n' if kind is int else ''} "
+                          f"{kind.__name__}: give a number") from exc
+
+
+def reference_markdown() -> str:
+    """The configuration reference, generated from :class:`Settings`."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for f in dataclasses.fields(Settings):
+        rows.append(f"| `{f.metadata['env']}` | `{f.default}` | {f.metadata['doc']} |")
+    return "\n".join(rows) + "\n"

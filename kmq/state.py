@@ -1,0 +1,284 @@
+"""The tracker's decisions: a pure state machine per markers partition.
+
+Time is always an argument (``now_ms``); nothing here reads a clock, talks to
+Kafka or knows about Faust. State lives behind :class:`Store`, a narrow seam
+over two ordered key-value maps (entries, deadline index); the tracker backs
+it with changelogged RocksDB tables, tests with :class:`MemoryStore`.
+
+The flow (numbers match the README):
+
+4. ``apply(marker, now_ms)`` folds a consumer's marker into the in-flight
+   range entries: START opens an entry with ``deadline = now + timeout``,
+   ACK clears offsets, EXTEND/RELEASE/REJECT give offsets their own deadline
+   and cause; SCHEDULE holds a delayed send.
+5. ``due(now_ms)`` lists what has come due, in deadline order, reading only;
+   the tracker republishes or dead-letters it, and only then calls
+   ``settle(...)`` so a crash in between repeats the work instead of losing it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Iterator, Protocol, Union
+
+from kmq import entries as E
+from kmq.entries import Cause, Group, InFlight, Scheduled
+from kmq.markers import Ack, Extend, Marker, RangeRef, Reject, Release, Schedule, Start, Tick
+
+
+class Store(Protocol):
+    """Entries (ranges, schedules) and the deadline index, as ordered byte keys.
+
+    The tracker keeps both in one changelogged table, so after a crash the
+    state is a prefix of one ordered write log. Writes are ordered so that
+    every prefix keeps the invariant *an entry's indexed deadline key
+    exists*: a new index key is written before the entry that points at it,
+    and the old one deleted after. A prefix can leave an orphan index key;
+    :meth:`PartitionState.due` reports it and :meth:`PartitionState.settle`
+    removes it.
+    """
+
+    def get(self, key: bytes) -> bytes | None: ...
+    def put(self, key: bytes, value: bytes) -> None: ...
+    def delete(self, key: bytes) -> None: ...
+    def index_put(self, key: bytes) -> None: ...
+    def index_delete(self, key: bytes) -> None: ...
+    def index_scan(self, upto_ms: int) -> Iterator[bytes]:
+        """Index keys with deadline <= upto_ms, ascending."""
+    def index_first(self) -> bytes | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """Offsets of one range that came due together, for the same cause."""
+
+    range: RangeRef
+    mask: int
+    cause: Cause
+    reason: str
+    started_ms: int
+    deadline_ms: int
+
+    @property
+    def count(self) -> int:
+        return self.mask.bit_count()
+
+
+@dataclass(frozen=True, slots=True)
+class StaleIndexKey:
+    """An index key no entry points at any more (left by a crash): only to be removed."""
+
+    key: bytes
+    count = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DueSend:
+    """A scheduled (delayed) send whose time has come."""
+
+    queue: str
+    message_id: str
+    due_ms: int
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+
+    @property
+    def count(self) -> int:
+        return 1
+
+
+Due = Union[Expiry, DueSend, StaleIndexKey]
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What one marker did, for counters: ``what`` happened to ``count`` messages of ``queue``."""
+
+    queue: str
+    what: str  # started acked extended released returned rejected scheduled unknown-range
+    count: int
+
+
+class PartitionState:
+    """In-flight ranges and scheduled sends of one markers partition."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- 4. markers in ------------------------------------------------------
+
+    def apply(self, marker: Marker, now_ms: int) -> Applied | None:
+        """Fold one consumer marker into the state (TICKs are handled by due/settle)."""
+        if isinstance(marker, Start):
+            return self._start(marker, now_ms)
+        if isinstance(marker, Schedule):
+            return self._schedule(marker)
+        if isinstance(marker, Tick):
+            return None
+        key = E.range_key(marker.range)
+        raw = self.store.get(key)
+        if raw is None:
+            return Applied(marker.range.queue, "unknown-range", marker.mask.bit_count())
+        entry = E.decode_inflight(raw)
+        if isinstance(marker, Ack):
+            what, touched = "acked", entry.remove(marker.mask)
+        elif isinstance(marker, Extend):
+            # Only offsets still waiting on a consumer can be extended; released
+            # or rejected ones are no longer the consumer's.
+            what, touched = "extended", entry.move(
+                marker.mask, now_ms + marker.timeout_ms, Cause.TIMEOUT, from_causes=(Cause.TIMEOUT,))
+        elif isinstance(marker, Release):
+            cause = Cause.RELEASED if marker.counted else Cause.RETURNED
+            what = "released" if marker.counted else "returned"
+            touched = entry.move(marker.mask, now_ms + max(0, marker.delay_ms), cause,
+                                 from_causes=(Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED))
+        elif isinstance(marker, Reject):
+            what, touched = "rejected", entry.move(
+                marker.mask, now_ms, Cause.REJECTED, marker.reason,
+                from_causes=(Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED))
+        else:  # pragma: no cover - exhaustive over Marker
+            raise TypeError(f"not a marker: {marker!r}")
+        self._store_range(key, entry)
+        return Applied(marker.range.queue, what, touched.bit_count())
+
+    def _start(self, m: Start, now_ms: int) -> Applied:
+        key = E.range_key(m.range)
+        old = self.store.get(key)
+        entry = InFlight(started_ms=now_ms, timeout_ms=m.timeout_ms,
+                         groups=[Group(now_ms + m.timeout_ms, Cause.TIMEOUT, "", m.mask)])
+        if old is not None:
+            # The same range fetched again (a replayed marker or a re-fetch after
+            # a consumer died before committing): it is a fresh delivery.
+            entry.indexed_ms = E.decode_inflight(old).indexed_ms
+        self._store_range(key, entry, reindex=True)
+        return Applied(m.range.queue, "started", m.mask.bit_count())
+
+    def _schedule(self, m: Schedule) -> Applied:
+        key = E.schedule_key(m.queue, m.message_id)
+        if self.store.get(key) is not None:
+            # A duplicate delayed send (producer retry, replay): keep the first.
+            return Applied(m.queue, "scheduled-duplicate", 1)
+        self.store.index_put(E.index_key(m.due_ms, key))  # index first: see Store
+        self.store.put(key, E.encode_scheduled(Scheduled(m.due_ms, m.value, m.headers, m.due_ms)))
+        return Applied(m.queue, "scheduled", 1)
+
+    def _store_range(self, key: bytes, entry: InFlight, reindex: bool = False) -> None:
+        """Write ``entry`` and its index key in crash-safe order (see :class:`Store`)."""
+        old = entry.indexed_ms
+        nxt = entry.next_deadline_ms()
+        if nxt is None:
+            self.store.delete(key)
+        else:
+            if nxt != old or reindex:
+                self.store.index_put(E.index_key(nxt, key))
+                entry.indexed_ms = nxt
+            self.store.put(key, E.encode_inflight(entry))
+        if old != E.NOT_INDEXED and old != nxt:
+            self.store.index_delete(E.index_key(old, key))
+
+    # -- 5. deadlines out ---------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        """The earliest deadline held, or None when nothing is pending."""
+        first = self.store.index_first()
+        return None if first is None else E.decode_index_key(first)[0]
+
+    def due(self, now_ms: int, limit: int = 1 << 62) -> list[Due]:
+        """What is due at ``now_ms``, earliest first, about ``limit`` messages at most.
+
+        Reads only; pass the result to :meth:`settle` once it has been acted on.
+        """
+        out: list[Due] = []
+        taken = 0
+        for ikey in self.store.index_scan(now_ms):
+            if taken >= limit:
+                break
+            deadline_ms, key = E.decode_index_key(ikey)
+            raw = self.store.get(key)
+            if raw is None:
+                out.append(StaleIndexKey(ikey))
+                continue
+            if E.is_range_key(key):
+                entry = E.decode_inflight(raw)
+                if entry.indexed_ms != deadline_ms:
+                    out.append(StaleIndexKey(ikey))
+                    continue
+                found = _expiries(E.decode_range_key(key), entry, now_ms)
+            else:
+                queue, message_id = E.decode_schedule_key(key)
+                s = E.decode_scheduled(raw)
+                if s.indexed_ms != deadline_ms:
+                    out.append(StaleIndexKey(ikey))
+                    continue
+                found = [DueSend(queue, message_id, s.due_ms, s.value, s.headers)]
+            for d in found:
+                out.append(d)
+                taken += d.count
+        return out
+
+    def settle(self, done: list[Due]) -> None:
+        """Forget what :meth:`due` returned, now that it was republished or dead-lettered."""
+        for d in done:
+            if isinstance(d, StaleIndexKey):
+                self.store.index_delete(d.key)
+                continue
+            if isinstance(d, DueSend):
+                key = E.schedule_key(d.queue, d.message_id)
+                raw = self.store.get(key)
+                if raw is not None:
+                    self.store.delete(key)  # entry first, then its index key: see Store
+                    self.store.index_delete(E.index_key(E.decode_scheduled(raw).indexed_ms, key))
+                continue
+            key = E.range_key(d.range)
+            raw = self.store.get(key)
+            if raw is None:
+                continue
+            entry = E.decode_inflight(raw)
+            entry.remove(d.mask)
+            self._store_range(key, entry)
+
+
+def _expiries(r: RangeRef, e: InFlight, now_ms: int) -> list[Expiry]:
+    merged: dict[tuple[Cause, str], Expiry] = {}
+    for g in e.groups:
+        if g.deadline_ms <= now_ms:
+            k = (g.cause, g.reason)
+            prev = merged.get(k)
+            merged[k] = Expiry(r, g.mask | (prev.mask if prev else 0), g.cause, g.reason,
+                               e.started_ms, min(g.deadline_ms, prev.deadline_ms) if prev else g.deadline_ms)
+    return [merged[k] for k in sorted(merged)]
+
+
+class MemoryStore:
+    """An in-memory :class:`Store` (tests, tools); same ordering as the RocksDB tables."""
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, bytes] = {}
+        self.index: list[bytes] = []
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.entries.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.entries[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self.entries.pop(key, None)
+
+    def index_put(self, key: bytes) -> None:
+        i = bisect.bisect_left(self.index, key)
+        if i == len(self.index) or self.index[i] != key:
+            self.index.insert(i, key)
+
+    def index_delete(self, key: bytes) -> None:
+        i = bisect.bisect_left(self.index, key)
+        if i < len(self.index) and self.index[i] == key:
+            del self.index[i]
+
+    def index_scan(self, upto_ms: int) -> Iterator[bytes]:
+        end = bisect.bisect_left(self.index, E.index_bound(upto_ms))
+        return iter(self.index[:end])
+
+    def index_first(self) -> bytes | None:
+        return self.index[0] if self.index else None

@@ -1,0 +1,1 @@
+"""Table declarations of the tracker and typed access to them (nothing else)."""

@@ -1,0 +1,94 @@
+"""Shared fixtures: one embedded broker per test session, tracker workers as subprocesses.
+
+Integration tests talk to a real Kafka-protocol broker (Tansu) on a free
+loopback port; nothing about Kafka is mocked. Each test uses its own queue
+names, so tests share one broker and one tracker without seeing each other.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from kmq.admin import ensure_topics
+from kmq.devstack import TrackerProcess
+from kmq.embedded import EmbeddedBroker, free_port
+from kmq.settings import Settings
+
+ARTIFACTS = Path(os.environ.get("KMQ_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
+_counter = itertools.count()
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, interval_s: float = 0.05,
+             what: str = "condition") -> object:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def broker(artifacts: Path):
+    with EmbeddedBroker(log_path=artifacts / "broker.log") as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def make_settings(broker: EmbeddedBroker, tmp_path_factory) -> Callable[..., Settings]:
+    """Settings with their own topics and app id (a separate 'deployment' on the shared broker)."""
+
+    def make(**overrides) -> Settings:
+        n = next(_counter)
+        tag = f"t{n}-{uuid.uuid4().hex[:6]}"
+        values = dict(
+            bootstrap_servers=broker.bootstrap_servers, profile="embedded",
+            app_id=f"kmq-test-{tag}", queue_topic=f"{tag}.queue", markers_topic=f"{tag}.markers",
+            dlq_topic=f"{tag}.dlq", queue_partitions=4, markers_partitions=4, dlq_partitions=2,
+            data_dir=str(tmp_path_factory.mktemp(f"data-{tag}")), web_port=free_port(),
+            max_deliveries=3, visibility_timeout_s=2.0, group_prefix=f"{tag}.",
+        )
+        values.update(overrides)
+        s = Settings.from_env({}, **values)
+        ensure_topics(s)
+        return s
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def shared_settings(make_settings) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture(scope="session")
+def tracker(shared_settings: Settings, artifacts: Path):
+    """One tracker worker shared by the tests that do not restart it."""
+    t = TrackerProcess(shared_settings, artifacts / "tracker-shared.log")
+    t.start(timeout_s=120)
+    yield t
+    t.stop()
+
+
+@pytest.fixture
+def queue(request) -> str:
+    """A queue id unique to this test."""
+    base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60].strip("-")
+    return f"{base}-{next(_counter)}"

@@ -1,0 +1,127 @@
+"""Crashes lose nothing: a SIGKILLed consumer, a tracker restarted with an empty data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+import kmq
+from kmq import markers as M
+from kmq.devstack import TrackerProcess, settings_env
+from kmq.placement import markers_partition
+from tests.conftest import wait_for
+
+HELPER = Path(__file__).parent / "helpers" / "consume_then_hang.py"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def drain(consumer, until, timeout_s=60.0):
+    """Receive and ack until ``until(received ids)`` holds; return every id seen (with repeats)."""
+    seen: list[str] = []
+
+    def step():
+        for m in consumer.receive_batch(500, timeout_s=0.2):
+            seen.append(m.id)
+            m.ack()
+        return until(seen)
+    wait_for(step, timeout_s, what="messages to drain")
+    consumer.flush()
+    return seen
+
+
+@pytest.mark.usefixtures("tracker")
+def test_a_consumer_killed_mid_batch_loses_nothing(shared_settings, queue):
+    client = kmq.Client(settings=shared_settings)
+    ids = client.send_batch(queue, [b"m%d" % i for i in range(300)])
+    client.flush()
+    env = {**os.environ, **settings_env(shared_settings), "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, str(HELPER), queue, "200", "3"], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        received = json.loads(child.stdout.readline())["received"]
+        acked = json.loads(child.stdout.readline())["acked"]
+        assert child.stdout.readline().strip() == "ready"
+    finally:
+        child.kill()  # SIGKILL, holding 2/3 of what it received
+        child.wait()
+    assert len(received) == 200 and len(acked) == 66
+    with client.consumer(queue, visibility_timeout_s=5) as c:
+        seen = drain(c, lambda s: set(s) >= set(ids) - set(acked))
+    assert set(seen) | set(acked) == set(ids), "a message was lost"
+    assert not set(seen) & set(acked), "an acked message came back"
+
+
+def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_message(
+        make_settings, artifacts, tmp_path, queue):
+    settings = make_settings(visibility_timeout_s=4.0, max_deliveries=5)
+    first = TrackerProcess(settings, artifacts / "tracker-restart-1.log").start(timeout_s=120)
+    client = kmq.Client(settings=settings)
+    try:
+        ids = client.send_batch(queue, [b"m%d" % i for i in range(1000)])
+        client.flush()
+        # Many small ranges, half of each acked, the rest held by a consumer that vanishes.
+        c = client.consumer(queue, visibility_timeout_s=6, batch_size=25, max_in_flight=1000)
+        got = []
+        wait_for(lambda: got.extend(c.receive_batch(1000, 0.2)) or len(got) >= 1000, 30,
+                 what="1000 received")
+        acked = {m.id for m in got[::2]}
+        for m in got[::2]:
+            m.ack()
+        c.flush()
+        # Synthetic burst: one marker record whose event writes 2,000 table keys at once,
+        # so the changelog gets large batches (BROKER.md: recovery must still be exact).
+        burst = [M.Start(M.RangeRef(f"{queue}-burst", 0, 10_000 + 10 * i, 10_000 + 10 * i + 10), 600_000,
+                         0b1111111111) for i in range(1000)]
+        raw = Producer({"bootstrap.servers": settings.bootstrap_servers})
+        raw.produce(settings.markers_topic, M.encode(burst), f"{queue}-burst".encode(),
+                    partition=markers_partition(f"{queue}-burst", settings.markers_partitions))
+        raw.flush()
+        # The consumer dies without a goodbye: no release, no more keepalives
+        # (it leaves the group, so the next consumer need not wait out its session).
+        c._stop.set()
+        c._flusher.join()
+        c._kc.close()
+        before = wait_for(lambda: _digest_once_settled(first, expect_pending=500 + 10_000), 30,
+                          what="tracker state to settle")
+        first.kill()
+    finally:
+        first.stop()
+    fresh = settings.replace(data_dir=str(tmp_path / "empty"))
+    second = TrackerProcess(fresh, artifacts / "tracker-restart-2.log").start(timeout_s=120)
+    try:
+        after = wait_for(lambda: _digest_once_settled(second, expect_pending=500 + 10_000), 60,
+                         what="recovered state")
+        tracked = ("ranges", "scheduled", "pending", "membership_sha256")
+        assert {p: {k: d[k] for k in tracked} for p, d in after.items()} == \
+            {p: {k: d[k] for k in tracked} for p, d in before.items()}, \
+            "recovery did not restore exactly what was in flight"
+        assert all(d["unindexed"] == 0 for d in after.values()), "an entry lost its deadline"
+        with client.consumer(queue, visibility_timeout_s=10) as c2:
+            seen = drain(c2, lambda s: set(s) >= set(ids) - acked)
+        counts = Counter(seen)
+        assert set(counts) == set(ids) - acked, "lost or resurrected messages"
+        assert max(counts.values()) == 1, "a message was redelivered twice"
+    finally:
+        second.stop()
+
+
+_last_digest: dict = {}
+
+
+def _digest_once_settled(tracker, expect_pending):
+    """The tracker's state digest once it holds ``expect_pending`` and two reads agree."""
+    import urllib.request
+    with urllib.request.urlopen(tracker.url + "/kmq/debug/state", timeout=5) as r:
+        digest = json.loads(r.read())
+    if sum(p["pending"] for p in digest.values()) != expect_pending:
+        return None
+    stable = _last_digest.get(tracker.url) == digest
+    _last_digest[tracker.url] = digest
+    return digest if stable else None

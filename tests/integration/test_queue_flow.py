@@ -1,0 +1,128 @@
+"""The whole flow on a real broker: send, receive, ack, time out, redeliver, dead-letter."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+
+import kmq
+from kmq import markers as M
+from kmq.placement import markers_partition
+from tests.conftest import wait_for
+from tests.integration.dlq import dead_letters
+
+pytestmark = pytest.mark.usefixtures("tracker")
+
+
+@pytest.fixture
+def client(shared_settings):
+    with kmq.Client(settings=shared_settings) as c:
+        yield c
+
+
+def receive_all(consumer, n, timeout_s=30.0):
+    got = []
+    wait_for(lambda: got.extend(consumer.receive_batch(n - len(got), timeout_s=0.2)) or len(got) >= n,
+             timeout_s, what=f"{n} messages")
+    return got
+
+
+def test_sent_messages_are_received_with_payload_headers_and_id(client, queue):
+    ids = [client.send(queue, b"payload-%d" % i, headers={"h": b"v", "n": str(i)}) for i in range(20)]
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=5) as c:
+        got = receive_all(c, 20)
+        assert sorted(m.id for m in got) == sorted(ids)
+        for m in got:
+            i = int(m.value.split(b"-")[1])
+            assert m.queue == queue and m.headers == {"h": b"v", "n": str(i).encode()}
+            assert m.delivery_count == 1
+            m.ack()
+        c.flush()
+        assert c.in_flight == 0
+
+
+def test_acked_messages_never_come_back(client, queue):
+    client.send_batch(queue, [b"x"] * 50)
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=1) as c:
+        for m in receive_all(c, 50):
+            m.ack()
+        c.flush()
+        # Well past the visibility timeout (and several tracker ticks): nothing returns.
+        assert c.receive_batch(100, timeout_s=4.0) == []
+
+
+def test_an_unacked_message_comes_back_after_its_visibility_timeout(client, queue):
+    msg_id = client.send(queue, b"slow", headers={"h": b"1"})
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=1.5) as c:
+        first = receive_all(c, 1)[0]
+        assert first.delivery_count == 1
+        again = wait_for(lambda: c.receive(0.2), 20, what="redelivery")
+        assert again.id == msg_id and again.delivery_count == 2
+        assert again.value == b"slow" and again.headers == {"h": b"1"}
+        assert first.lapsed
+        first.ack()  # a stale copy: changes nothing
+        again.ack()
+        c.flush()
+
+
+def test_past_max_deliveries_a_message_is_dead_lettered_with_reason(client, queue, shared_settings):
+    msg_id = client.send(queue, b"poison", headers={"user": b"header"})
+    client.flush()
+    counts = []
+    with client.consumer(queue, visibility_timeout_s=1) as c:
+        def third_delivery():
+            m = c.receive(0.2)
+            if m is not None:
+                counts.append(m.delivery_count)
+            return len(counts) >= shared_settings.max_deliveries
+        wait_for(third_delivery, 40, what="all deliveries")
+        dead = wait_for(lambda: dead_letters(shared_settings, queue), 20, what="a dead letter")
+        assert c.receive(1.0) is None
+    assert counts == [1, 2, 3]
+    (d,) = dead
+    assert d["value"] == b"poison" and d["user"] == {"user": b"header"}
+    k = d["kmq"]
+    assert k["kmq.id"] == msg_id.encode() and k["kmq.dlq.reason"] == b"max-deliveries"
+    assert k["kmq.deliveries"] == b"3"
+    assert int(k["kmq.first-delivery-ms"]) <= int(k["kmq.dlq.last-delivery-ms"]) <= int(k["kmq.dlq.at-ms"])
+
+
+def test_a_plain_kafka_producer_can_enqueue(client, queue, shared_settings):
+    p = Producer({"bootstrap.servers": shared_settings.bootstrap_servers,
+                  "partitioner": "murmur2_random"})  # what Java clients do by default
+    p.produce(shared_settings.queue_topic, b"from kcat", queue.encode())
+    p.flush()
+    with client.consumer(queue, visibility_timeout_s=1) as c:
+        m = receive_all(c, 1)[0]
+        assert m.value == b"from kcat" and m.delivery_count == 1 and m.headers == {}
+        plain_id = m.id
+        again = wait_for(lambda: c.receive(0.2), 20, what="redelivery")
+        assert again.id == plain_id and again.delivery_count == 2  # the id survives redelivery
+        again.ack()
+
+
+def test_garbage_on_the_markers_topic_is_counted_and_set_aside(client, queue, shared_settings, tracker):
+    p = Producer({"bootstrap.servers": shared_settings.bootstrap_servers})
+    mp = markers_partition(queue, shared_settings.markers_partitions)
+    for garbage in (b"", b"\xff" * 10, b"\x01\x00\x01\x63", M.encode([M.Tick(1)])[:-1]):
+        p.produce(shared_settings.markers_topic, garbage, queue.encode(), partition=mp)
+    p.flush()
+
+    def malformed():
+        with urllib.request.urlopen(tracker.url + "/kmq/health", timeout=2) as r:
+            return json.loads(r.read())["malformed_markers"] >= 4
+    wait_for(malformed, 20, what="malformed markers counted")
+    # ... and the tracker still works: a message round-trips with a redelivery.
+    client.send(queue, b"after garbage")
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=1) as c:
+        receive_all(c, 1)
+        again = wait_for(lambda: c.receive(0.2), 20, what="redelivery after garbage")
+        assert again.value == b"after garbage" and again.delivery_count == 2
+        again.ack()

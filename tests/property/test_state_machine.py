@@ -1,0 +1,110 @@
+"""Property tests of the tracker's state machine against a per-offset reference model.
+
+The model is the obvious, slow definition: each offset has (pending, deadline,
+cause). Hypothesis drives random markers and ticks through both and checks
+that the machine dues exactly what the model says, so:
+- an acked offset is never redelivered;
+- every unacked offset is redelivered or dead-lettered exactly once per deadline.
+"""
+
+from __future__ import annotations
+
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from kmq.entries import Cause
+from kmq.markers import Ack, Extend, RangeRef, Reject, Release, Start
+from kmq.state import Expiry, MemoryStore, PartitionState
+
+RANGES = [RangeRef("a", 0, 0, 8), RangeRef("a", 0, 8, 20), RangeRef("b", 1, 0, 5)]
+
+
+class TrackerVsModel(RuleBasedStateMachine):
+    @initialize()
+    def setup(self):
+        self.machine = PartitionState(MemoryStore())
+        self.now = 1_000_000
+        self.model: dict[tuple[int, int], list] = {}  # (range idx, rel) -> [deadline, cause, reason]
+        self.acked: set[tuple[int, int]] = set()
+        self.expired: list[tuple[int, int]] = []
+
+    def _rels(self, i, mask):
+        return [rel for rel in range(RANGES[i].length) if mask >> rel & 1]
+
+    @rule(i=st.sampled_from(range(3)), data=st.data(), timeout=st.integers(0, 5000))
+    def start(self, i, data, timeout):
+        r = RANGES[i]
+        mask = data.draw(st.integers(1, r.full_mask))
+        self.machine.apply(Start(r, timeout, mask), self.now)
+        for key in [k for k in self.model if k[0] == i]:
+            del self.model[key]
+        for rel in self._rels(i, mask):
+            self.model[(i, rel)] = [self.now + timeout, Cause.TIMEOUT, ""]
+            self.acked.discard((i, rel))
+
+    @rule(i=st.sampled_from(range(3)), data=st.data())
+    def ack(self, i, data):
+        mask = data.draw(st.integers(1, RANGES[i].full_mask))
+        self.machine.apply(Ack(RANGES[i], mask), self.now)
+        for rel in self._rels(i, mask):
+            if self.model.pop((i, rel), None) is not None:
+                self.acked.add((i, rel))
+
+    @rule(i=st.sampled_from(range(3)), data=st.data(), timeout=st.integers(0, 9000))
+    def extend(self, i, data, timeout):
+        mask = data.draw(st.integers(1, RANGES[i].full_mask))
+        self.machine.apply(Extend(RANGES[i], mask, timeout), self.now)
+        for rel in self._rels(i, mask):
+            m = self.model.get((i, rel))
+            if m and m[1] == Cause.TIMEOUT:
+                m[0] = self.now + timeout
+
+    @rule(i=st.sampled_from(range(3)), data=st.data(), delay=st.integers(-1, 4000),
+          counted=st.booleans())
+    def release(self, i, data, delay, counted):
+        mask = data.draw(st.integers(1, RANGES[i].full_mask))
+        self.machine.apply(Release(RANGES[i], mask, delay, counted), self.now)
+        for rel in self._rels(i, mask):
+            m = self.model.get((i, rel))
+            if m and m[1] != Cause.REJECTED:
+                m[:] = [self.now + max(0, delay), Cause.RELEASED if counted else Cause.RETURNED, ""]
+
+    @rule(i=st.sampled_from(range(3)), data=st.data(), reason=st.sampled_from(["x", "y"]))
+    def reject(self, i, data, reason):
+        mask = data.draw(st.integers(1, RANGES[i].full_mask))
+        self.machine.apply(Reject(RANGES[i], mask, reason), self.now)
+        for rel in self._rels(i, mask):
+            m = self.model.get((i, rel))
+            if m and m[1] != Cause.REJECTED:
+                m[:] = [self.now, Cause.REJECTED, reason]
+
+    @rule(dt=st.integers(0, 6000))
+    def tick(self, dt):
+        self.now += dt
+        due = self.machine.due(self.now)
+        got = {}
+        for d in due:
+            assert isinstance(d, Expiry)
+            i = RANGES.index(d.range)
+            for rel in self._rels(i, d.mask):
+                assert (i, rel) not in got, "an offset was due twice in one tick"
+                got[(i, rel)] = (d.cause, d.reason)
+        want = {k: (m[1] if m[1] != Cause.TIMEOUT else Cause.TIMEOUT, m[2])
+                for k, m in self.model.items() if m[0] <= self.now}
+        assert got == want
+        assert not (set(got) & self.acked), "an acked offset came due"
+        self.machine.settle(due)
+        for k in got:
+            del self.model[k]
+            self.expired.append(k)
+
+    @invariant()
+    def next_deadline_matches_model(self):
+        if not hasattr(self, "machine"):
+            return
+        want = min((m[0] for m in self.model.values()), default=None)
+        assert self.machine.next_deadline_ms() == want
+
+
+TrackerVsModel.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+test_tracker_matches_the_model = TrackerVsModel.TestCase

@@ -1,0 +1,76 @@
+"""The marker codec: round trips, and malformed input rejected with its bytes kept."""
+
+import pytest
+
+from kmq import markers as M
+from kmq.errors import MarkerDecodeError
+
+R = M.RangeRef("orders", 3, 100, 110)
+
+
+def every_kind():
+    return [
+        M.Start(R, 30000, R.full_mask), M.Start(R, 5, 0b101), M.Ack(R, 0b11),
+        M.Extend(R, 1, 100), M.Release(R, 2, -1), M.Release(R, 2, 500, counted=False),
+        M.Reject(R, 4, "bad input ü"), M.Schedule("q", "id-1", 123, b"v", (("a", b"b"),)),
+        M.Tick(55),
+    ]
+
+
+def test_every_marker_kind_round_trips_in_one_record():
+    assert M.decode(M.encode(every_kind())) == every_kind()
+
+
+def test_a_full_start_mask_is_encoded_in_no_bytes():
+    full = M.encode([M.Start(R, 1000, R.full_mask)])
+    partial = M.encode([M.Start(R, 1000, 0b1)])
+    assert len(full) < len(partial)
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"", "empty record"),
+    (b"\x02\x00\x01", "unsupported marker version 2"),
+    (b"\x00\x00\x01", "unsupported marker version 0"),
+    (b"\x01\x00\x00", "no markers"),
+    (b"\x01\x00\x01\x63", "unknown marker type 99"),
+    (b"\x01\x00\x01\x07\x00", "truncated"),
+])
+def test_malformed_records_raise_and_keep_their_bytes(data, reason):
+    with pytest.raises(MarkerDecodeError) as info:
+        M.decode(data)
+    assert reason in str(info.value)
+    assert info.value.data == data
+
+
+def test_truncating_a_valid_record_anywhere_is_detected():
+    good = M.encode(every_kind())
+    for cut in range(len(good)):
+        with pytest.raises(MarkerDecodeError):
+            M.decode(good[:cut])
+
+
+def test_trailing_bytes_are_rejected():
+    with pytest.raises(MarkerDecodeError, match="trailing"):
+        M.decode(M.encode([M.Tick(1)]) + b"x")
+
+
+def test_a_mask_selecting_offsets_outside_its_range_is_rejected():
+    rec = bytearray(M.encode([M.Ack(M.RangeRef("q", 0, 0, 3), 0b111)]))
+    rec[-1] = 0b1111  # bit 3 is offset 3, outside [0, 3)
+    with pytest.raises(MarkerDecodeError, match="outside"):
+        M.decode(bytes(rec))
+
+
+def test_encoding_refuses_a_mask_outside_the_range():
+    with pytest.raises(ValueError):
+        M.encode([M.Ack(R, 1 << 10)])
+    with pytest.raises(ValueError):
+        M.encode([M.Ack(R, 0)])
+
+
+def test_mask_offsets_lists_selected_offsets_in_order():
+    assert M.mask_offsets(100, 0b1010000001) == [100, 107, 109]
+    assert M.mask_offsets(0, 0) == []
+    big = (1 << 5000) | 1
+    assert M.mask_offsets(7, big) == [7, 5007]
+    assert M.offsets_mask(100, [100, 107, 109]) == 0b1010000001

@@ -1,0 +1,34 @@
+"""Placement: the Java client's murmur2, and queue id rules."""
+
+import pytest
+
+from kmq.errors import InvalidQueueNameError
+from kmq.placement import markers_partition, murmur2, queue_partitions, validate_queue_name
+
+
+@pytest.mark.parametrize("key, expected", [
+    # Vectors of Kafka's own Utils.murmur2 tests.
+    (b"21", -973932308), (b"foobar", -790332482), (b"a-little-bit-long-string", -985981536),
+    (b"a-little-bit-longer-string", -1486304829),
+    (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971), (b"abc", 479470107),
+])
+def test_murmur2_matches_kafka(key, expected):
+    assert murmur2(key) == expected
+
+
+def test_a_queue_spreads_over_consecutive_partitions():
+    first = queue_partitions("orders", 16)[0]
+    assert queue_partitions("orders", 16, spread=3) == tuple((first + i) % 16 for i in range(3))
+    assert sorted(queue_partitions("orders", 4, spread=9)) == [0, 1, 2, 3]  # capped at the count
+    assert 0 <= markers_partition("orders", 8) < 8
+
+
+@pytest.mark.parametrize("name", ["", "-x", "a b", "ä", "x" * 129, None, 5, "a/b"])
+def test_invalid_queue_names_are_refused_with_the_rule(name):
+    with pytest.raises(InvalidQueueNameError, match="1-128 characters"):
+        validate_queue_name(name)
+
+
+@pytest.mark.parametrize("name", ["orders", "a", "tenant-1.orders_v2~x", "9" * 128])
+def test_valid_queue_names_pass(name):
+    assert validate_queue_name(name) == name

@@ -1,0 +1,141 @@
+"""The tracker's state machine, given/when/then, with time passed in."""
+
+from kmq.entries import Cause
+from kmq.markers import Ack, Extend, RangeRef, Reject, Release, Schedule, Start, Tick
+from kmq.state import DueSend, Expiry, MemoryStore, PartitionState
+
+R = RangeRef("orders", 0, 100, 110)
+ALL = R.full_mask
+
+
+def fresh() -> PartitionState:
+    return PartitionState(MemoryStore())
+
+
+def offsets(due) -> dict:
+    out = {}
+    for d in due:
+        if isinstance(d, Expiry):
+            for i in range(d.range.length):
+                if d.mask >> i & 1:
+                    out[d.range.start + i] = d.cause
+    return out
+
+
+def test_nothing_is_due_before_the_visibility_timeout():
+    s = fresh()
+    s.apply(Start(R, 1000, ALL), now_ms=5000)
+    assert s.due(5999) == []
+    assert s.next_deadline_ms() == 6000
+
+
+def test_unacked_offsets_come_due_at_the_deadline_once():
+    s = fresh()
+    s.apply(Start(R, 1000, ALL), now_ms=5000)
+    s.apply(Ack(R, 0b1111111110), now_ms=5100)
+    due = s.due(6000)
+    assert offsets(due) == {100: Cause.TIMEOUT}
+    s.settle(due)
+    assert s.due(10**12) == []
+    assert s.next_deadline_ms() is None
+
+
+def test_a_fully_acked_range_leaves_no_state():
+    store = MemoryStore()
+    s = PartitionState(store)
+    s.apply(Start(R, 1000, ALL), now_ms=0)
+    s.apply(Ack(R, 0b1111), now_ms=1)
+    s.apply(Ack(R, ALL & ~0b1111), now_ms=2)
+    assert store.entries == {} and store.index == []
+
+
+def test_extend_moves_the_deadline_of_the_offsets_it_names():
+    s = fresh()
+    s.apply(Start(R, 1000, ALL), now_ms=0)
+    s.apply(Extend(R, 0b11, 5000), now_ms=500)
+    assert set(offsets(s.due(1000))) == set(range(102, 110))
+    s.settle(s.due(1000))
+    assert s.due(5499) == []
+    assert set(offsets(s.due(5500))) == {100, 101}
+
+
+def test_extending_every_pending_offset_keeps_a_single_group():
+    s = fresh()
+    s.apply(Start(R, 1000, ALL), now_ms=0)
+    for t in range(1, 50):
+        s.apply(Extend(R, ALL, 1000), now_ms=t * 100)
+    from kmq.entries import decode_inflight, range_key
+    assert len(decode_inflight(s.store.get(range_key(R))).groups) == 1
+
+
+def test_release_with_delay_comes_due_after_the_delay_as_released():
+    s = fresh()
+    s.apply(Start(R, 30000, 0b1), now_ms=0)
+    s.apply(Release(R, 0b1, 2000), now_ms=100)
+    assert s.due(2099) == []
+    assert offsets(s.due(2100)) == {100: Cause.RELEASED}
+
+
+def test_reject_is_due_at_once_with_its_reason():
+    s = fresh()
+    s.apply(Start(R, 30000, 0b11), now_ms=0)
+    s.apply(Reject(R, 0b10, "bad payload"), now_ms=10)
+    (d,) = s.due(10)
+    assert d.cause == Cause.REJECTED and d.reason == "bad payload" and d.mask == 0b10
+
+
+def test_a_rejected_offset_cannot_be_extended_or_released_back():
+    s = fresh()
+    s.apply(Start(R, 30000, 0b1), now_ms=0)
+    s.apply(Reject(R, 0b1, "no"), now_ms=1)
+    s.apply(Extend(R, 0b1, 99999), now_ms=2)
+    s.apply(Release(R, 0b1, 99999), now_ms=3)
+    assert offsets(s.due(3)) == {100: Cause.REJECTED}
+
+
+def test_an_uncounted_release_is_due_as_returned():
+    s = fresh()
+    s.apply(Start(R, 30000, 0b1), now_ms=0)
+    s.apply(Release(R, 0b1, 0, counted=False), now_ms=5)
+    assert offsets(s.due(5)) == {100: Cause.RETURNED}
+
+
+def test_acks_for_unknown_ranges_are_counted_not_fatal():
+    s = fresh()
+    applied = s.apply(Ack(R, 0b1), now_ms=0)
+    assert applied.what == "unknown-range" and applied.count == 1
+
+
+def test_a_repeated_start_is_a_fresh_delivery_of_the_same_range():
+    store = MemoryStore()
+    s = PartitionState(store)
+    s.apply(Start(R, 1000, ALL), now_ms=0)
+    s.apply(Start(R, 1000, ALL), now_ms=500)
+    assert s.due(1000) == []
+    assert len(offsets(s.due(1500))) == 10
+    assert len(store.index) == 1
+
+
+def test_due_respects_its_limit_in_deadline_order():
+    s = fresh()
+    for i in range(5):
+        r = RangeRef("q", 0, i * 10, i * 10 + 10)
+        s.apply(Start(r, 100 + i, r.full_mask), now_ms=0)
+    due = s.due(10**6, limit=20)
+    assert [d.range.start for d in due] == [0, 10]
+
+
+def test_scheduled_sends_come_due_at_their_time_once():
+    s = fresh()
+    s.apply(Schedule("q", "m1", 5000, b"v", ()), now_ms=0)
+    s.apply(Schedule("q", "m1", 5000, b"v", ()), now_ms=1)  # duplicate send
+    assert s.due(4999) == []
+    due = s.due(5000)
+    assert due == [DueSend("q", "m1", 5000, b"v", ())]
+    s.settle(due)
+    assert s.due(10**9) == []
+
+
+def test_ticks_do_not_change_state():
+    s = fresh()
+    assert s.apply(Tick(123), now_ms=0) is None
