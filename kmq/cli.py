@@ -52,7 +52,8 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
             {}, bootstrap_servers=broker.bootstrap_servers, profile="embedded",
             data_dir=data_dir or str(work / "tracker-data"), web_port=web_port or free_port(),
             max_deliveries=3)
-        click.echo(f"broker     {broker.bootstrap_servers} (Tansu, in memory; log {broker.log_path})")
+        click.echo(f"broker     {broker.bootstrap_servers} (Tansu, in memory; pid {broker.process.pid}; "
+                   f"log {broker.log_path})")
         ensure_topics(settings)
         tracker = TrackerProcess(settings, work / "tracker.log").start(wait=False)
         click.echo(f"tracker    faust -A app worker (pid {tracker.process.pid}; log {tracker.log_path})")
@@ -79,6 +80,19 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
             tracker.stop()
         broker.stop()
         click.echo("stopped")
+
+
+@main.command("config-reference")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file (default: print).")
+def config_reference(out: str | None) -> None:
+    """The KMQ_* configuration reference (Markdown), generated from the settings."""
+    from kmq.settings import reference_markdown
+    text = reference_markdown()
+    if out:
+        Path(out).write_text(text)
+    else:
+        click.echo(text, nl=False)
 
 
 def _port_free(port: int) -> bool:

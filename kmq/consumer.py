@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections import deque
+from itertools import repeat
 from typing import Any
 
 from confluent_kafka import Consumer as KafkaConsumer
@@ -30,7 +31,9 @@ from confluent_kafka import KafkaError, Producer, TopicPartition
 
 from kmq import markers as M
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
-from kmq.message import Message
+from kmq.message import ACKED, RELEASED, Message
+
+ACKED_RUN = bytes([ACKED])
 from kmq.placement import markers_partition, queue_partitions, validate_queue_name
 from kmq.settings import Settings
 
@@ -40,18 +43,64 @@ MAX_EXTEND_S = 12 * 3600.0  # SQS's visibility ceiling
 
 
 class HeldRange:
-    """Consumer-side view of one fetched range: its messages and how many are unsettled."""
+    """Consumer-side view of one fetched range: its messages and what became of them.
 
-    __slots__ = ("ref", "msgs", "outstanding", "__weakref__")
+    ``recs[i]`` is the record at offset ``ref.start + rels[i]``. Records are
+    handed out in order, so ``recs[:handed]`` reached user code; ``handouts``
+    holds ``(upto, monotonic time)`` checkpoints of that progress. Message
+    objects are built only at hand-out, so they die young (cheap for the GC).
+    Rare per-message state (lapsed, explicit extends, parsed headers) lives
+    here rather than on each Message.
+    """
 
-    def __init__(self, ref: M.RangeRef) -> None:
+    __slots__ = ("ref", "consumer", "acks", "recs", "rels", "state", "outstanding", "handed",
+                 "handouts", "lapsed", "holds", "meta")
+
+    def __init__(self, ref: M.RangeRef, consumer: "Consumer") -> None:
         self.ref = ref
-        self.msgs: list[Message] = []
+        self.consumer = consumer
+        self.acks = consumer._acks
+        self.recs: list[Any] = []
+        self.rels: range | list[int] = range(0)
+        self.state = bytearray(ref.end - ref.start)  # settlement per offset (kmq.message)
         self.outstanding = 0
+        self.handed = 0
+        self.handouts: list[tuple[int, float]] = []
+        self.lapsed: set[int] = set()
+        self.holds: dict[int, float] = {}
+        self.meta: dict[int, Any] = {}
+
+    def hand_out(self, n: int) -> list[Message]:
+        """The next ``n`` messages, recorded as handed out now."""
+        i = self.handed
+        j = min(i + n, len(self.recs))
+        out = list(map(Message, zip(self.recs[i:j], repeat(self, j - i), self.rels[i:j])))
+        self.handed = j
+        now = time.monotonic()
+        h = self.handouts
+        if h and now - h[-1][1] < 0.001:
+            h[-1] = (j, now)  # merge bursts; the later time, so an extension is never early
+        else:
+            h.append((j, now))
+        return out
+
+    def handed_at(self) -> list[float]:
+        """Monotonic hand-out time of ``recs[i]`` for each handed-out i."""
+        out: list[float] = []
+        prev = 0
+        for upto, t in list(self.handouts):
+            out.extend([t] * (upto - prev))
+            prev = upto
+        now = time.monotonic()
+        out.extend([now] * (self.handed - prev))  # a hand-out not yet checkpointed
+        return out
 
 
 def rels_mask(rels: list[int], length: int) -> int:
-    """Bit mask of relative offsets, built in linear time."""
+    """Bit mask of distinct relative offsets, built in linear time (O(1) for a run)."""
+    lo, hi = min(rels), max(rels)
+    if hi - lo + 1 == len(rels):
+        return ((1 << len(rels)) - 1) << lo
     ba = bytearray((length + 7) >> 3)
     for r in rels:
         ba[r >> 3] |= 1 << (r & 7)
@@ -106,8 +155,9 @@ class Consumer:
         self._partitions = frozenset(queue_partitions(self.queue, queue_topic_partitions, spread))
         self._markers_partition = markers_partition(self.queue, markers_topic_partitions)
 
-        self._buffer: deque[Message] = deque()
+        self._ready: deque[HeldRange] = deque()        # ranges with messages not yet handed out
         self._acks: deque[Message] = deque()           # appended by Message.ack (any thread)
+        self._ack_runs: deque[tuple] = deque()         # (held, lo_rel, hi_rel) from MessageBatch.ack
         self._verbs: deque[tuple[Message, str, Any]] = deque()
         self._held: dict[M.RangeRef, HeldRange] = {}
         self._in_flight = 0
@@ -155,30 +205,37 @@ class Consumer:
 
     def receive(self, timeout_s: float | None = 1.0) -> Message | None:
         """The next message of this queue, or None after ``timeout_s`` (None: wait forever)."""
-        try:
-            m = self._buffer.popleft()
-        except IndexError:
-            got = self._receive_into_buffer(timeout_s)
-            if not got:
-                return None
-            m = self._buffer.popleft()
-        m._handed_at = time.monotonic()
+        ready = self._ready
+        if not ready and not self._receive_into_buffer(timeout_s):
+            return None
+        held = ready[0]
+        (m,) = held.hand_out(1)
+        if held.handed == len(held.recs):
+            ready.popleft()
         return m
 
-    def receive_batch(self, max_messages: int = 500, timeout_s: float | None = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages; returns as soon as at least one is available."""
-        buf = self._buffer
-        if not buf and not self._receive_into_buffer(timeout_s):
-            return []
-        n = min(max_messages, len(buf))
-        out = [buf.popleft() for _ in range(n)]
-        now = time.monotonic()
-        for m in out:
-            m._handed_at = now
-        return out
+    def receive_batch(self, max_messages: int = 500,
+                      timeout_s: float | None = 1.0) -> "MessageBatch":
+        """Up to ``max_messages`` messages; returns as soon as at least one is available.
+
+        The result is a list of messages whose ``ack()`` settles all of them
+        at once (much cheaper than one ``ack()`` per message).
+        """
+        ready = self._ready
+        batch = MessageBatch()
+        if not ready and not self._receive_into_buffer(timeout_s):
+            return batch
+        while ready and len(batch) < max_messages:
+            held = ready[0]
+            i = held.handed
+            batch += held.hand_out(max_messages - len(batch))
+            batch._runs.append((held, i, held.handed))
+            if held.handed == len(held.recs):
+                ready.popleft()
+        return batch
 
     def __iter__(self):
-        """Yield messages forever (until close())."""
+        """Yield messages until close()."""
         while not self._closed:
             m = self.receive(1.0)
             if m is not None:
@@ -195,7 +252,7 @@ class Consumer:
                     self._flush_settlements()
             remaining = 0.1 if deadline is None else deadline - time.monotonic()
             if self._in_flight >= self.max_in_flight:
-                # Held messages must be settled first; keep the group session alive meanwhile.
+                # Held messages must be settled first.
                 if remaining <= 0:
                     return 0
                 self._stop.wait(min(remaining, self.flush_interval_s))
@@ -215,51 +272,69 @@ class Consumer:
         if room > 1:
             recs += self._kc.consume(room - 1, 0)
         qkey = self._qkey
-        groups: dict[int, list] = {}
-        for rec in recs:
+        # Ours by partition, in offset order; everything else (other queues on a
+        # shared partition, error events) is rare and handled apart.
+        if len(self._assigned) == 1:  # spread 1: every record is from that partition
+            ours = [r for r in recs if r.key() == qkey]
+            ours_by_part = {next(iter(self._assigned)): ours}
+            others = [r for r in recs if r.key() != qkey] if len(ours) != len(recs) else []
+        else:
+            ours_by_part = {}
+            others = []
+            for rec in recs:
+                if rec.key() == qkey:
+                    p = rec.partition()
+                    lst = ours_by_part.get(p)
+                    if lst is None:
+                        ours_by_part[p] = [rec]
+                    else:
+                        lst.append(rec)
+                else:
+                    others.append(rec)
+        ends: dict[int, int] = {}
+        for rec in others:
             if rec.error() is not None:
                 self._on_record_error(rec)
-                continue
-            p = rec.partition()
-            off = rec.offset()
-            g = groups.get(p)
-            if g is None:
-                g = groups[p] = [off, off, [], []]
             else:
-                g[1] = off
-            if rec.key() == qkey:
-                g[2].append(rec)
-                g[3].append(off)
+                ends[rec.partition()] = rec.offset() + 1
         starts: list[M.Marker] = []
         confirm: list[list] = []
-        fresh: list[Message] = []
+        fresh = 0
         with self._lock:
-            for p, (first_off, last_off, ours, offs) in groups.items():
-                entry = [last_off + 1, not ours]
-                self._commits.setdefault(p, deque()).append(entry)
+            for p, ours in ours_by_part.items():
                 if not ours:
-                    continue  # other queues' records: commit them as soon as order allows
-                ref = M.RangeRef(self.queue, p, first_off, last_off + 1)
+                    continue
+                first_off = ours[0].offset()
+                last_off = ours[-1].offset()
                 length = last_off + 1 - first_off
-                mask = ref.full_mask if len(ours) == length else rels_mask(
-                    [o - first_off for o in offs], length)
-                held = HeldRange(ref)
-                held.msgs = [Message(self.queue, rec, held, o - first_off, self)
-                             for rec, o in zip(ours, offs)]
-                held.outstanding = len(ours)
+                ref = M.RangeRef(self.queue, p, first_off, last_off + 1)
+                held = HeldRange(ref, self)
+                n = len(ours)
+                held.recs = ours
+                if n == length:
+                    held.rels = range(n)
+                    mask = ref.full_mask
+                else:
+                    held.rels = [r.offset() - first_off for r in ours]
+                    mask = rels_mask(held.rels, length)
+                held.outstanding = n
                 self._held[ref] = held
-                self._in_flight += len(ours)
-                fresh += held.msgs
+                self._in_flight += n
+                fresh += n
+                self._ready.append(held)
                 starts.append(M.Start(ref, self._timeout_ms, mask))
+                entry = [max(last_off + 1, ends.pop(p, 0)), False]
+                self._commits.setdefault(p, deque()).append(entry)
                 confirm.append(entry)
+            for p, end in ends.items():  # only other queues' records: commit when order allows
+                self._commits.setdefault(p, deque()).append([end, True])
             markers = self._collect_settlements() + starts
             if markers:
                 self._send(markers, confirm)
             else:
                 self._advance_commits()
-        self._buffer.extend(fresh)
-        self.stats["received"] += len(fresh)
-        return len(fresh)
+        self.stats["received"] += fresh
+        return fresh
 
     def _on_record_error(self, rec: Any) -> None:
         err = rec.error()
@@ -276,35 +351,44 @@ class Consumer:
         """Turn recorded verbs into per-range markers (lock held)."""
         by_range: dict[HeldRange, list[int]] = {}
         pop = self._acks.popleft
+        last_held = None
+        rels: list[int] = []
         try:
             while True:
                 m = pop()
-                got = by_range.get(m._range)
-                if got is None:
-                    got = by_range[m._range] = [[], 0]
-                got[0].append(m._rel)
-                if not m._lapsed:  # a lapsed one was uncounted when it lapsed
-                    got[1] += 1
+                held = m[1]
+                if held is not last_held:  # acks mostly come in runs of one range
+                    rels = by_range.get(held)
+                    if rels is None:
+                        rels = by_range[held] = []
+                    last_held = held
+                rels.append(m[2])
         except IndexError:
             pass
-        out: list[M.Marker] = []
+        masks: dict[HeldRange, int] = {}
         settled = 0
-        for held, (rels, counted) in by_range.items():
-            out.append(M.Ack(held.ref, rels_mask(rels, held.ref.length)))
-            settled += self._settled_in(held, counted)
+        for held, rels in by_range.items():
+            masks[held] = rels_mask(rels, held.ref.length)
+            settled += self._settled_in(held, rels)
+        pop = self._ack_runs.popleft
+        try:
+            while True:  # MessageBatch.ack(): whole runs of offsets at once
+                held, lo, hi = pop()
+                masks[held] = masks.get(held, 0) | (((1 << (hi - lo)) - 1) << lo)
+                settled += self._settled_in(held, range(lo, hi))
+        except IndexError:
+            pass
+        out: list[M.Marker] = [M.Ack(held.ref, mask) for held, mask in masks.items()]
         self.stats["acked"] += settled
-        grouped: dict[tuple[HeldRange, str, Any], list] = {}
+        grouped: dict[tuple[HeldRange, str, Any], list[int]] = {}
         pop = self._verbs.popleft
         try:
             while True:
                 m, verb, arg = pop()
-                got = grouped.setdefault((m._range, verb, arg), [[], 0])
-                got[0].append(m._rel)
-                if verb != "extend" and not m._lapsed:
-                    got[1] += 1
+                grouped.setdefault((m[1], verb, arg), []).append(m[2])
         except IndexError:
             pass
-        for (held, verb, arg), (rels, counted) in grouped.items():
+        for (held, verb, arg), rels in grouped.items():
             mask = rels_mask(rels, held.ref.length)
             if verb == "extend":
                 out.append(M.Extend(held.ref, mask, arg))
@@ -317,11 +401,15 @@ class Consumer:
             else:
                 out.append(M.Reject(held.ref, mask, arg))
                 self.stats["rejected"] += len(rels)
-            settled += self._settled_in(held, counted)
+            settled += self._settled_in(held, rels)
         self._in_flight -= settled
         return out
 
-    def _settled_in(self, held: HeldRange, n: int) -> int:
+    def _settled_in(self, held: HeldRange, rels: list[int] | range) -> int:
+        """Count settled messages out of ``held``; lapsed ones were counted when they lapsed."""
+        n = len(rels)
+        if held.lapsed:
+            n -= sum(1 for r in held.lapsed if r in rels)
         held.outstanding -= n
         if held.outstanding <= 0:
             self._held.pop(held.ref, None)
@@ -384,24 +472,32 @@ class Consumer:
         out: list[M.Marker] = []
         lapsed = 0
         for held in list(self._held.values()):
+            handed_at = held.handed_at()
             rels = []
-            for m in held.msgs:
-                if m._settled is not None or m._lapsed:
+            for i, rel in enumerate(held.rels):
+                if held.state[rel] or rel in held.lapsed:
                     continue
-                if m._handed_at < 0:
-                    rels.append(m._rel)
-                elif now - max(m._handed_at, m._hold_until - vis) <= budget:
-                    if m._hold_until <= now + vis:
-                        rels.append(m._rel)
-                elif now - max(m._handed_at, m._hold_until - vis) > lapse_after:
-                    # Same thread as the drain below: a verb recorded before or
-                    # after this point is counted exactly once.
-                    m._lapsed = True
-                    lapsed += self._settled_in(held, 1)
+                if i >= len(handed_at):
+                    rels.append(rel)  # prefetched, not yet in user code
+                    continue
+                # An explicit extend() counts as a fresh hand-out at its end minus vis.
+                hold = held.holds.get(rel, 0.0)
+                age = now - max(handed_at[i], hold - vis)
+                if age <= budget:
+                    if hold <= now + vis:
+                        rels.append(rel)
+                elif age > lapse_after:
+                    # Same thread as the drain: a verb recorded before or after
+                    # this point is counted exactly once (see _settled_in).
+                    held.lapsed.add(rel)
+                    held.outstanding -= 1
+                    lapsed += 1
+            if held.outstanding <= 0:
+                self._held.pop(held.ref, None)
             if rels:
                 out.append(M.Extend(held.ref, rels_mask(rels, held.ref.length), self._timeout_ms))
         self._in_flight -= lapsed
-        self.stats["expired"] = self.stats.get("expired", 0) + lapsed
+        self.stats["lapsed"] = self.stats.get("lapsed", 0) + lapsed
         for i in range(0, len(out), 1000):
             self._send(out[i:i + 1000], [])
 
@@ -474,12 +570,13 @@ class Consumer:
         self._flusher.join(timeout_s)
         with self._lock:
             for held in list(self._held.values()):
-                for m in held.msgs:
-                    if m._settled is None and not m._lapsed:
+                for i, rel in enumerate(held.rels):
+                    if not held.state[rel] and rel not in held.lapsed:
                         # Never handed out: return uncounted; in user code: release.
-                        m._settled = "released"
-                        self._verbs.append((m, "return" if m._handed_at < 0 else "release", 0))
-            self._buffer.clear()
+                        held.state[rel] = RELEASED
+                        self._verbs.append((Message((held.recs[i], held, rel)),
+                                            "return" if i >= held.handed else "release", 0))
+            self._ready.clear()
             self._flush_settlements()
         remaining = self._producer.flush(timeout_s)
         if remaining:
@@ -498,6 +595,39 @@ class Consumer:
     def in_flight(self) -> int:
         """Messages held: prefetched or handed out and not yet settled (as last counted)."""
         return self._in_flight
+
+
+class MessageBatch(list):
+    """Messages returned by :meth:`Consumer.receive_batch`.
+
+    A plain list of :class:`Message`, plus :meth:`ack`, which acks every
+    message of the batch not settled yet in O(1) per fetched range.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._runs: list[tuple[HeldRange, int, int]] = []  # (range, first index, end index)
+
+    def ack(self) -> int:
+        """Ack every message of this batch that is still held; returns how many."""
+        done = 0
+        for held, i, j in self._runs:
+            rels = held.rels[i:j]
+            if not rels:
+                continue
+            state = held.state
+            lo, hi = rels[0], rels[-1] + 1
+            if isinstance(rels, range) and state.count(0, lo, hi) == hi - lo:
+                state[lo:hi] = ACKED_RUN * (hi - lo)
+                held.consumer._ack_runs.append((held, lo, hi))
+                done += hi - lo
+                continue
+            for k, rel in enumerate(rels):  # mixed: some were settled one by one
+                if not state[rel]:
+                    state[rel] = ACKED
+                    held.acks.append(Message((held.recs[i + k], held, rel)))
+                    done += 1
+        return done
 
 
 def _check_positive(name: str, value: Any, limit: float) -> None:

@@ -10,129 +10,137 @@ which keeps it held):
 - ``reject(reason)``: never deliver again; dead-letter it with the reason.
 - ``extend(seconds)``: keep it invisible for ``seconds`` more from now.
 
+Verbs are recorded locally and sent in batches (one marker per range) by the
+consumer, within its flush interval and on close.
+
 A message held past its visibility (and ``max_processing_s``) lapses: the
 tracker delivers it again, and a verb on the stale copy changes nothing
 (like SQS with an old receipt handle); :attr:`Message.lapsed` tells.
-
-Verbs are recorded locally and sent in batches (one marker per range) by the
-consumer, within its flush interval and on close.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kmq import envelope
 from kmq.errors import ConfigError, MessageSettledError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kmq.consumer import Consumer, HeldRange
 
-_HELD, _ACKED, _RELEASED, _REJECTED = None, "acked", "released", "rejected"
+# Settlement states, one byte per offset of a range (HeldRange.state).
+HELD, ACKED, RELEASED, REJECTED = 0, 1, 2, 3
+STATE_NAMES = {ACKED: "acked", RELEASED: "released", REJECTED: "rejected"}
 
 
-class Message:
-    """One delivery of a queued message."""
+class Message(tuple):
+    """One delivery of a queued message.
 
-    __slots__ = ("queue", "_record", "_range", "_rel", "_consumer", "_settled", "_handed_at",
-                 "_hold_until", "_lapsed", "_kmq_headers", "_user_headers")
+    An immutable ``(record, range, rel)`` triple: a tuple subclass because one
+    is built per received message, and that is the hot path (measured: 208 ns
+    against 349 ns for a slotted class). Its settlement state lives in its
+    range's ``state`` bytes; use the properties and verbs, not the items.
+    """
 
-    def __init__(self, queue: str, record: Any, held: "HeldRange", rel: int,
-                 consumer: "Consumer") -> None:
-        self.queue = queue
-        self._record = record
-        self._range = held
-        self._rel = rel
-        self._consumer = consumer
-        self._settled: str | None = _HELD
-        self._handed_at = -1.0  # monotonic time it reached user code; -1: still prefetched
-        self._hold_until = 0.0  # monotonic end of an explicit extend()
-        self._lapsed = False  # visibility ran out while held: the tracker took it back
-        self._kmq_headers: dict[str, bytes] | None = None
+    __slots__ = ()
 
     # -- content ---------------------------------------------------------------
 
     @property
+    def queue(self) -> str:
+        return self[1].ref.queue
+
+    @property
     def value(self) -> bytes:
         """The payload."""
-        return self._record.value()
+        return self[0].value()
 
     @property
     def partition(self) -> int:
-        return self._record.partition()
+        return self[0].partition()
 
     @property
     def offset(self) -> int:
-        return self._record.offset()
+        return self[0].offset()
 
-    def _split_headers(self) -> dict[str, bytes]:
-        if self._kmq_headers is None:
-            self._kmq_headers, self._user_headers = envelope.split(self._record.headers())
-        return self._kmq_headers
+    def _split_headers(self) -> tuple[dict[str, bytes], list]:
+        meta = self[1].meta
+        got = meta.get(self[2])
+        if got is None:
+            got = meta[self[2]] = envelope.split(self[0].headers())
+        return got
 
     @property
     def headers(self) -> dict[str, bytes]:
         """The user's headers (kmq's own ``kmq.*`` headers left out)."""
-        self._split_headers()
-        return dict(self._user_headers)
+        return dict(self._split_headers()[1])
 
     @property
     def id(self) -> str:
         """The message id: the sender's, or ``partition:offset`` of a plain Kafka record."""
-        raw = self._split_headers().get(envelope.ID)
+        raw = self._split_headers()[0].get(envelope.ID)
         if raw:
             return raw.decode()
-        return envelope.derived_id(self._record.partition(), self._record.offset())
+        return envelope.derived_id(self[0].partition(), self[0].offset())
 
     @property
     def delivery_count(self) -> int:
         """Deliveries of this message including this one (1 on first receipt)."""
-        return envelope.int_header(self._split_headers(), envelope.DELIVERIES, 0) + 1
+        return envelope.int_header(self._split_headers()[0], envelope.DELIVERIES, 0) + 1
 
     @property
     def enqueued_at_ms(self) -> int:
         """When the message was first enqueued (epoch ms)."""
-        ours = self._split_headers()
-        return envelope.int_header(ours, envelope.ENQUEUED_MS, self._record.timestamp()[1])
+        return envelope.int_header(self._split_headers()[0], envelope.ENQUEUED_MS,
+                                   self[0].timestamp()[1])
 
     @property
     def settled(self) -> str | None:
         """None while held; else 'acked', 'released' or 'rejected'."""
-        return self._settled
+        return STATE_NAMES.get(self[1].state[self[2]])
 
     @property
     def lapsed(self) -> bool:
         """True once this delivery's visibility ran out; the message comes again."""
-        return self._lapsed
+        return self[2] in self[1].lapsed
 
     def __repr__(self) -> str:
         return (f"<Message queue={self.queue!r} id={self.id!r} "
                 f"partition={self.partition} offset={self.offset} "
-                f"delivery_count={self.delivery_count} settled={self._settled}>")
+                f"delivery_count={self.delivery_count} settled={self.settled}>")
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
 
     # -- verbs -----------------------------------------------------------------
 
-    def _settle(self, state: str) -> None:
-        if self._settled is not _HELD:
+    def _settle(self, state: int) -> None:
+        held, rel = self[1], self[2]
+        if held.state[rel]:
             raise MessageSettledError(
-                f"message {self.id} of queue {self.queue!r} was already {self._settled}; "
-                f"it cannot be {state} too")
-        self._settled = state
+                f"message {self.id} of queue {self.queue!r} was already "
+                f"{STATE_NAMES[held.state[rel]]}; it cannot be {STATE_NAMES[state]} too")
+        held.state[rel] = state
 
     def ack(self) -> None:
         """Processed: never deliver this message again."""
-        if self._settled is not _HELD:
-            self._settle(_ACKED)  # raises MessageSettledError
-        self._settled = _ACKED  # inline: this is the hot path
-        self._consumer._acks.append(self)
+        held = self[1]
+        state = held.state
+        rel = self[2]
+        if state[rel]:
+            self._settle(ACKED)  # raises MessageSettledError
+        state[rel] = ACKED  # inline: this is the hot path
+        held.acks.append(self)
 
     def release(self, delay_s: float = 0.0) -> None:
         """Not processed: deliver again after ``delay_s`` seconds, counting this delivery."""
-        delay_ms = _seconds_to_ms("delay_s", delay_s, self._consumer.max_delay_s)
-        self._settle(_RELEASED)
-        self._consumer._verbs.append((self, "release", delay_ms))
+        consumer = self[1].consumer
+        delay_ms = _seconds_to_ms("delay_s", delay_s, consumer.max_delay_s)
+        self._settle(RELEASED)
+        consumer._verbs.append((self, "release", delay_ms))
 
     def reject(self, reason: str = "") -> None:
         """Never deliver again: dead-letter this message with ``reason``."""
@@ -140,18 +148,19 @@ class Message:
             raise ConfigError(f"reason={reason!r} must be a string")
         if len(reason.encode()) > 4096:
             raise ConfigError("reason is longer than 4096 bytes: shorten it")
-        self._settle(_REJECTED)
-        self._consumer._verbs.append((self, "reject", reason))
+        self._settle(REJECTED)
+        self[1].consumer._verbs.append((self, "reject", reason))
 
     def extend(self, seconds: float) -> None:
         """Keep this message invisible for ``seconds`` from now (it stays held)."""
-        timeout_ms = _seconds_to_ms("seconds", seconds, self._consumer.max_extend_s)
-        if self._settled is not _HELD:
+        held = self[1]
+        timeout_ms = _seconds_to_ms("seconds", seconds, held.consumer.max_extend_s)
+        if held.state[self[2]]:
             raise MessageSettledError(
-                f"message {self.id} of queue {self.queue!r} was already {self._settled}; "
+                f"message {self.id} of queue {self.queue!r} was already {self.settled}; "
                 "it cannot be extended")
-        self._hold_until = time.monotonic() + timeout_ms / 1000
-        self._consumer._verbs.append((self, "extend", timeout_ms))
+        held.holds[self[2]] = time.monotonic() + timeout_ms / 1000
+        held.consumer._verbs.append((self, "extend", timeout_ms))
 
 
 def _seconds_to_ms(name: str, value: Any, limit_s: float) -> int:
@@ -162,4 +171,3 @@ def _seconds_to_ms(name: str, value: Any, limit_s: float) -> int:
     if value > limit_s:
         raise ConfigError(f"{name}={value!r} is above the limit of {limit_s:g} s")
     return int(round(value * 1000))
-

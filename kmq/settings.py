@@ -179,8 +179,18 @@ def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
 
 
 def reference_markdown() -> str:
-    """The configuration reference, generated from :class:`Settings`."""
-    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    """The configuration reference (docs/configuration.md), generated from :class:`Settings`."""
+    rows = [
+        "# Configuration reference",
+        "",
+        "Generated from `kmq/settings.py` by `kmq config-reference`; do not edit by hand.",
+        "The SDK (`kmq.Client()`) and the tracker (`faust -A app worker`) read the same",
+        "`KMQ_*` variables; `kmq.Client(...)` keyword arguments override them.",
+        "",
+        "| variable | default | meaning |",
+        "| --- | --- | --- |",
+    ]
     for f in dataclasses.fields(Settings):
-        rows.append(f"| `{f.metadata['env']}` | `{f.default}` | {f.metadata['doc']} |")
+        default = f.default if f.default != "" else "(empty)"
+        rows.append(f"| `{f.metadata['env']}` | `{default}` | {f.metadata['doc']} |")
     return "\n".join(rows) + "\n"

@@ -35,3 +35,9 @@ def test_the_reference_lists_every_variable():
     ref = reference_markdown()
     for name in ("KMQ_BOOTSTRAP_SERVERS", "KMQ_DATA_DIR", "KMQ_WEB_PORT", "KMQ_PROFILE"):
         assert f"`{name}`" in ref
+
+
+def test_the_committed_configuration_reference_is_current():
+    from pathlib import Path
+    doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert doc.read_text() == reference_markdown(), "run: kmq config-reference --out docs/configuration.md"

@@ -1,0 +1,58 @@
+"""Shared pieces of the benchmarks: an embedded broker + tracker stack, timing, reporting."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from kmq.admin import ensure_topics
+from kmq.devstack import TrackerProcess
+from kmq.embedded import EmbeddedBroker, free_port
+from kmq.settings import Settings
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{platform.machine()}, {cpus} cores, {mem_gib:.0f} GiB, Python {platform.python_version()}"
+
+
+@contextmanager
+def stack(tracker: bool = True, **overrides):
+    """An embedded broker (and a tracker worker) on free loopback ports."""
+    work = Path(tempfile.mkdtemp(prefix="kmq-bench-"))
+    with EmbeddedBroker(log_path=work / "broker.log") as broker:
+        values = dict(bootstrap_servers=broker.bootstrap_servers, profile="embedded",
+                      data_dir=str(work / "data"), web_port=free_port(), queue_partitions=8,
+                      markers_partitions=8)
+        values.update(overrides)
+        settings = Settings.from_env({}, **values)
+        ensure_topics(settings)
+        proc = None
+        if tracker:
+            proc = TrackerProcess(settings, work / "tracker.log").start(timeout_s=120)
+        try:
+            yield settings, proc, broker
+        finally:
+            if proc is not None:
+                proc.stop()
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def save(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    payload = {"machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S"), **payload}
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
