@@ -18,14 +18,16 @@ import logging
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmq import envelope
 from kmq.errors import DeliveryError
-from kmq.markers import mask_offsets
+from kmq.markers import RangeRef, mask_offsets
 from kmq.placement import partition_for_key, queue_partitions
+from kmq.queue_config import QueueConfig, QueueConfigs
 from kmq.settings import Settings
 from kmq.state import Due, DueSend, Expiry
 
@@ -33,24 +35,54 @@ log = logging.getLogger("kmq.tracker.redeliver")
 
 SPAN_GAP = 5000  # offsets further apart than this are read in separate spans
 Outcome = tuple[str, str, int]  # (queue, what, count)
+# Backoff deadlines are rounded up to this share of the delay (and at least
+# BACKOFF_GRAIN_MS), so jittered deferrals of one range share a few groups.
+BACKOFF_GRAIN_MS = 100
+BACKOFF_GRAIN_SHARE = 50
+
+
+@dataclass
+class Execution:
+    """What :meth:`Redeliverer.execute` did."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    # range -> [(mask, deadline_ms)]: expired offsets that wait out a backoff
+    deferred: dict[RangeRef, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 class Redeliverer:
     """Reads expired payloads back and writes them to the queue or dead-letter topic."""
 
-    def __init__(self, settings: Settings, max_deliveries_for: Callable[[str], int]) -> None:
+    def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs]) -> None:
         self.settings = settings
-        self.max_deliveries_for = max_deliveries_for
+        self._configs_factory = configs
+        self._configs: QueueConfigs | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmq-redeliver")
         self._producer: Producer | None = None
         self._reader: Consumer | None = None
         self._queue_partitions: int | None = None
         self._errors: list[str] = []
 
-    async def execute(self, due: list[Due], now_ms: int) -> list[Outcome]:
-        """Publish everything in ``due``; raises DeliveryError if any write failed."""
+    def config(self, queue: str) -> QueueConfig:
+        if self._configs is None:
+            self._configs = self._configs_factory()
+        return self._configs.get(queue)
+
+    async def execute(self, due: list[Due], now_ms: int,
+                      attempted: dict[DueSend, int] | None = None) -> Execution:
+        """Publish everything in ``due``; raises DeliveryError if any write failed.
+
+        ``attempted`` maps scheduled sends an earlier (crashed) tick may have
+        published to the offset where that attempt began: they are looked up
+        there and published only if absent, so a delayed send arrives once.
+        """
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._execute, due, now_ms)
+        return await loop.run_in_executor(self._executor, self._execute, due, now_ms, attempted or {})
+
+    async def end_offsets(self, queues: set[str]) -> dict[str, int]:
+        """A lower bound of the end offset of each queue's target partition."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._end_offsets, queues)
 
     async def set_aside(self, key: bytes, value: bytes, headers: list) -> None:
         """Keep a record we could not use (a malformed marker) on the dead-letter topic."""
@@ -59,25 +91,46 @@ class Redeliverer:
 
     # -- in the worker thread ------------------------------------------------------
 
-    def _execute(self, due: list[Due], now_ms: int) -> list[Outcome]:
+    def _end_offsets(self, queues: set[str]) -> dict[str, int]:
+        reader = self._get_reader()
+        out = {}
+        for q in queues:
+            tp = TopicPartition(self.settings.queue_topic, self._target_partition(q))
+            # ListOffsets may undercount on some brokers (BROKER.md): a lower
+            # bound is all the lookup after a crash needs.
+            _, high = reader.get_watermark_offsets(tp, timeout=10.0, cached=False)
+            out[q] = max(0, high)
+        return out
+
+    def _target_partition(self, queue: str) -> int:
+        return queue_partitions(queue, self._get_queue_partitions())[0]
+
+    def _execute(self, due: list[Due], now_ms: int, attempted: dict[DueSend, int]) -> Execution:
         s = self.settings
         producer = self._get_producer()
+        done = Execution()
         counts: Counter[tuple[str, str]] = Counter()
         wanted: dict[int, set[int]] = {}
         for d in due:
             if isinstance(d, Expiry):
                 wanted.setdefault(d.range.partition, set()).update(mask_offsets(d.range.start, d.mask))
         records = {p: self._read(p, sorted(offs)) for p, offs in wanted.items()}
+        already = self._already_published(attempted)
         for d in due:
             if isinstance(d, DueSend):
-                part = queue_partitions(d.queue, self._get_queue_partitions())[0]
+                if (d.queue, d.message_id) in already:
+                    counts[(d.queue, "scheduled-found")] += 1
+                    continue
                 headers = [(envelope.ID, d.message_id.encode()),
                            (envelope.ENQUEUED_MS, str(d.due_ms).encode()), *d.headers]
-                self._produce(producer, s.queue_topic, d.queue, d.value, part, headers)
+                self._produce(producer, s.queue_topic, d.queue, d.value,
+                              self._target_partition(d.queue), headers)
                 counts[(d.queue, "scheduled-delivered")] += 1
                 continue
             queue = d.range.queue
+            cfg = self.config(queue)
             have = records[d.range.partition]
+            waits: dict[int, int] = {}
             for off in mask_offsets(d.range.start, d.mask):
                 rec = have.get(off)
                 if rec is None:
@@ -93,16 +146,42 @@ class Redeliverer:
                 plan = envelope.after_expiry(
                     rec_headers, partition=d.range.partition, offset=off, record_timestamp_ms=ts_ms,
                     cause=d.cause, reason=d.reason, started_ms=d.started_ms, now_ms=now_ms,
-                    max_deliveries=self.max_deliveries_for(queue))
+                    max_deliveries=cfg.deliveries(s), backoff=cfg.backoff, dead_letter=cfg.dead_letter)
                 if isinstance(plan, envelope.Republish):
                     self._produce(producer, s.queue_topic, queue, value, d.range.partition, plan.headers)
                     counts[(queue, "redelivered")] += 1
-                else:
+                elif isinstance(plan, envelope.DeadLetter):
                     self._produce(producer, s.dlq_topic, queue, value, self._dlq_partition(queue),
                                   plan.headers)
                     counts[(queue, "dead-lettered")] += 1
+                elif isinstance(plan, envelope.Defer):
+                    grain = max(BACKOFF_GRAIN_MS, plan.delay_ms // BACKOFF_GRAIN_SHARE)
+                    deadline = -(-(now_ms + plan.delay_ms) // grain) * grain
+                    waits[deadline] = waits.get(deadline, 0) | (1 << (off - d.range.start))
+                    counts[(queue, "backoff")] += 1
+                else:
+                    counts[(queue, "discarded")] += 1
+            if waits:
+                done.deferred.setdefault(d.range, []).extend(
+                    (mask, deadline) for deadline, mask in waits.items())
         self._flush(producer)
-        return [(q, what, n) for (q, what), n in counts.items()]
+        done.outcomes = [(q, what, n) for (q, what), n in counts.items()]
+        return done
+
+    def _already_published(self, attempted: dict[DueSend, int]) -> set[tuple[str, str]]:
+        """(queue, id) of attempted scheduled sends found on their partition since the attempt."""
+        found: set[tuple[str, str]] = set()
+        by_partition: dict[int, dict[str, int]] = {}
+        for d, offset in attempted.items():
+            by_partition.setdefault(self._target_partition(d.queue), {})[d.message_id] = offset
+        for partition, ids in by_partition.items():
+            start = min(ids.values())
+            for _off, rec in self._scan(partition, start):
+                ours, _ = envelope.split(rec.headers())
+                msg_id = ours.get(envelope.ID, b"").decode(errors="replace")
+                if msg_id in ids and rec.key() is not None:
+                    found.add((rec.key().decode(errors="replace"), msg_id))
+        return found
 
     def _set_aside(self, key: bytes, value: bytes, headers: list) -> None:
         producer = self._get_producer()
@@ -166,6 +245,26 @@ class Redeliverer:
                 "fetch.queue.backoff.ms": 10,
             })
         return self._reader
+
+    def _scan(self, partition: int, start: int):
+        """Every record of a queue partition from ``start`` to its true end (EOF)."""
+        reader = self._get_reader()
+        topic = self.settings.queue_topic
+        reader.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            batch = reader.consume(10000, 0.2)
+            for rec in batch:
+                err = rec.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return
+                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
+                        reader.assign([TopicPartition(topic, partition, max(low, start))])
+                    continue
+                yield rec.offset(), rec
+        raise DeliveryError(f"could not read {topic}[{partition}] to its end within 60 s")
 
     def _read(self, partition: int, offsets: list[int]) -> dict[int, tuple[bytes, Any, int]]:
         """Records at ``offsets`` of one queue partition; missing ones have left the log."""

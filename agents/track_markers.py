@@ -10,19 +10,20 @@ from __future__ import annotations
 import logging
 
 from agents.partitions import OwnedPartitions
-from agents.redeliver import Redeliverer
+from agents.redeliver import Execution, Redeliverer
 from app import app, settings
 from app.topics import markers_topic
 from kmq import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
-from kmq.state import StaleIndexKey
+from kmq.queue_config import QueueConfigs
+from kmq.state import DueSend, StaleIndexKey
 
 log = logging.getLogger("kmq.tracker.markers")
 
 LOG_APPEND_TIME = 1  # Kafka timestamp type: the broker stamped the record
 
 owned = OwnedPartitions(settings.markers_partitions)
-redeliverer = Redeliverer(settings, max_deliveries_for=lambda queue: settings.max_deliveries)
+redeliverer = Redeliverer(settings, configs=lambda: QueueConfigs(settings, follow=True))
 
 
 @app.agent(markers_topic, concurrency=1, name="track_markers")
@@ -60,16 +61,35 @@ async def _tick(part, tick: M.Tick) -> None:
     if not due:
         return
     actionable = [d for d in due if not isinstance(d, StaleIndexKey)]
-    outcomes = []
+    done = Execution()
     if actionable:
         try:
-            outcomes = await redeliverer.execute(actionable, now_ms)
+            attempted = await _mark_scheduled_attempts(part, actionable)
+            done = await redeliverer.execute(actionable, now_ms, attempted)
         except DeliveryError as exc:
             log.warning("partition %d: %s", part.partition, exc)
             return
-    part.state.settle(due)
-    for queue, what, n in outcomes:
+    part.state.settle(due, done.deferred)
+    for queue, what, n in done.outcomes:
         part.counters[(queue, what)] += n
+
+
+async def _mark_scheduled_attempts(part, due) -> dict[DueSend, int]:
+    """Before publishing delayed sends, make durable where their partitions ended.
+
+    Returns the sends an earlier tick already tried (it may have published
+    them and crashed before forgetting them): those are looked up, not resent.
+    """
+    sends = [d for d in due if isinstance(d, DueSend)]
+    if not sends:
+        return {}
+    prior = {d: part.state.attempt_offset(d) for d in sends}
+    fresh = [d for d in sends if prior[d] < 0]
+    if fresh:
+        ends = await redeliverer.end_offsets({d.queue for d in fresh})
+        part.state.mark_attempts(fresh, ends)
+        await app.producer.flush()  # the marks reach the changelog before any publish
+    return {d: off for d, off in prior.items() if off >= 0}
 
 
 async def _set_aside(part, msg, exc: MarkerDecodeError) -> None:

@@ -12,6 +12,6 @@ async def create_topics(self) -> None:
     created = ensure_topics(settings)
     t = settings.topics
     for name, parts in ((t.queue, settings.queue_partitions), (t.markers, settings.markers_partitions),
-                        (t.dlq, settings.dlq_partitions)):
+                        (t.dlq, settings.dlq_partitions), (t.queues, settings.queues_partitions)):
         state = "created" if name in created else "exists"
         self.say(f"{name}: {parts} partitions ({state})")

@@ -6,16 +6,20 @@ queues sharing a few topics. This package is the SDK; it never imports
 faust or pyspark. The redelivery tracker is a Faust service (``app/``).
 """
 
+from kmq.backoff import Backoff, compute_backoff
 from kmq.client import Client
 from kmq.consumer import Consumer
 from kmq.errors import (BrokerUnavailableError, ConfigError, ConsumerClosedError, DeliveryError,
                         InvalidQueueNameError, KmqError, MarkerDecodeError, MessageSettledError,
                         MessageTooLargeError)
+from kmq.consumer import MessageBatch
 from kmq.message import Message
+from kmq.queue_config import QueueConfig
 from kmq.settings import Settings
 
 __all__ = [
-    "Client", "Consumer", "Message", "Settings",
+    "Client", "Consumer", "Message", "MessageBatch", "Settings", "QueueConfig", "Backoff",
+    "compute_backoff",
     "KmqError", "ConfigError", "InvalidQueueNameError", "MessageTooLargeError",
     "MarkerDecodeError", "MessageSettledError", "BrokerUnavailableError", "DeliveryError",
     "ConsumerClosedError",

@@ -34,6 +34,9 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
         NewTopic(settings.dlq_topic, settings.dlq_partitions, rf,
                  config={**common, "retention.ms": str(settings.dlq_retention_ms),
                          "max.message.bytes": str(settings.max_message_bytes + 4096)}),
+        # The latest record per queue is its configuration: compact, never expire.
+        NewTopic(settings.queues_topic, settings.queues_partitions, rf,
+                 config={**common, "cleanup.policy": "compact"}),
     ]
 
 

@@ -31,6 +31,7 @@ from kmq.consumer import Consumer
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.placement import markers_partition, queue_partitions, validate_queue_name
+from kmq.queue_config import QueueConfig, QueueConfigs, write_config
 from kmq.settings import Settings
 
 HEADER_OVERHEAD_BYTES = 64  # record framing beyond key, value and header bytes
@@ -54,6 +55,7 @@ class Client:
         self._ids = itertools.count(1)
         self._errors: list[str] = []
         self._sent_since_poll = 0
+        self._configs: QueueConfigs | None = None
 
     # -- metadata ----------------------------------------------------------------
 
@@ -69,6 +71,32 @@ class Client:
                     f"topic {topic!r} does not exist on {self.settings.bootstrap_servers}: "
                     "create kmq's topics first (`faust -A app create-topics` or `kmq dev`)")
         return n
+
+    # -- queue settings ------------------------------------------------------------
+
+    def queue_configs(self) -> QueueConfigs:
+        """The live view of every queue's settings (started on first use)."""
+        if self._configs is None:
+            self._configs = QueueConfigs(self.settings, follow=True)
+        return self._configs
+
+    def queue_config(self, queue: str) -> QueueConfig:
+        """The current settings of ``queue`` (global defaults where unset)."""
+        return self.queue_configs().get(validate_queue_name(queue))
+
+    def configure_queue(self, queue: str, **changes: Any) -> QueueConfig:
+        """Change settings of ``queue``; they apply to later deliveries, without restarts.
+
+        Settings: ``visibility_timeout_s``, ``max_deliveries``, ``max_processing_s``,
+        ``backoff`` (a :class:`kmq.Backoff`), ``dead_letter`` (bool), ``spread``.
+        ``None`` restores the global default. Validated before anything is written.
+        """
+        queue = validate_queue_name(queue)
+        configs = self.queue_configs()
+        new = configs.get(queue).changed(**changes)
+        write_config(self.settings, queue, new)
+        configs.put_local(queue, new)
+        return new
 
     # -- sending -----------------------------------------------------------------
 
@@ -204,14 +232,17 @@ class Client:
             self.settings, queue,
             queue_topic_partitions=self.partition_count(self.settings.queue_topic),
             markers_topic_partitions=self.partition_count(self.settings.markers_topic),
-            **options)
+            configs=self.queue_configs(), **options)
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Flush what was sent and let go of the connection."""
+        """Flush what was sent and let go of the connections."""
         try:
             self.flush(timeout_s)
         finally:
             self._producer = None
+            if self._configs is not None:
+                self._configs.close()
+                self._configs = None
 
     def __enter__(self) -> "Client":
         return self

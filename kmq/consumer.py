@@ -35,11 +35,13 @@ from kmq.message import ACKED, RELEASED, Message
 
 ACKED_RUN = bytes([ACKED])
 from kmq.placement import markers_partition, queue_partitions, validate_queue_name
+from kmq.queue_config import QueueConfig, QueueConfigs
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")
 
 MAX_EXTEND_S = 12 * 3600.0  # SQS's visibility ceiling
+CONFIG_CHECK_S = 0.5  # how often a consumer picks up its queue's new settings
 
 
 class HeldRange:
@@ -122,19 +124,21 @@ class Consumer:
         batch_size: int = 1000,
         max_processing_s: float | None = None,
         flush_interval_s: float = 0.02,
-        spread: int = 1,
+        configs: QueueConfigs | None = None,
         config: dict[str, Any] | None = None,
     ) -> None:
         self.queue = validate_queue_name(queue)
-        vis = settings.visibility_timeout_s if visibility_timeout_s is None else visibility_timeout_s
-        _check_positive("visibility_timeout_s", vis, MAX_EXTEND_S)
-        self.visibility_timeout_s = float(vis)
-        self.max_processing_s = float(vis if max_processing_s is None else max_processing_s)
-        _check_positive("max_processing_s", self.max_processing_s, 7 * 24 * 3600.0)
-        if self.max_processing_s < self.visibility_timeout_s:
-            raise ConfigError(
-                f"max_processing_s={self.max_processing_s:g} is below visibility_timeout_s="
-                f"{self.visibility_timeout_s:g}: give max_processing_s >= visibility_timeout_s")
+        if visibility_timeout_s is not None:
+            _check_positive("visibility_timeout_s", visibility_timeout_s, MAX_EXTEND_S)
+        if max_processing_s is not None:
+            _check_positive("max_processing_s", max_processing_s, 7 * 24 * 3600.0)
+        # Explicit arguments win; otherwise the queue's configuration, followed live.
+        self._explicit_vis = visibility_timeout_s
+        self._explicit_processing = max_processing_s
+        self._configs = configs
+        self._queue_config = configs.get(self.queue) if configs else QueueConfig()
+        self._settings = settings
+        self._apply_config(self._queue_config)
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ConfigError(f"max_in_flight={max_in_flight!r} must be a whole number >= 1")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -142,17 +146,13 @@ class Consumer:
         self.max_in_flight = max_in_flight
         self.batch_size = batch_size
         self.max_delay_s = settings.max_delay_s
-        self.max_extend_s = MAX_EXTEND_S
         self.flush_interval_s = flush_interval_s
-        # Keepalive rounds: often enough that a live consumer's messages never lapse.
-        self.keepalive_interval_s = max(0.05, min(self.visibility_timeout_s / 4, 5.0))
 
-        self._settings = settings
         self._topic = settings.queue_topic
         self._markers_topic = settings.markers_topic
         self._qkey = self.queue.encode()
-        self._timeout_ms = int(self.visibility_timeout_s * 1000)
-        self._partitions = frozenset(queue_partitions(self.queue, queue_topic_partitions, spread))
+        self._partitions = frozenset(queue_partitions(
+            self.queue, queue_topic_partitions, self._queue_config.spread))
         self._markers_partition = markers_partition(self.queue, markers_topic_partitions)
 
         self._ready: deque[HeldRange] = deque()        # ranges with messages not yet handed out
@@ -165,6 +165,7 @@ class Consumer:
         self._lock = threading.RLock()
         self._closed = False
         self._error: BaseException | None = None
+        self._commit_due = False  # a START was confirmed: its offsets can be committed
         self._assigned: set[int] = set()
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
@@ -201,6 +202,33 @@ class Consumer:
                                          daemon=True)
         self._flusher.start()
 
+    def _apply_config(self, cfg: QueueConfig) -> None:
+        """Take the queue's settings where no explicit argument was given."""
+        vis = self._explicit_vis if self._explicit_vis is not None else cfg.visibility_s(self._settings)
+        if self._explicit_processing is not None:
+            processing = self._explicit_processing
+        else:  # unset: as long as the visibility timeout (no keepalive in user code)
+            processing = max(vis, cfg.max_processing_s or 0.0)
+        if processing < vis:
+            raise ConfigError(
+                f"max_processing_s={processing:g} is below visibility_timeout_s={vis:g}: "
+                "give max_processing_s >= visibility_timeout_s")
+        self.visibility_timeout_s = float(vis)
+        self.max_processing_s = float(processing)
+        self.max_extend_s = min(MAX_EXTEND_S, max(self.max_processing_s, self.visibility_timeout_s))
+        self._timeout_ms = int(vis * 1000)
+        # Keepalive rounds: often enough that a live consumer's messages never lapse.
+        self.keepalive_interval_s = max(0.05, min(vis / 4, 5.0))
+        self._purged_before = dict(cfg.purged_before)
+
+    def _follow_config(self) -> None:
+        if self._configs is None:
+            return
+        cfg = self._configs.get(self.queue)
+        if cfg.updated_at_ms != self._queue_config.updated_at_ms:
+            self._queue_config = cfg
+            self._apply_config(cfg)
+
     # -- receiving ---------------------------------------------------------------
 
     def receive(self, timeout_s: float | None = 1.0) -> Message | None:
@@ -208,6 +236,8 @@ class Consumer:
         ready = self._ready
         if not ready and not self._receive_into_buffer(timeout_s):
             return None
+        if self._commit_due:
+            self._commit_confirmed()
         held = ready[0]
         (m,) = held.hand_out(1)
         if held.handed == len(held.recs):
@@ -225,6 +255,8 @@ class Consumer:
         batch = MessageBatch()
         if not ready and not self._receive_into_buffer(timeout_s):
             return batch
+        if self._commit_due:
+            self._commit_confirmed()
         while ready and len(batch) < max_messages:
             held = ready[0]
             i = held.handed
@@ -265,6 +297,8 @@ class Consumer:
 
     def _fetch(self, timeout_s: float) -> int:
         room = min(self.batch_size, self.max_in_flight - self._in_flight)
+        if self._commit_due:
+            self._commit_confirmed()
         first = self._kc.poll(timeout_s)
         if first is None:
             return 0
@@ -291,6 +325,13 @@ class Consumer:
                         lst.append(rec)
                 else:
                     others.append(rec)
+        if self._purged_before:
+            for p, ours in list(ours_by_part.items()):
+                floor = self._purged_before.get(p, 0)
+                if ours and ours[0].offset() < floor:
+                    # Purged: not delivered, committed like other queues' records.
+                    others += [r for r in ours if r.offset() < floor]
+                    ours_by_part[p] = [r for r in ours if r.offset() >= floor]
         ends: dict[int, int] = {}
         for rec in others:
             if rec.error() is not None:
@@ -331,8 +372,6 @@ class Consumer:
             markers = self._collect_settlements() + starts
             if markers:
                 self._send(markers, confirm)
-            else:
-                self._advance_commits()
         self.stats["received"] += fresh
         return fresh
 
@@ -431,6 +470,8 @@ class Consumer:
                 return
             for entry in confirm:
                 entry[1] = True
+            if confirm:
+                self._commit_due = True  # picked up by the receiving thread
 
         while True:
             try:
@@ -440,6 +481,12 @@ class Consumer:
             except BufferError:
                 self._producer.poll(0.01)
         self.stats["markers"] += 1
+
+    def _commit_confirmed(self, asynchronous: bool = True) -> None:
+        """On the receiving thread: commit what the confirmed STARTs cover."""
+        self._commit_due = False
+        with self._lock:
+            self._advance_commits(asynchronous)
 
     def _advance_commits(self, asynchronous: bool = True) -> None:
         """Commit every partition up to its last offset whose STARTs are all durable."""
@@ -503,14 +550,22 @@ class Consumer:
 
     def _flush_loop(self) -> None:
         next_keepalive = time.monotonic() + self.keepalive_interval_s
+        next_config = time.monotonic() + CONFIG_CHECK_S
         while not self._stop.wait(self.flush_interval_s):
             try:
                 self._producer.poll(0)
                 with self._lock:
+                    # No librdkafka *consumer* call here: confluent-kafka lets one
+                    # thread at a time into a Consumer (its PR #2322), and the
+                    # user thread's polls would starve us. Commits happen on the
+                    # polling thread (_fetch, rebalance callbacks, close).
                     self._flush_settlements()
-                    self._advance_commits()
-                    if time.monotonic() >= next_keepalive:
-                        next_keepalive = time.monotonic() + self.keepalive_interval_s
+                    now = time.monotonic()
+                    if now >= next_config:
+                        next_config = now + CONFIG_CHECK_S
+                        self._follow_config()
+                    if now >= next_keepalive:
+                        next_keepalive = now + self.keepalive_interval_s
                         self._keepalive()
             except Exception as exc:  # surface to the user thread, never die silently
                 log.exception("queue %s: flusher failed", self.queue)
@@ -546,8 +601,12 @@ class Consumer:
     def flush(self, timeout_s: float = 10.0) -> None:
         """Send the verbs recorded so far and wait until the broker has them.
 
+        Call it from the thread that receives (like every Consumer method but
+        the verbs, which any thread may call).
+
         After this returns, an acked message is never delivered again, even
-        if this process dies the next moment.
+        if this process dies the next moment: the acks are on the markers
+        topic and the source offsets covering them are committed.
         """
         with self._lock:
             self._flush_settlements()
@@ -555,8 +614,8 @@ class Consumer:
         if left:
             raise DeliveryError(f"{left} marker records of queue {self.queue!r} not "
                                 f"acknowledged within {timeout_s:g} s")
-        with self._lock:
-            self._advance_commits()
+        # Commit what is covered, so a crash now does not refetch what was acked.
+        self._commit_confirmed(asynchronous=False)
         self._raise_error()
 
     # -- closing -----------------------------------------------------------------

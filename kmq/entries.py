@@ -15,7 +15,7 @@ Formats (version 1, big-endian)::
                      u16 n, group*n
     group         := i64 deadline_ms, u8 cause, str16 reason, bytes32 mask
     scheduled     := u8 version=1, i64 due_ms, i64 indexed_ms, bytes32 value,
-                     u16 n, (str16 key, bytes32 value)*n
+                     u16 n, (str16 key, bytes32 value)*n, i64 attempt_offset
 """
 
 from __future__ import annotations
@@ -41,10 +41,12 @@ _SCHED_HEAD = struct.Struct(">Bqq")
 class Cause(IntEnum):
     """Why an in-flight offset comes due."""
 
-    TIMEOUT = 0    # visibility timeout (possibly extended) ran out
-    RELEASED = 1   # the consumer released it, maybe with a delay: counts a delivery
-    REJECTED = 2   # the consumer rejected it: dead-letter now
-    RETURNED = 3   # handed back unprocessed (never given to user code): not counted
+    TIMEOUT = 0           # visibility timeout (possibly extended) ran out: backoff, then redeliver
+    RELEASED = 1          # released with an explicit delay: redeliver at the deadline
+    REJECTED = 2          # the consumer rejected it: dead-letter now
+    RETURNED = 3          # handed back unprocessed (never reached user code): not counted
+    RELEASED_BACKOFF = 4  # released without a delay: the queue's backoff policy decides
+    DEFERRED = 5          # its backoff wait is over: redeliver (the delivery is counted)
 
 
 @dataclass(slots=True)
@@ -120,12 +122,18 @@ class InFlight:
 
 @dataclass(slots=True)
 class Scheduled:
-    """A delayed send held by the tracker until ``due_ms``."""
+    """A delayed send held by the tracker until ``due_ms``.
+
+    ``attempt_offset`` >= 0 records that publishing was attempted when the
+    target partition ended at that offset: after a crash, the tracker looks
+    for the message from there instead of publishing it twice.
+    """
 
     due_ms: int
     value: bytes
     headers: tuple[tuple[str, bytes], ...]
     indexed_ms: int = NOT_INDEXED
+    attempt_offset: int = -1
 
 
 # -- keys ---------------------------------------------------------------------
@@ -225,6 +233,7 @@ def encode_scheduled(s: Scheduled) -> bytes:
     for k, v in s.headers:
         kb = k.encode()
         parts += [_U16.pack(len(kb)), kb, _U32.pack(len(v)), v]
+    parts.append(_I64.pack(s.attempt_offset))
     return b"".join(parts)
 
 
@@ -249,4 +258,5 @@ def decode_scheduled(data: bytes) -> Scheduled:
         pos += 4
         headers.append((k, data[pos:pos + vn]))
         pos += vn
-    return Scheduled(due, bytes(value), tuple(headers), indexed)
+    attempt = _I64.unpack_from(data, pos)[0]
+    return Scheduled(due, bytes(value), tuple(headers), indexed, attempt)

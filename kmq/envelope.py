@@ -17,9 +17,11 @@ Numbers are ASCII decimal so kcat and Spark can read them as they are.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
+from kmq.backoff import Backoff, compute_backoff
 from kmq.entries import Cause
 
 ID = "kmq.id"
@@ -84,6 +86,20 @@ class DeadLetter:
     delivery_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """Wait ``delay_ms`` (the queue's backoff) before redelivering."""
+
+    delay_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    """Drop the message: rejected on a queue whose dead-lettering is off."""
+
+    reason: str
+
+
 def after_expiry(
     headers: Sequence[tuple[str, bytes | None]] | None,
     *,
@@ -95,29 +111,46 @@ def after_expiry(
     started_ms: int,
     now_ms: int,
     max_deliveries: int,
-) -> Republish | DeadLetter:
+    backoff: Backoff | None = None,
+    dead_letter: bool = True,
+    uniform: Callable[[float, float], float] = random.uniform,
+) -> Republish | DeadLetter | Defer | Discard:
     """Decide what an expired delivery of one record becomes (5. in the README flow).
 
     The delivery that just ended counts (unless the message was returned
     unprocessed): at ``max_deliveries`` the message is dead-lettered, as is
-    any rejected message.
+    any rejected message. A timeout or a release without a delay first waits
+    out the queue's backoff (:class:`Defer`); when that wait is over
+    (``DEFERRED``) it is republished. With ``dead_letter=False`` nothing is
+    dead-lettered: messages are redelivered past ``max_deliveries`` and
+    rejected ones dropped.
     """
     ours, user = split(headers)
-    # A returned message never reached user code: that delivery does not count.
     deliveries = int_header(ours, DELIVERIES, 0) + (0 if cause == Cause.RETURNED else 1)
+    if cause == Cause.REJECTED and not dead_letter:
+        return Discard(reason)
+    exhausted = cause != Cause.RETURNED and deliveries >= max_deliveries and dead_letter
+    if not exhausted and cause in (Cause.TIMEOUT, Cause.RELEASED_BACKOFF) and backoff is not None:
+        delay_ms = int(compute_backoff(backoff, deliveries, uniform) * 1000)
+        if delay_ms > 0:
+            return Defer(delay_ms)
     msg_id = ours.get(ID) or derived_id(partition, offset).encode()
-    first_ms = ours.get(FIRST_DELIVERY_MS) or str(started_ms).encode()
     enqueued_ms = ours.get(ENQUEUED_MS) or str(record_timestamp_ms).encode()
-    base: HeaderList = [(ID, msg_id), (DELIVERIES, str(deliveries).encode()),
-                        (FIRST_DELIVERY_MS, first_ms), (ENQUEUED_MS, enqueued_ms)]
-    if cause == Cause.REJECTED or (cause != Cause.RETURNED and deliveries >= max_deliveries):
+    base: HeaderList = [(ID, msg_id), (DELIVERIES, str(deliveries).encode())]
+    if deliveries:  # a message returned before its first delivery has none yet
+        base.append((FIRST_DELIVERY_MS, ours.get(FIRST_DELIVERY_MS) or str(started_ms).encode()))
+    base.append((ENQUEUED_MS, enqueued_ms))
+    if cause == Cause.REJECTED or exhausted:
         code = REASON_REJECTED if cause == Cause.REJECTED else REASON_MAX_DELIVERIES
         detail = reason if cause == Cause.REJECTED else (
-            f"{'released' if cause == Cause.RELEASED else 'timed out'} "
-            f"on delivery {deliveries} of {max_deliveries}")
+            f"{_CAUSE_WORDS.get(cause, 'timed out')} on delivery {deliveries} of {max_deliveries}")
         return DeadLetter(base + dead_letter_headers(
             code, detail, started_ms, now_ms, partition, offset) + user, code, deliveries)
     return Republish(base + user, deliveries)
+
+
+_CAUSE_WORDS = {Cause.RELEASED: "released", Cause.RELEASED_BACKOFF: "released",
+                Cause.DEFERRED: "timed out"}
 
 
 def dead_letter_headers(reason: str, detail: str, last_delivery_ms: int, now_ms: int,

@@ -32,6 +32,7 @@ class TopicNames:
     queue: str
     markers: str
     dlq: str
+    queues: str
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,13 @@ class Settings:
     queue_topic: str = _setting("kmq.queue", "KMQ_QUEUE_TOPIC", "Topic holding queued messages")
     markers_topic: str = _setting("kmq.markers", "KMQ_MARKERS_TOPIC", "Topic of START/ACK/... markers")
     dlq_topic: str = _setting("kmq.dlq", "KMQ_DLQ_TOPIC", "Dead-letter topic")
+    queues_topic: str = _setting(
+        "kmq.queues", "KMQ_QUEUES_TOPIC", "Compacted topic of per-queue settings (configure_queue)")
     queue_partitions: int = _setting(8, "KMQ_QUEUE_PARTITIONS", "Partitions of the queue topic")
     markers_partitions: int = _setting(
         8, "KMQ_MARKERS_PARTITIONS", "Partitions of the markers topic (= tracker table partitions)")
     dlq_partitions: int = _setting(4, "KMQ_DLQ_PARTITIONS", "Partitions of the dead-letter topic")
+    queues_partitions: int = _setting(1, "KMQ_QUEUES_PARTITIONS", "Partitions of the queues topic")
     replication_factor: int = _setting(
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(
@@ -133,7 +137,7 @@ class Settings:
     @property
     def topics(self) -> TopicNames:
         """The one mapping from settings to topic names."""
-        return TopicNames(self.queue_topic, self.markers_topic, self.dlq_topic)
+        return TopicNames(self.queue_topic, self.markers_topic, self.dlq_topic, self.queues_topic)
 
     @property
     def effective_replication_factor(self) -> int:

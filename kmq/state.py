@@ -100,6 +100,11 @@ class Applied:
     count: int
 
 
+# Offsets a consumer may still release or reject: not rejected, not already
+# waiting out a backoff (the tracker owns those).
+GIVEABLE = (Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED, Cause.RELEASED_BACKOFF)
+
+
 class PartitionState:
     """In-flight ranges and scheduled sends of one markers partition."""
 
@@ -129,14 +134,17 @@ class PartitionState:
             what, touched = "extended", entry.move(
                 marker.mask, now_ms + marker.timeout_ms, Cause.TIMEOUT, from_causes=(Cause.TIMEOUT,))
         elif isinstance(marker, Release):
-            cause = Cause.RELEASED if marker.counted else Cause.RETURNED
-            what = "released" if marker.counted else "returned"
+            if not marker.counted:
+                cause, what = Cause.RETURNED, "returned"
+            elif marker.delay_ms < 0:  # no delay given: the queue's backoff policy decides
+                cause, what = Cause.RELEASED_BACKOFF, "released"
+            else:
+                cause, what = Cause.RELEASED, "released"
             touched = entry.move(marker.mask, now_ms + max(0, marker.delay_ms), cause,
-                                 from_causes=(Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED))
+                                 from_causes=GIVEABLE)
         elif isinstance(marker, Reject):
             what, touched = "rejected", entry.move(
-                marker.mask, now_ms, Cause.REJECTED, marker.reason,
-                from_causes=(Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED))
+                marker.mask, now_ms, Cause.REJECTED, marker.reason, from_causes=GIVEABLE)
         else:  # pragma: no cover - exhaustive over Marker
             raise TypeError(f"not a marker: {marker!r}")
         self._store_range(key, entry)
@@ -217,8 +225,34 @@ class PartitionState:
                 taken += d.count
         return out
 
-    def settle(self, done: list[Due]) -> None:
-        """Forget what :meth:`due` returned, now that it was republished or dead-lettered."""
+    def mark_attempts(self, sends: list[DueSend], end_offsets: dict[str, int]) -> None:
+        """Record, before publishing, where each due send's target partition ended.
+
+        ``end_offsets`` maps queue -> a lower bound of its target partition's end.
+        """
+        for d in sends:
+            key = E.schedule_key(d.queue, d.message_id)
+            raw = self.store.get(key)
+            if raw is None:
+                continue
+            entry = E.decode_scheduled(raw)
+            if entry.attempt_offset < 0:
+                entry.attempt_offset = end_offsets[d.queue]
+                self.store.put(key, E.encode_scheduled(entry))
+
+    def attempt_offset(self, d: DueSend) -> int:
+        """Where an earlier publishing attempt of ``d`` started looking, or -1."""
+        raw = self.store.get(E.schedule_key(d.queue, d.message_id))
+        return -1 if raw is None else E.decode_scheduled(raw).attempt_offset
+
+    def settle(self, done: list[Due],
+               deferred: dict[RangeRef, list[tuple[int, int]]] | None = None) -> None:
+        """Forget what :meth:`due` returned, now that it was republished or dead-lettered.
+
+        ``deferred`` maps a range to ``(mask, deadline_ms)`` pairs of its expired
+        offsets that wait out a backoff instead: they stay, due again later.
+        """
+        deferred = deferred or {}
         for d in done:
             if isinstance(d, StaleIndexKey):
                 self.store.index_delete(d.key)
@@ -235,7 +269,11 @@ class PartitionState:
             if raw is None:
                 continue
             entry = E.decode_inflight(raw)
-            entry.remove(d.mask)
+            waits = deferred.get(d.range, ())
+            keep = 0
+            for mask, deadline_ms in waits:
+                keep |= entry.move(mask & d.mask, deadline_ms, Cause.DEFERRED)
+            entry.remove(d.mask & ~keep)
             self._store_range(key, entry)
 
 

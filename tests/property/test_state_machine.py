@@ -59,15 +59,19 @@ class TrackerVsModel(RuleBasedStateMachine):
             if m and m[1] == Cause.TIMEOUT:
                 m[0] = self.now + timeout
 
-    @rule(i=st.sampled_from(range(3)), data=st.data(), delay=st.integers(-1, 4000),
-          counted=st.booleans())
+    @rule(i=st.sampled_from(range(3)), data=st.data(),
+          delay=st.one_of(st.just(-1), st.just(0), st.integers(1, 4000)), counted=st.booleans())
     def release(self, i, data, delay, counted):
         mask = data.draw(st.integers(1, RANGES[i].full_mask))
         self.machine.apply(Release(RANGES[i], mask, delay, counted), self.now)
+        if not counted:
+            cause = Cause.RETURNED
+        else:
+            cause = Cause.RELEASED_BACKOFF if delay < 0 else Cause.RELEASED
         for rel in self._rels(i, mask):
             m = self.model.get((i, rel))
             if m and m[1] != Cause.REJECTED:
-                m[:] = [self.now + max(0, delay), Cause.RELEASED if counted else Cause.RETURNED, ""]
+                m[:] = [self.now + max(0, delay), cause, ""]
 
     @rule(i=st.sampled_from(range(3)), data=st.data(), reason=st.sampled_from(["x", "y"]))
     def reject(self, i, data, reason):
@@ -78,7 +82,7 @@ class TrackerVsModel(RuleBasedStateMachine):
             if m and m[1] != Cause.REJECTED:
                 m[:] = [self.now, Cause.REJECTED, reason]
 
-    @rule(dt=st.integers(0, 6000))
+    @rule(dt=st.one_of(st.just(0), st.integers(0, 6000)))
     def tick(self, dt):
         self.now += dt
         due = self.machine.due(self.now)

@@ -1,0 +1,220 @@
+"""Per-queue settings, changeable at run time, kept in a compacted topic read as a table.
+
+``client.configure_queue("orders", max_deliveries=3)`` writes one record
+(key = queue id, value = versioned JSON) to the queues topic (compacted:
+the latest record per queue is the configuration, like a Kafka Streams
+KTable). The tracker and every consumer keep a :class:`QueueConfigs` view
+that follows the topic, so new values apply to later deliveries without a
+restart. A queue that was never configured uses the global ``KMQ_*``
+defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kmq.backoff import Backoff
+from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.placement import validate_queue_name
+from kmq.settings import Settings
+
+log = logging.getLogger("kmq.queue_config")
+
+CONFIG_VERSION = 1
+MAX_VISIBILITY_S = 12 * 3600.0
+MAX_PROCESSING_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """Settings of one logical queue; ``None`` means the global ``KMQ_*`` default."""
+
+    visibility_timeout_s: float | None = None
+    max_deliveries: int | None = None
+    max_processing_s: float | None = None
+    backoff: Backoff = field(default_factory=Backoff)
+    dead_letter: bool = True
+    spread: int = 1
+    # Queue purges: records of this queue below these offsets are not delivered.
+    purged_before: dict[int, int] = field(default_factory=dict)
+    updated_at_ms: int = 0
+
+    def __post_init__(self) -> None:
+        _check_number("visibility_timeout_s", self.visibility_timeout_s, 0.001, MAX_VISIBILITY_S)
+        _check_number("max_processing_s", self.max_processing_s, 0.001, MAX_PROCESSING_S)
+        if self.max_deliveries is not None and (
+                isinstance(self.max_deliveries, bool) or not isinstance(self.max_deliveries, int)
+                or not 1 <= self.max_deliveries <= 1_000_000):
+            raise ConfigError(f"max_deliveries={self.max_deliveries!r} must be a whole number "
+                              "from 1 to 1000000")
+        if not isinstance(self.backoff, Backoff):
+            raise ConfigError("backoff must be a kmq.Backoff (Backoff.fixed(...), "
+                              "Backoff.exponential(...) or Backoff.none())")
+        if not isinstance(self.dead_letter, bool):
+            raise ConfigError(f"dead_letter={self.dead_letter!r} must be True or False")
+        if isinstance(self.spread, bool) or not isinstance(self.spread, int) or not 1 <= self.spread <= 1024:
+            raise ConfigError(f"spread={self.spread!r} must be a whole number from 1 to 1024")
+
+    # -- resolved values ------------------------------------------------------
+
+    def visibility_s(self, settings: Settings) -> float:
+        return settings.visibility_timeout_s if self.visibility_timeout_s is None else self.visibility_timeout_s
+
+    def processing_s(self, settings: Settings) -> float:
+        """Longest time a consumer keeps a message alive in user code (>= visibility)."""
+        vis = self.visibility_s(settings)
+        return vis if self.max_processing_s is None else max(vis, self.max_processing_s)
+
+    def deliveries(self, settings: Settings) -> int:
+        return settings.max_deliveries if self.max_deliveries is None else self.max_deliveries
+
+    # -- codec ----------------------------------------------------------------
+
+    def encode(self) -> bytes:
+        d = asdict(self)
+        d["backoff"] = self.backoff.to_dict()
+        d["purged_before"] = {str(p): o for p, o in self.purged_before.items()}
+        return json.dumps({"v": CONFIG_VERSION, **d}, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "QueueConfig":
+        d = json.loads(data)
+        if d.pop("v", None) != CONFIG_VERSION:
+            raise ValueError("unsupported queue config version")
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        d["backoff"] = Backoff.from_dict(d.get("backoff") or {})
+        d["purged_before"] = {int(p): int(o) for p, o in (d.get("purged_before") or {}).items()}
+        return cls(**d)
+
+    def changed(self, **changes: Any) -> "QueueConfig":
+        """A copy with ``changes`` applied and validated; unknown names are an error."""
+        known = {f.name for f in fields(self)} - {"updated_at_ms", "purged_before"}
+        unknown = set(changes) - known
+        if unknown:
+            raise ConfigError(f"unknown queue setting(s) {', '.join(sorted(unknown))}: "
+                              f"use {', '.join(sorted(known))}")
+        return replace(self, **changes, updated_at_ms=int(time.time() * 1000))
+
+
+def _check_number(name: str, value: Any, low: float, high: float) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ConfigError(f"{name}={value!r} must be a number of seconds from {low:g} to {high:g}")
+
+
+class QueueConfigs:
+    """A live view of the queues topic: queue id -> :class:`QueueConfig`.
+
+    Reads the topic to its end at start (so the view is current), then, with
+    ``follow=True``, keeps reading in a background thread.
+    """
+
+    def __init__(self, settings: Settings, follow: bool = True, timeout_s: float = 15.0) -> None:
+        self.settings = settings
+        self._configs: dict[str, QueueConfig] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer = Consumer({
+            **settings.client_config(),
+            "group.id": f"{settings.app_id}-queue-configs",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+            "fetch.queue.backoff.ms": 10,
+        })
+        topic = settings.queues_topic
+        try:
+            md = self._consumer.list_topics(topic, timeout=timeout_s)
+        except Exception as exc:
+            raise BrokerUnavailableError(
+                f"no Kafka broker answered at {settings.bootstrap_servers} within "
+                f"{timeout_s:g}s (KMQ_BOOTSTRAP_SERVERS): {exc}") from exc
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise ConfigError(f"topic {topic!r} does not exist: create kmq's topics first "
+                              "(`faust -A app create-topics` or `kmq dev`)")
+        parts = sorted(meta.partitions)
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(eof) < len(parts):
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(f"could not read {topic} within {timeout_s:g}s")
+            self._consume(0.1, eof)
+        self._thread = None
+        if follow:
+            self._thread = threading.Thread(target=self._follow, name="kmq-queue-configs", daemon=True)
+            self._thread.start()
+
+    def _consume(self, timeout_s: float, eof: set[int] | None = None) -> None:
+        for rec in self._consumer.consume(500, timeout_s):
+            err = rec.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and eof is not None:
+                    eof.add(rec.partition())
+                continue
+            try:
+                queue = rec.key().decode()
+            except (AttributeError, UnicodeDecodeError):
+                continue
+            with self._lock:
+                if rec.value() is None:
+                    self._configs.pop(queue, None)
+                    continue
+                try:
+                    self._configs[queue] = QueueConfig.decode(rec.value())
+                except (ValueError, TypeError, ConfigError) as exc:
+                    log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
+                                rec.topic(), rec.partition(), rec.offset(), exc)
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._consume(0.5)
+            except Exception:  # keep following; a broker blip is retried by librdkafka
+                log.exception("reading queue configs failed")
+                self._stop.wait(1.0)
+
+    def get(self, queue: str) -> QueueConfig:
+        """The queue's configuration (defaults if it was never configured)."""
+        with self._lock:
+            return self._configs.get(queue) or QueueConfig()
+
+    def put_local(self, queue: str, config: QueueConfig) -> None:
+        """Record a configuration this process just wrote (before it is read back)."""
+        with self._lock:
+            self._configs[queue] = config
+
+    def queues(self) -> list[str]:
+        with self._lock:
+            return sorted(self._configs)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._consumer.close()
+
+
+def write_config(settings: Settings, queue: str, config: QueueConfig, timeout_s: float = 15.0) -> None:
+    """Write ``config`` as the queue's configuration and wait until the broker has it."""
+    validate_queue_name(queue)
+    p = Producer({**settings.client_config(), "enable.idempotence": True, "acks": "all",
+                  "partitioner": "murmur2_random"})
+    errors: list[str] = []
+    p.produce(settings.queues_topic, config.encode(), queue.encode(),
+              on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+    left = p.flush(timeout_s)
+    if left or errors:
+        raise BrokerUnavailableError(
+            f"queue {queue!r} configuration not acknowledged by {settings.bootstrap_servers} "
+            f"within {timeout_s:g}s: {errors[:1] or 'timed out'}")
