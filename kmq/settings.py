@@ -63,8 +63,9 @@ class Settings:
     replication_factor: int = _setting(
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(
-        7 * 24 * 3600 * 1000, "KMQ_QUEUE_RETENTION_MS",
-        "Queue topic retention; keep it well above the longest visibility timeout")
+        14 * 24 * 3600 * 1000, "KMQ_QUEUE_RETENTION_MS",
+        "Queue topic retention; keep it well above the longest visibility timeout and "
+        "KMQ_MAX_DELAY_S (redelivery reads the payload back from this topic)")
     markers_retention_ms: int = _setting(
         7 * 24 * 3600 * 1000, "KMQ_MARKERS_RETENTION_MS", "Markers topic retention")
     dlq_retention_ms: int = _setting(
@@ -141,6 +142,15 @@ class Settings:
                 f"KMQ_MIN_INSYNC_REPLICAS={self.min_insync_replicas} is above the replication "
                 f"factor {rf} (KMQ_REPLICATION_FACTOR): every acks=all write would fail; "
                 f"set it to at most {rf}")
+        # Redelivery reads an expired or released message back from the queue topic.
+        longest_wait_s = max(self.max_delay_s, self.visibility_timeout_s)
+        if self.queue_retention_ms <= longest_wait_s * 1000:
+            raise ConfigError(
+                f"KMQ_QUEUE_RETENTION_MS={self.queue_retention_ms} ({self.queue_retention_ms / 86_400_000:.1f} "
+                f"days) does not exceed KMQ_MAX_DELAY_S={self.max_delay_s:g} or "
+                f"KMQ_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g}: a message redelivered "
+                "after that long would have left the queue topic (dead-lettered as payload-expired); "
+                "raise KMQ_QUEUE_RETENTION_MS well above both or lower KMQ_MAX_DELAY_S")
         if self.delivery_timeout_ms < REQUEST_TIMEOUT_MS:
             raise ConfigError(
                 f"KMQ_DELIVERY_TIMEOUT_MS={self.delivery_timeout_ms} is below the producer "
