@@ -145,9 +145,10 @@ class Settings:
         # Redelivery reads an expired or released message back from the queue topic.
         longest_wait_s = max(self.max_delay_s, self.visibility_timeout_s)
         if self.queue_retention_ms <= longest_wait_s * 1000:
+            days = self.queue_retention_ms / 86_400_000
             raise ConfigError(
-                f"KMQ_QUEUE_RETENTION_MS={self.queue_retention_ms} ({self.queue_retention_ms / 86_400_000:.1f} "
-                f"days) does not exceed KMQ_MAX_DELAY_S={self.max_delay_s:g} or "
+                f"KMQ_QUEUE_RETENTION_MS={self.queue_retention_ms} ({days:.1f} days) does not "
+                f"exceed KMQ_MAX_DELAY_S={self.max_delay_s:g} or "
                 f"KMQ_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g}: a message redelivered "
                 "after that long would have left the queue topic (dead-lettered as payload-expired); "
                 "raise KMQ_QUEUE_RETENTION_MS well above both or lower KMQ_MAX_DELAY_S")

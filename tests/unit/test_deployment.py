@@ -257,7 +257,8 @@ def test_the_topics_job_creates_what_the_workers_settings_describe(services):
 
 def test_the_markers_partitions_equal_the_tracker_table_partitions(services):
     # Faust raises PartitionsMismatch otherwise; the table takes KMQ_MARKERS_PARTITIONS.
-    created = {name: parts for name, parts, _, _ in map(parse_create, topic_commands(services["kmq-topics"])[1:])}
+    calls = topic_commands(services["kmq-topics"])[1:]
+    created = {name: parts for name, parts, _, _ in map(parse_create, calls)}
     for service in workers(services).values():
         s = worker_settings(service)
         assert created[s.markers_topic] == s.markers_partitions
