@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from kmq import envelope
+from kmq import envelope, profiles
 from kmq.errors import DeliveryError
 from kmq.markers import RangeRef, mask_offsets
 from kmq.placement import partition_for_key, queue_partitions
@@ -218,9 +218,7 @@ class Redeliverer:
     def _get_producer(self) -> Producer:
         if self._producer is None:
             self._producer = Producer({
-                **self.settings.client_config(),
-                "enable.idempotence": True,
-                "acks": "all",
+                **profiles.producer_config(self.settings),  # acks=all, idempotence
                 "linger.ms": 2,
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,
@@ -236,7 +234,7 @@ class Redeliverer:
     def _get_reader(self) -> Consumer:
         if self._reader is None:
             self._reader = Consumer({
-                **self.settings.client_config(),
+                **profiles.client_config(self.settings),
                 "group.id": f"{self.settings.app_id}-payload-reader",  # never joins or commits
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,

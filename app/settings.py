@@ -1,17 +1,17 @@
 """The Faust configuration of the tracker, derived from the one kmq :class:`~kmq.Settings`.
 
-Profile ``embedded`` (the Tansu dev broker, BROKER.md): short group
-timeouts, because Tansu answers a join after about half the session
-timeout; and one changelog record per produce batch, because Tansu's
-ListOffsets reports a batch's base offset + 1 as the end and Faust's
-recovery stops there (measured: 39,994 of 40,000 keys restored otherwise).
-Profile ``production`` keeps Faust's durable defaults (acks=all).
+Durability and group timeouts per profile come from ``kmq.profiles`` (the
+same place the SDK's and the tracker's librdkafka clients get theirs); this
+module adds what only the Faust app has: the broker URLs, RocksDB storage,
+the web server, and the SASL/SSL credentials built from ``kmq.security``.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
+from kmq import profiles, security
 from kmq.settings import Settings
 
 # RocksDB per table partition: Faust's defaults (2 GiB block cache, 3 x 64 MiB
@@ -24,6 +24,8 @@ ROCKSDB_OPTIONS = {
     "max_write_buffer_number": 2,
 }
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
 
 def faust_options(s: Settings) -> dict[str, Any]:
     """Keyword arguments for ``faust.App`` from kmq settings."""
@@ -31,41 +33,41 @@ def faust_options(s: Settings) -> dict[str, Any]:
         "broker": ";".join(f"kafka://{h.strip()}" for h in s.bootstrap_servers.split(",")),
         "store": "rocksdb://",
         "datadir": s.data_dir,
-        "web_host": s.web_host,
+        # web_bind is where we listen; web_host goes into the canonical URL
+        # other workers use to reach this one (routed views).
         "web_bind": s.web_host,
+        "web_host": advertised_web_host(s),
         "web_port": s.web_port,
         "topic_partitions": s.markers_partitions,
-        "topic_replication_factor": s.effective_replication_factor,
-        "table_standby_replicas": 1,
-        "consumer_auto_offset_reset": "earliest",
-        "producer_acks": -1,
         "web_enabled": True,
         "worker_redirect_stdouts": False,
+        **profiles.faust_options(s),
     }
-    if s.security_protocol:
-        opts["broker_credentials"] = _credentials(s)
-    if s.embedded:
-        opts.update(
-            broker_session_timeout=6.0,
-            broker_rebalance_timeout=6.0,
-            broker_heartbeat_interval=1.0,
-            producer_max_batch_size=1,
-            broker_commit_interval=1.0,
-        )
+    credentials = _credentials(s)
+    if credentials is not None:
+        opts["broker_credentials"] = credentials
     return opts
 
 
-def _credentials(s: Settings) -> Any:
-    import ssl
+def advertised_web_host(s: Settings) -> str:
+    """The host in this worker's canonical URL: never a wildcard address."""
+    if s.web_advertised_host:
+        return s.web_advertised_host
+    if s.web_host in WILDCARD_HOSTS:
+        return socket.gethostname()
+    return s.web_host
 
+
+def _credentials(s: Settings) -> Any:
+    """Faust credentials for the KMQ_* security settings (None for PLAINTEXT)."""
     import faust
 
-    context = ssl.create_default_context(cafile=s.ssl_cafile or None)
-    if s.security_protocol.upper().startswith("SASL"):
-        if s.sasl_mechanism.upper().startswith("SCRAM"):
-            return faust.SASLCredentials(
-                username=s.sasl_username, password=s.sasl_password,
-                mechanism=s.sasl_mechanism.upper(), ssl_context=context)
-        return faust.SASLCredentials(username=s.sasl_username, password=s.sasl_password,
-                                     ssl_context=context)
+    if security.protocol(s) == "PLAINTEXT":
+        return None
+    # None unless TLS: Faust picks SASL_SSL over SASL_PLAINTEXT by its presence.
+    context = security.ssl_context(s)
+    if security.uses_sasl(s):
+        return faust.SASLCredentials(
+            username=s.sasl_username, password=s.sasl_password,
+            mechanism=s.sasl_mechanism.strip().upper(), ssl_context=context)
     return faust.SSLCredentials(context)

@@ -14,15 +14,14 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.profiles import client_config, topic_durability_config
 from kmq.settings import Settings
 
 
 def topic_specs(settings: Settings) -> list[NewTopic]:
     """The topics kmq needs, with explicit partition counts and retention."""
     rf = settings.effective_replication_factor
-    common = {"cleanup.policy": "delete"}
-    if not settings.embedded:
-        common["min.insync.replicas"] = str(min(2, rf))
+    common = {"cleanup.policy": "delete", **topic_durability_config(settings)}
     return [
         NewTopic(settings.queue_topic, settings.queue_partitions, rf,
                  config={**common, "retention.ms": str(settings.queue_retention_ms),
@@ -41,7 +40,7 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
 
 
 def admin_client(settings: Settings) -> AdminClient:
-    return AdminClient({**settings.client_config(), "socket.connection.setup.timeout.ms": 5000})
+    return AdminClient({**client_config(settings), "socket.connection.setup.timeout.ms": 5000})
 
 
 def topic_partition_counts(settings: Settings, timeout_s: float = 10.0) -> dict[str, int]:

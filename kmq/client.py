@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 
-from kmq import envelope
+from kmq import envelope, profiles
 from kmq import markers as M
 from kmq.admin import topic_partition_counts
 from kmq.consumer import Consumer
@@ -104,16 +104,13 @@ class Client:
         if self._producer is None:
             s = self.settings
             self._producer = Producer({
-                **s.client_config(),
-                "enable.idempotence": True,
-                "acks": "all",
+                **profiles.producer_config(s),  # acks=all, idempotence, murmur2 placement
                 "linger.ms": 5,
                 "batch.num.messages": 10000,
                 "batch.size": 1_000_000,
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
                 "message.max.bytes": s.max_message_bytes + 4096,
-                "partitioner": "murmur2_random",
                 # Only failures come back: a callback per record would cost more than the send.
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,

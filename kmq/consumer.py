@@ -30,6 +30,7 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, Producer, TopicPartition
 
 from kmq import markers as M
+from kmq import profiles
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
 from kmq.message import ACKED, RELEASED, Message
 
@@ -169,17 +170,13 @@ class Consumer:
         self._assigned: set[int] = set()
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
-        session_ms = settings.effective_session_timeout_ms
         conf = {
-            **settings.client_config(),
-            "group.id": settings.group_id(self.queue),
+            # Group timeouts and security of the profile (kmq.profiles).
+            **profiles.group_consumer_config(settings, settings.group_id(self.queue)),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "roundrobin",
-            "session.timeout.ms": session_ms,
-            "heartbeat.interval.ms": max(100, min(3000, session_ms // 3)),
-            "max.poll.interval.ms": max(300000, session_ms + 1000),
             # Low fetch wait and queue backoff: the librdkafka defaults stall
             # a queue consumer for up to a second (DESIGN.md).
             "fetch.wait.max.ms": 100,
@@ -188,13 +185,7 @@ class Consumer:
             **(config or {}),
         }
         self._kc = KafkaConsumer(conf)
-        self._producer = Producer({
-            **settings.client_config(),
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 2,
-            "partitioner": "murmur2_random",
-        })
+        self._producer = Producer({**profiles.producer_config(settings), "linger.ms": 2})
         self._kc.subscribe([self._topic], on_assign=self._on_assign,
                            on_revoke=self._on_revoke, on_lost=self._on_revoke)
         self._stop = threading.Event()

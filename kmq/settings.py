@@ -6,7 +6,10 @@ reference, so code and docs cannot drift apart.
 
 Profiles: ``embedded`` applies what the embedded Tansu broker needs (short
 group timeouts, one changelog record per batch so Faust's recovery is exact,
-replication factor 1); ``production`` keeps durable Kafka defaults.
+replication factor 1); ``production`` is for a durable Kafka cluster
+(replication factor 3, min.insync.replicas 2, acks=all). What each profile
+gives librdkafka and Faust is defined in one place, ``kmq.profiles``; the
+SASL/SSL passthrough and its checks are in ``kmq.security``.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from kmq import security
 from kmq.errors import ConfigError
 
 PROFILES = ("embedded", "production")
+REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
 
 
 def _setting(default: Any, env: str, doc: str) -> Any:
@@ -62,8 +67,9 @@ class Settings:
     replication_factor: int = _setting(
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(
-        7 * 24 * 3600 * 1000, "KMQ_QUEUE_RETENTION_MS",
-        "Queue topic retention; keep it well above the longest visibility timeout")
+        14 * 24 * 3600 * 1000, "KMQ_QUEUE_RETENTION_MS",
+        "Queue topic retention; keep it well above the longest visibility timeout and "
+        "KMQ_MAX_DELAY_S (redelivery reads the payload back from this topic)")
     markers_retention_ms: int = _setting(
         7 * 24 * 3600 * 1000, "KMQ_MARKERS_RETENTION_MS", "Markers topic retention")
     dlq_retention_ms: int = _setting(
@@ -91,6 +97,26 @@ class Settings:
     sasl_username: str = _setting("", "KMQ_SASL_USERNAME", "SASL user name")
     sasl_password: str = _setting("", "KMQ_SASL_PASSWORD", "SASL password")
     ssl_cafile: str = _setting("", "KMQ_SSL_CAFILE", "CA certificate file for SSL")
+    standby_replicas: int = _setting(
+        1, "KMQ_STANDBY_REPLICAS",
+        "Tracker workers keeping a warm copy of each table partition (0: none; needs more workers)")
+    min_insync_replicas: int = _setting(
+        0, "KMQ_MIN_INSYNC_REPLICAS",
+        "min.insync.replicas of kmq's topics and changelog (0: broker default embedded, "
+        "min(2, replication factor) production)")
+    delivery_timeout_ms: int = _setting(
+        300_000, "KMQ_DELIVERY_TIMEOUT_MS",
+        "How long a producer retries a record before reporting it lost (librdkafka "
+        "message.timeout.ms, Faust producer_request_timeout)")
+    web_advertised_host: str = _setting(
+        "", "KMQ_WEB_ADVERTISED_HOST",
+        "Host other tracker workers use to reach this one's web server (empty: KMQ_WEB_HOST, "
+        "or the host name when that is a wildcard address)")
+    ssl_certfile: str = _setting(
+        "", "KMQ_SSL_CERTFILE", "Client certificate (PEM) for mutual TLS; needs KMQ_SSL_KEYFILE")
+    ssl_keyfile: str = _setting("", "KMQ_SSL_KEYFILE", "Private key (PEM) of KMQ_SSL_CERTFILE")
+    ssl_key_password: str = _setting(
+        "", "KMQ_SSL_KEY_PASSWORD", "Password of KMQ_SSL_KEYFILE if it is encrypted")
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -101,7 +127,8 @@ class Settings:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                allow_zero = f.name in ("replication_factor", "session_timeout_ms")
+                allow_zero = f.name in ("replication_factor", "session_timeout_ms",
+                                        "standby_replicas", "min_insync_replicas")
                 if value < 0 or (value == 0 and not allow_zero):
                     raise ConfigError(
                         f"{f.metadata['env']}={value} must be a positive number")
@@ -109,6 +136,30 @@ class Settings:
             raise ConfigError(f"KMQ_WEB_PORT={self.web_port} is not a TCP port (1-65535)")
         if self.max_deliveries < 1:
             raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
+        self._check_durability()
+        security.check(self)
+
+    def _check_durability(self) -> None:
+        rf = self.effective_replication_factor
+        if self.min_insync_replicas > rf:
+            raise ConfigError(
+                f"KMQ_MIN_INSYNC_REPLICAS={self.min_insync_replicas} is above the replication "
+                f"factor {rf} (KMQ_REPLICATION_FACTOR): every acks=all write would fail; "
+                f"set it to at most {rf}")
+        # Redelivery reads an expired or released message back from the queue topic.
+        longest_wait_s = max(self.max_delay_s, self.visibility_timeout_s)
+        if self.queue_retention_ms <= longest_wait_s * 1000:
+            days = self.queue_retention_ms / 86_400_000
+            raise ConfigError(
+                f"KMQ_QUEUE_RETENTION_MS={self.queue_retention_ms} ({days:.1f} days) does not "
+                f"exceed KMQ_MAX_DELAY_S={self.max_delay_s:g} or "
+                f"KMQ_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g}: a message redelivered "
+                "after that long would have left the queue topic (dead-lettered as payload-expired); "
+                "raise KMQ_QUEUE_RETENTION_MS well above both or lower KMQ_MAX_DELAY_S")
+        if self.delivery_timeout_ms < REQUEST_TIMEOUT_MS:
+            raise ConfigError(
+                f"KMQ_DELIVERY_TIMEOUT_MS={self.delivery_timeout_ms} is below the producer "
+                f"request timeout: give at least {REQUEST_TIMEOUT_MS}")
 
     # -- construction -------------------------------------------------------
 
@@ -157,18 +208,9 @@ class Settings:
         return f"{self.group_prefix}{queue}"
 
     def client_config(self) -> dict[str, Any]:
-        """librdkafka settings every kmq client shares (address, security)."""
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
-        if self.security_protocol:
-            conf["security.protocol"] = self.security_protocol
-        if self.sasl_mechanism:
-            conf["sasl.mechanism"] = self.sasl_mechanism
-        if self.sasl_username:
-            conf["sasl.username"] = self.sasl_username
-            conf["sasl.password"] = self.sasl_password
-        if self.ssl_cafile:
-            conf["ssl.ca.location"] = self.ssl_cafile
-        return conf
+        """librdkafka settings every kmq client shares (address, security): see kmq.profiles."""
+        from kmq.profiles import client_config
+        return client_config(self)
 
 
 def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
@@ -197,4 +239,5 @@ def reference_markdown() -> str:
     for f in dataclasses.fields(Settings):
         default = f.default if f.default != "" else "(empty)"
         rows.append(f"| `{f.metadata['env']}` | `{default}` | {f.metadata['doc']} |")
-    return "\n".join(rows) + "\n"
+    from kmq.profiles import reference_markdown as profiles_markdown
+    return "\n".join(rows) + "\n\n" + profiles_markdown()

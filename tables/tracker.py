@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from app import app, settings
 from app.settings import ROCKSDB_OPTIONS
+from kmq.profiles import topic_durability_config
 
 INDEX_VALUE = b"\x01"  # a present, non-null value (null is a changelog tombstone)
 
@@ -19,4 +20,6 @@ tracker_state = app.Table(
     "tracker", key_type=bytes, value_type=bytes, partitions=settings.markers_partitions,
     help="In-flight ranges (R...), scheduled sends (S...) and the deadline index (D...)",
     options=dict(ROCKSDB_OPTIONS),
+    # The changelog is the state: as durable as kmq's own topics (min.insync.replicas).
+    extra_topic_configs=topic_durability_config(settings),
 )

@@ -1,0 +1,198 @@
+"""The production profile's client configs, and that every kmq client is built from them.
+
+The dicts given to librdkafka and Faust come from ``kmq.profiles``; these
+tests read them directly, hand them to real librdkafka clients (which reject
+unknown or inconsistent properties at construction, no broker needed), and
+capture what the SDK and the tracker actually pass to librdkafka.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer as RdConsumer
+from confluent_kafka import Producer as RdProducer
+
+from kmq import profiles
+from kmq.admin import topic_specs
+from kmq.errors import ConfigError
+from kmq.settings import Settings
+
+NOWHERE = "127.0.0.1:1"  # nothing listens: constructing a client must not need a broker
+
+
+def production(**env: str) -> Settings:
+    return Settings.from_env({"KMQ_PROFILE": "production", "KMQ_BOOTSTRAP_SERVERS": NOWHERE, **env})
+
+
+def embedded(**env: str) -> Settings:
+    return Settings.from_env({"KMQ_PROFILE": "embedded", "KMQ_BOOTSTRAP_SERVERS": NOWHERE, **env})
+
+
+def test_production_producers_wait_for_every_in_sync_replica_and_never_duplicate():
+    conf = profiles.producer_config(production())
+    assert conf["acks"] == "all"
+    assert conf["enable.idempotence"] is True
+    assert conf["max.in.flight.requests.per.connection"] <= 5  # idempotence keeps order up to 5
+    assert conf["message.timeout.ms"] == 300_000 and conf["request.timeout.ms"] == 30_000
+    assert conf["partitioner"] == "murmur2_random"
+    assert profiles.producer_config(production(KMQ_DELIVERY_TIMEOUT_MS="60000"))[
+        "message.timeout.ms"] == 60_000
+
+
+def test_production_group_timeouts_are_the_java_clients():
+    conf = profiles.group_consumer_config(production(), "kmq.orders")
+    assert conf["group.id"] == "kmq.orders"
+    assert (conf["session.timeout.ms"], conf["heartbeat.interval.ms"]) == (45_000, 3_000)
+    assert conf["max.poll.interval.ms"] == 300_000
+    assert conf["isolation.level"] == "read_committed"
+
+
+def test_the_embedded_profile_only_shortens_group_timeouts():
+    conf = profiles.group_consumer_config(embedded(), "g")
+    assert (conf["session.timeout.ms"], conf["heartbeat.interval.ms"]) == (6_000, 1_000)
+    prod, emb = profiles.producer_config(production()), profiles.producer_config(embedded())
+    assert prod == emb, "durability is the same on the dev broker"
+
+
+@pytest.mark.parametrize("session_ms", [6_000, 20_000, 45_000, 120_000])
+def test_one_session_timeout_drives_librdkafka_and_faust_alike(session_ms):
+    s = production(KMQ_SESSION_TIMEOUT_MS=str(session_ms))
+    rd = profiles.group_consumer_config(s, "g")
+    faust = profiles.faust_options(s)
+    assert rd["session.timeout.ms"] == session_ms == faust["broker_session_timeout"] * 1000
+    assert rd["heartbeat.interval.ms"] == faust["broker_heartbeat_interval"] * 1000
+    assert 3 * rd["heartbeat.interval.ms"] <= session_ms
+    assert rd["max.poll.interval.ms"] > session_ms  # librdkafka refuses otherwise
+    # Faust refuses a session timeout above its request timeout; aiokafka waits out a rebalance.
+    assert faust["broker_request_timeout"] > faust["broker_rebalance_timeout"] >= faust[
+        "broker_session_timeout"]
+
+
+def test_faust_production_options_are_durable():
+    opts = profiles.faust_options(production())
+    assert opts["producer_acks"] == -1
+    assert opts["topic_replication_factor"] == 3
+    assert opts["table_standby_replicas"] == 1
+    assert opts["producer_request_timeout"] == 300.0
+    assert "producer_max_batch_size" not in opts, "Tansu's workaround stays in the embedded profile"
+    assert profiles.faust_options(production(KMQ_STANDBY_REPLICAS="2"))["table_standby_replicas"] == 2
+    assert profiles.faust_options(production(KMQ_STANDBY_REPLICAS="0"))["table_standby_replicas"] == 0
+
+
+def test_faust_embedded_options_keep_tansus_workarounds():
+    opts = profiles.faust_options(embedded())
+    assert opts["producer_max_batch_size"] == 1 and opts["topic_replication_factor"] == 1
+    assert opts["broker_session_timeout"] == 6.0 and opts["broker_heartbeat_interval"] == 1.0
+
+
+def test_production_topics_replicate_three_ways_and_need_two_in_sync():
+    for spec in topic_specs(production()):
+        assert spec.replication_factor == 3
+        assert spec.config["min.insync.replicas"] == "2"
+    assert profiles.topic_durability_config(production(KMQ_REPLICATION_FACTOR="1")) == {
+        "min.insync.replicas": "1"}
+    assert profiles.topic_durability_config(embedded()) == {}
+    assert profiles.topic_durability_config(embedded(KMQ_MIN_INSYNC_REPLICAS="1")) == {
+        "min.insync.replicas": "1"}
+
+
+def test_min_insync_replicas_above_the_replication_factor_is_refused_with_the_fix():
+    with pytest.raises(ConfigError, match=r"KMQ_MIN_INSYNC_REPLICAS=3 .*KMQ_REPLICATION_FACTOR.*at most 2"):
+        production(KMQ_REPLICATION_FACTOR="2", KMQ_MIN_INSYNC_REPLICAS="3")
+    with pytest.raises(ConfigError, match="KMQ_DELIVERY_TIMEOUT_MS=1000 .*at least 30000"):
+        production(KMQ_DELIVERY_TIMEOUT_MS="1000")
+    with pytest.raises(ConfigError, match="KMQ_STANDBY_REPLICAS=-1"):
+        production(KMQ_STANDBY_REPLICAS="-1")
+
+
+def test_queue_retention_must_outlast_the_longest_delay_with_the_fix():
+    with pytest.raises(ConfigError, match=r"KMQ_QUEUE_RETENTION_MS=604800000 \(7.0 days\) does not "
+                                          r"exceed KMQ_MAX_DELAY_S=604800 .*raise KMQ_QUEUE_RETENTION_MS"):
+        production(KMQ_QUEUE_RETENTION_MS="604800000")
+    assert production(KMQ_QUEUE_RETENTION_MS="604800000", KMQ_MAX_DELAY_S="86400").max_delay_s == 86400
+    with pytest.raises(ConfigError, match="KMQ_VISIBILITY_TIMEOUT_S=7200"):
+        production(KMQ_QUEUE_RETENTION_MS="3600000", KMQ_MAX_DELAY_S="60",
+                   KMQ_VISIBILITY_TIMEOUT_S="7200")
+
+
+@pytest.mark.parametrize("make", [production, embedded])
+def test_librdkafka_accepts_every_profile_config(make):
+    s = make()
+    quiet = {"log_level": 0}
+    producer = RdProducer({**profiles.producer_config(s), **quiet})
+    producer.flush(0)
+    consumer = RdConsumer({**profiles.group_consumer_config(s, "g"), **quiet})
+    consumer.close()
+
+
+# -- what the SDK and the tracker pass to librdkafka -----------------------------------
+
+
+class Captured(Exception):
+    """Raised by a fake client constructor once it has recorded its config."""
+
+
+def capture(configs: list, then_raise: bool):
+    def construct(conf: dict):
+        configs.append(conf)
+        if then_raise:
+            raise Captured
+        return _Inert()
+    return construct
+
+
+class _Inert:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def test_the_sdk_producer_is_built_from_the_profile(monkeypatch):
+    import kmq.client
+
+    configs: list = []
+    monkeypatch.setattr(kmq.client, "Producer", capture(configs, then_raise=True))
+    client = kmq.client.Client(settings=production())
+    with pytest.raises(Captured):
+        client._get_producer()
+    assert configs[0].items() >= profiles.producer_config(client.settings).items()
+
+
+def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
+    import kmq.consumer
+
+    consumers: list = []
+    producers: list = []
+    monkeypatch.setattr(kmq.consumer, "KafkaConsumer", capture(consumers, then_raise=False))
+    monkeypatch.setattr(kmq.consumer, "Producer", capture(producers, then_raise=True))
+    s = production()
+    with pytest.raises(Captured):
+        kmq.consumer.Consumer(s, "orders", queue_topic_partitions=8, markers_topic_partitions=8)
+    assert consumers[0].items() >= profiles.group_consumer_config(s, "kmq.orders").items()
+    assert producers[0].items() >= profiles.producer_config(s).items()
+
+
+def test_the_trackers_own_clients_are_built_from_the_profile(monkeypatch):
+    import agents.redeliver
+
+    producers: list = []
+    readers: list = []
+    monkeypatch.setattr(agents.redeliver, "Producer", capture(producers, then_raise=True))
+    monkeypatch.setattr(agents.redeliver, "Consumer", capture(readers, then_raise=True))
+    s = production()
+    r = agents.redeliver.Redeliverer(s, max_deliveries_for=lambda q: 5)
+    with pytest.raises(Captured):
+        r._get_producer()
+    with pytest.raises(Captured):
+        r._get_reader()
+    assert producers[0].items() >= profiles.producer_config(s).items()
+    assert readers[0].items() >= profiles.client_config(s).items()
+
+
+def test_the_tracker_app_takes_its_durability_from_the_profile():
+    from app.settings import faust_options
+
+    s = production()
+    opts = faust_options(s)
+    assert opts.items() >= profiles.faust_options(s).items()
+    assert opts["broker"] == "kafka://127.0.0.1:1"
+    assert "broker_credentials" not in opts
