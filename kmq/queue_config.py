@@ -208,8 +208,8 @@ class QueueConfigs:
 def write_config(settings: Settings, queue: str, config: QueueConfig, timeout_s: float = 15.0) -> None:
     """Write ``config`` as the queue's configuration and wait until the broker has it."""
     validate_queue_name(queue)
-    p = Producer({**settings.client_config(), "enable.idempotence": True, "acks": "all",
-                  "partitioner": "murmur2_random"})
+    from kmq.profiles import producer_config
+    p = Producer(producer_config(settings))
     errors: list[str] = []
     p.produce(settings.queues_topic, config.encode(), queue.encode(),
               on_delivery=lambda err, _m: errors.append(str(err)) if err else None)

@@ -179,7 +179,7 @@ def test_the_trackers_own_clients_are_built_from_the_profile(monkeypatch):
     monkeypatch.setattr(agents.redeliver, "Producer", capture(producers, then_raise=True))
     monkeypatch.setattr(agents.redeliver, "Consumer", capture(readers, then_raise=True))
     s = production()
-    r = agents.redeliver.Redeliverer(s, max_deliveries_for=lambda q: 5)
+    r = agents.redeliver.Redeliverer(s, configs=lambda: None)
     with pytest.raises(Captured):
         r._get_producer()
     with pytest.raises(Captured):
