@@ -27,7 +27,8 @@ from kmq import envelope, profiles
 from kmq.errors import DeliveryError
 from kmq.markers import RangeRef, mask_offsets
 from kmq.placement import partition_for_key, queue_partitions
-from kmq.queue_config import QueueConfig, QueueConfigs
+from kmq.deadletters import true_end_offsets
+from kmq.queue_config import QueueConfig, QueueConfigs, write_config
 from kmq.settings import Settings
 from kmq.state import Due, DueSend, Expiry
 
@@ -78,6 +79,19 @@ class Redeliverer:
         """
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._execute, due, now_ms, attempted or {})
+
+    async def record_purge_point(self, queue: str) -> None:
+        """Make the queue topic's current end the queue's purge point (its config)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._record_purge_point, queue)
+
+    def _record_purge_point(self, queue: str) -> None:
+        cfg = self.config(queue)
+        parts = list(queue_partitions(queue, self._get_queue_partitions(), cfg.spread))
+        ends = true_end_offsets(self.settings, self.settings.queue_topic, parts)
+        new = cfg.purged(ends)
+        write_config(self.settings, queue, new)
+        self._configs.put_local(queue, new)
 
     async def end_offsets(self, queues: set[str]) -> dict[str, int]:
         """A lower bound of the end offset of each queue's target partition."""

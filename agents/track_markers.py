@@ -45,11 +45,29 @@ async def track_markers(stream):
         for marker in batch:
             if isinstance(marker, M.Tick):
                 await _tick(part, marker)
-            else:
-                applied = part.state.apply(marker, now_ms)
-                if applied is not None:
-                    part.counters[(applied.queue, applied.what)] += applied.count
+                continue
+            if isinstance(marker, M.Start):
+                marker = _unpurged(marker)
+                if marker is None:
+                    continue
+            applied = part.state.apply(marker, now_ms)
+            if applied is not None:
+                part.counters[(applied.queue, applied.what)] += applied.count
+            if isinstance(marker, M.Purge):
+                # After forgetting, so nothing republished before is above the point.
+                await redeliverer.record_purge_point(marker.queue)
         part.next_deadline_ms = part.state.next_deadline_ms()
+
+
+def _unpurged(start: M.Start) -> M.Start | None:
+    """A START without the offsets a purge of its queue already dropped (a START
+    can reach us after the purge it raced with)."""
+    floor = redeliverer.config(start.range.queue).purged_before.get(start.range.partition, 0)
+    r = start.range
+    if floor <= r.start:
+        return start
+    keep = start.mask & ~((1 << min(floor - r.start, r.length)) - 1)
+    return M.Start(r, start.timeout_ms, keep) if keep else None
 
 
 async def _tick(part, tick: M.Tick) -> None:

@@ -24,10 +24,11 @@ from typing import Any, Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 
-from kmq import envelope, profiles
+from kmq import deadletters, envelope, profiles
 from kmq import markers as M
 from kmq.admin import topic_partition_counts
 from kmq.consumer import Consumer
+from kmq.deadletters import DeadLetter
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.placement import markers_partition, queue_partitions, validate_queue_name
@@ -97,6 +98,45 @@ class Client:
         write_config(self.settings, queue, new)
         configs.put_local(queue, new)
         return new
+
+    # -- dead letters and purges --------------------------------------------------
+
+    def dead_letters(self, queue: str, **filters: Any) -> list[DeadLetter]:
+        """The queue's dead letters, oldest first; see :func:`kmq.deadletters.list_dead_letters`."""
+        return deadletters.list_dead_letters(self.settings, queue, **filters)
+
+    def redrive(self, queue: str, **options: Any) -> deadletters.RedriveResult:
+        """Move dead letters back to ``queue`` exactly once; see :func:`kmq.deadletters.redrive`."""
+        return deadletters.redrive(self.settings, queue, **options)
+
+    def purge_dead_letters(self, queue: str) -> int:
+        """Drop the queue's dead letters; returns how many."""
+        return deadletters.purge_dead_letters(self.settings, queue)
+
+    def purge(self, queue: str, timeout_s: float = 30.0) -> dict[int, int]:
+        """Drop every message of ``queue``: enqueued, in flight and scheduled (SQS PurgeQueue).
+
+        The tracker handles the purge in marker order: it forgets the queue's
+        in-flight and scheduled messages, then records the queue topic's end
+        offsets as the purge point (so nothing it republished before is
+        missed); consumers skip the queue's records below it. Returns the
+        purge point (partition -> offset) once this client sees it.
+        """
+        queue = validate_queue_name(queue)
+        configs = self.queue_configs()
+        before = configs.get(queue).updated_at_ms
+        mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
+        producer = self._get_producer()
+        self._produce(producer, self.settings.markers_topic, M.encode([M.Purge(queue)]), queue, mp, None)
+        self.flush()
+        deadline = time.monotonic() + timeout_s
+        while configs.get(queue).updated_at_ms == before:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(
+                    f"the tracker did not confirm the purge of {queue!r} within {timeout_s:g}s: "
+                    "is a tracker worker running (faust -A app worker)?")
+            time.sleep(0.05)
+        return dict(configs.get(queue).purged_before)
 
     # -- sending -----------------------------------------------------------------
 

@@ -167,6 +167,7 @@ class Consumer:
         self._closed = False
         self._error: BaseException | None = None
         self._commit_due = False  # a START was confirmed: its offsets can be committed
+        self._purge_seen = False  # the queue was purged: drop prefetched messages below the point
         self._assigned: set[int] = set()
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
@@ -206,19 +207,54 @@ class Consumer:
                 "give max_processing_s >= visibility_timeout_s")
         self.visibility_timeout_s = float(vis)
         self.max_processing_s = float(processing)
-        self.max_extend_s = min(MAX_EXTEND_S, max(self.max_processing_s, self.visibility_timeout_s))
+        # extend() is bounded by the queue's max_processing_s where one is set
+        # (its operators' bound on processing), else by SQS's 12 hours.
+        self.max_extend_s = min(MAX_EXTEND_S, cfg.max_processing_s or MAX_EXTEND_S)
         self._timeout_ms = int(vis * 1000)
         # Keepalive rounds: often enough that a live consumer's messages never lapse.
         self.keepalive_interval_s = max(0.05, min(vis / 4, 5.0))
         self._purged_before = dict(cfg.purged_before)
+        if not hasattr(self, "_dropped_purge"):
+            self._dropped_purge = dict(self._purged_before)
 
-    def _follow_config(self) -> None:
+    @property
+    def config(self) -> QueueConfig:
+        """The queue's settings this consumer currently applies."""
+        return self._queue_config
+
+    def _follow_config(self, on_receiving_thread: bool = False) -> None:
         if self._configs is None:
             return
         cfg = self._configs.get(self.queue)
         if cfg.updated_at_ms != self._queue_config.updated_at_ms:
             self._queue_config = cfg
             self._apply_config(cfg)
+        if self._purged_before != self._dropped_purge:
+            if on_receiving_thread:
+                self._drop_purged()
+            else:
+                self._purge_seen = True  # the receiving thread drops the prefetched
+
+    def _drop_purged(self) -> None:
+        """A purge happened: prefetched messages below the purge point are gone."""
+        floors = self._purged_before
+        with self._lock:
+            for held in self._ready:
+                floor = floors.get(held.ref.partition, 0)
+                k = held.handed
+                while k < len(held.recs) and held.ref.start + held.rels[k] < floor:
+                    k += 1
+                dropped = held.rels[held.handed:k]
+                if dropped:
+                    held.lapsed.update(dropped)  # no longer ours to settle or extend
+                    held.handed = k
+                    held.outstanding -= len(dropped)
+                    self._in_flight -= len(dropped)
+                    if held.outstanding <= 0:
+                        self._held.pop(held.ref, None)
+            while self._ready and self._ready[0].handed == len(self._ready[0].recs):
+                self._ready.popleft()
+        self._dropped_purge = dict(floors)
 
     # -- receiving ---------------------------------------------------------------
 
@@ -227,8 +263,10 @@ class Consumer:
         ready = self._ready
         if not ready and not self._receive_into_buffer(timeout_s):
             return None
-        if self._commit_due:
-            self._commit_confirmed()
+        if self._commit_due or self._purge_seen:
+            self._on_receiving_thread()
+            if not ready and not self._receive_into_buffer(timeout_s):
+                return None
         held = ready[0]
         (m,) = held.hand_out(1)
         if held.handed == len(held.recs):
@@ -246,8 +284,10 @@ class Consumer:
         batch = MessageBatch()
         if not ready and not self._receive_into_buffer(timeout_s):
             return batch
-        if self._commit_due:
-            self._commit_confirmed()
+        if self._commit_due or self._purge_seen:
+            self._on_receiving_thread()
+            if not ready and not self._receive_into_buffer(timeout_s):
+                return batch
         while ready and len(batch) < max_messages:
             held = ready[0]
             i = held.handed
@@ -290,6 +330,7 @@ class Consumer:
         room = min(self.batch_size, self.max_in_flight - self._in_flight)
         if self._commit_due:
             self._commit_confirmed()
+        self._follow_config(on_receiving_thread=True)  # once per fetch: cheap
         first = self._kc.poll(timeout_s)
         if first is None:
             return 0
@@ -472,6 +513,14 @@ class Consumer:
             except BufferError:
                 self._producer.poll(0.01)
         self.stats["markers"] += 1
+
+    def _on_receiving_thread(self) -> None:
+        """Work the flusher flagged that only the receiving thread may do."""
+        if self._commit_due:
+            self._commit_confirmed()
+        if self._purge_seen:
+            self._purge_seen = False
+            self._drop_purged()
 
     def _commit_confirmed(self, asynchronous: bool = True) -> None:
         """On the receiving thread: commit what the confirmed STARTs cover."""

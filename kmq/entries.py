@@ -143,6 +143,13 @@ def range_key(r: RangeRef) -> bytes:
     return b"R" + _U16.pack(len(q)) + q + _RANGE_KEY.pack(r.partition, r.start, r.end)
 
 
+def queue_prefixes(queue: str) -> tuple[bytes, bytes]:
+    """Key prefixes of every range entry and every scheduled send of ``queue``."""
+    q = queue.encode()
+    head = _U16.pack(len(q)) + q
+    return b"R" + head, b"S" + head
+
+
 def schedule_key(queue: str, message_id: str) -> bytes:
     q = queue.encode()
     m = message_id.encode()

@@ -22,6 +22,7 @@ Wire format (version 1, big-endian)::
     REJECT   := range, mask, str16 reason
     SCHEDULE := str16 queue, str16 message_id, i64 due_ms, bytes32 value, u16 n, (str16 key, bytes32 value)*n
     TICK     := i64 now_ms
+    PURGE    := str16 queue
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class MarkerType(IntEnum):
     REJECT = 5
     SCHEDULE = 6
     TICK = 7
+    PURGE = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,14 @@ class Tick:
     now_ms: int
 
 
-Marker = Union[Start, Ack, Extend, Release, Reject, Schedule, Tick]
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Forget everything in flight or scheduled for ``queue`` (a queue purge)."""
+
+    queue: str
+
+
+Marker = Union[Start, Ack, Extend, Release, Reject, Schedule, Tick, Purge]
 RANGE_MARKERS = (Start, Ack, Extend, Release, Reject)
 
 _U8 = struct.Struct(">B")
@@ -226,6 +235,9 @@ def encode(markers: list[Marker] | tuple[Marker, ...]) -> bytes:
         elif isinstance(m, Tick):
             w.parts.append(_U8.pack(MarkerType.TICK))
             w.parts.append(_I64.pack(m.now_ms))
+        elif isinstance(m, Purge):
+            w.parts.append(_U8.pack(MarkerType.PURGE))
+            w.str16(m.queue)
         else:
             raise TypeError(f"not a marker: {m!r}")
     return b"".join(w.parts)
@@ -328,6 +340,8 @@ def decode(data: bytes) -> list[Marker]:
             out.append(Schedule(queue, message_id, due_ms, value, headers))
         elif kind == MarkerType.TICK:
             out.append(Tick(r.unpack(_I64)))
+        elif kind == MarkerType.PURGE:
+            out.append(Purge(r.str16()))
         else:
             raise MarkerDecodeError(f"unknown marker type {kind} at byte {r.pos - 1}", data)
     if r.pos != len(data):

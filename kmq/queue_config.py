@@ -94,6 +94,13 @@ class QueueConfig:
         d["purged_before"] = {int(p): int(o) for p, o in (d.get("purged_before") or {}).items()}
         return cls(**d)
 
+    def purged(self, before: dict[int, int]) -> "QueueConfig":
+        """A copy whose records below ``before`` (partition -> offset) are purged."""
+        merged = {**self.purged_before}
+        for p, off in before.items():
+            merged[p] = max(off, merged.get(p, 0))
+        return replace(self, purged_before=merged, updated_at_ms=int(time.time() * 1000))
+
     def changed(self, **changes: Any) -> "QueueConfig":
         """A copy with ``changes`` applied and validated; unknown names are an error."""
         known = {f.name for f in fields(self)} - {"updated_at_ms", "purged_before"}

@@ -24,7 +24,8 @@ from typing import Iterator, Protocol, Union
 
 from kmq import entries as E
 from kmq.entries import Cause, Group, InFlight, Scheduled
-from kmq.markers import Ack, Extend, Marker, RangeRef, Reject, Release, Schedule, Start, Tick
+from kmq.markers import (Ack, Extend, Marker, Purge, RangeRef, Reject, Release, Schedule, Start,
+                         Tick)
 
 
 class Store(Protocol):
@@ -47,6 +48,8 @@ class Store(Protocol):
     def index_scan(self, upto_ms: int) -> Iterator[bytes]:
         """Index keys with deadline <= upto_ms, ascending."""
     def index_first(self) -> bytes | None: ...
+    def scan_prefix(self, prefix: bytes) -> Iterator[bytes]:
+        """Entry keys starting with ``prefix``, ascending."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,8 @@ class PartitionState:
             return self._schedule(marker)
         if isinstance(marker, Tick):
             return None
+        if isinstance(marker, Purge):
+            return self._purge(marker.queue)
         key = E.range_key(marker.range)
         raw = self.store.get(key)
         if raw is None:
@@ -170,6 +175,25 @@ class PartitionState:
         self.store.index_put(E.index_key(m.due_ms, key))  # index first: see Store
         self.store.put(key, E.encode_scheduled(Scheduled(m.due_ms, m.value, m.headers, m.due_ms)))
         return Applied(m.queue, "scheduled", 1)
+
+    def _purge(self, queue: str) -> Applied:
+        dropped = 0
+        for prefix in E.queue_prefixes(queue):
+            for key in list(self.store.scan_prefix(prefix)):
+                raw = self.store.get(key)
+                if raw is None:
+                    continue
+                if E.is_range_key(key):
+                    entry = E.decode_inflight(raw)
+                    dropped += entry.pending.bit_count()
+                    indexed = entry.indexed_ms
+                else:
+                    dropped += 1
+                    indexed = E.decode_scheduled(raw).indexed_ms
+                self.store.delete(key)  # entry first, then its index key: see Store
+                if indexed != E.NOT_INDEXED:
+                    self.store.index_delete(E.index_key(indexed, key))
+        return Applied(queue, "purged", dropped)
 
     def _store_range(self, key: bytes, entry: InFlight, reindex: bool = False) -> None:
         """Write ``entry`` and its index key in crash-safe order (see :class:`Store`)."""
@@ -320,3 +344,6 @@ class MemoryStore:
 
     def index_first(self) -> bytes | None:
         return self.index[0] if self.index else None
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[bytes]:
+        return iter(sorted(k for k in self.entries if k.startswith(prefix)))

@@ -93,6 +93,23 @@ class TableStore:
         self.floor_ms = E.decode_index_key(first)[0]
         return first
 
+    def scan_prefix(self, prefix: bytes) -> Iterator[bytes]:
+        db = _partition_db(tracker_state, self.partition)
+        if db is None:
+            yield from sorted(k for k in tracker_state.keys() if k.startswith(prefix))
+            return
+        it = db.iter()
+        it.seek(prefix)
+        keys = []
+        while it.valid():
+            k = it.key()
+            if not k.startswith(prefix):
+                break
+            keys.append(k)
+            it.next()
+        del it
+        yield from keys
+
     def _memory_keys(self) -> list[bytes]:
         # memory:// store (agent unit tests): keys of all partitions share one
         # dict; keep this partition's by the queue in the entry key.

@@ -32,7 +32,7 @@ markers = st.one_of(
     masked(M.Reject, st.text(max_size=50)),
     st.builds(M.Schedule, queues, st.text(max_size=30), st.integers(0, 2**50), st.binary(max_size=50),
               st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=10)), max_size=3).map(tuple)),
-    st.builds(M.Tick, st.integers(-(2**62), 2**62)),
+    st.builds(M.Tick, st.integers(-(2**62), 2**62)), st.builds(M.Purge, queues),
 )
 
 

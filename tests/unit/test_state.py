@@ -139,3 +139,18 @@ def test_scheduled_sends_come_due_at_their_time_once():
 def test_ticks_do_not_change_state():
     s = fresh()
     assert s.apply(Tick(123), now_ms=0) is None
+
+
+def test_a_purge_forgets_every_range_and_schedule_of_its_queue_only():
+    from kmq.markers import Purge
+    store = MemoryStore()
+    s = PartitionState(store)
+    other = RangeRef("orders-2", 0, 0, 5)
+    s.apply(Start(R, 1000, ALL), now_ms=0)
+    s.apply(Start(RangeRef("orders", 1, 50, 60), 1000, 0b1), now_ms=0)
+    s.apply(Schedule("orders", "m1", 5000, b"v", ()), now_ms=0)
+    s.apply(Start(other, 1000, other.full_mask), now_ms=0)
+    applied = s.apply(Purge("orders"), now_ms=1)
+    assert applied.what == "purged" and applied.count == 10 + 1 + 1
+    assert [d.range for d in s.due(10**9)] == [other]
+    assert len(store.index) == 1

@@ -1,0 +1,279 @@
+"""Dead-letter operations: list a queue's dead letters, redrive them, purge them.
+
+A queue's dead letters live on one partition of the dead-letter topic (the
+murmur2 placement of its id). That partition is read as a log of events per
+queue, folded into the current state:
+
+- a dead letter (the tracker wrote it);
+- ``redriven``: the dead letter at ``kmq.dlq.offset`` went back to its queue;
+- ``purged``: every dead letter below ``kmq.dlq.offset`` is gone.
+
+A redrive moves each dead letter and appends its ``redriven`` event in one
+Kafka transaction (the anchor is SQS's StartMessageMoveTask): an interrupted
+redrive leaves no half-moved message, and a rerun, which folds the log
+again, moves each remaining one exactly once. The transactional id is per
+queue, so a second concurrent redrive of the same queue fences the first.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kmq import envelope
+from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.placement import partition_for_key, queue_partitions, validate_queue_name
+from kmq.settings import Settings
+
+CONTROL = "kmq.dlq.control"   # header naming a control event: redriven | purged
+CONTROL_OFFSET = "kmq.dlq.offset"
+REDRIVEN_FROM = "kmq.redriven-from"  # on a redriven queue record: its dead-letter offset
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One dead-lettered message, as read from the dead-letter topic."""
+
+    queue: str
+    offset: int                # offset on the dead-letter partition
+    id: str
+    value: bytes
+    headers: dict[str, bytes]  # the user's headers
+    reason: str                # max-deliveries, rejected, payload-expired
+    detail: str
+    deliveries: int
+    first_delivery_ms: int
+    last_delivery_ms: int
+    dead_lettered_ms: int
+    raw_headers: list = field(repr=False, default_factory=list)
+
+    def age_s(self, now_s: float | None = None) -> float:
+        return (now_s if now_s is not None else time.time()) - self.dead_lettered_ms / 1000
+
+
+def dlq_partition(settings: Settings, queue: str) -> int:
+    return partition_for_key(queue.encode(), settings.dlq_partitions)
+
+
+def _reader(settings: Settings) -> Consumer:
+    return Consumer({
+        **settings.client_config(),
+        "group.id": f"{settings.app_id}-dlq-reader",  # never joins or commits
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed",  # an aborted redrive never happened
+        "fetch.wait.max.ms": 100,
+        "fetch.queue.backoff.ms": 10,
+    })
+
+
+def _read_partition(settings: Settings, topic: str, partition: int,
+                    timeout_s: float = 60.0) -> Iterator[object]:
+    """Every committed record of one partition, to its true end (EOF, not ListOffsets)."""
+    c = _reader(settings)
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(
+                    f"could not read {topic}[{partition}] to its end within {timeout_s:g}s "
+                    f"from {settings.bootstrap_servers}")
+            for rec in c.consume(1000, 0.2):
+                err = rec.error()
+                if err is None:
+                    yield rec
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    return
+                elif err.fatal():
+                    raise BrokerUnavailableError(f"reading {topic}[{partition}]: {err}")
+    finally:
+        c.close()
+
+
+@dataclass
+class _Folded:
+    letters: dict[int, DeadLetter] = field(default_factory=dict)
+    redriven: set[int] = field(default_factory=set)
+    purged_below: int = 0
+    end: int = 0  # one past the last record seen
+
+    def pending(self) -> list[DeadLetter]:
+        return [d for off, d in sorted(self.letters.items())
+                if off >= self.purged_below and off not in self.redriven]
+
+
+def _fold(settings: Settings, queue: str) -> _Folded:
+    key = queue.encode()
+    out = _Folded()
+    for rec in _read_partition(settings, settings.dlq_topic, dlq_partition(settings, queue)):
+        out.end = rec.offset() + 1
+        if rec.key() != key:
+            continue
+        ours, user = envelope.split(rec.headers())
+        control = ours.get(CONTROL)
+        if control == b"redriven":
+            out.redriven.add(envelope.int_header(ours, CONTROL_OFFSET, -1))
+        elif control == b"purged":
+            out.purged_below = max(out.purged_below, envelope.int_header(ours, CONTROL_OFFSET, 0))
+        elif control is None:
+            out.letters[rec.offset()] = DeadLetter(
+                queue=queue, offset=rec.offset(),
+                id=(ours.get(envelope.ID) or b"").decode(errors="replace"),
+                value=rec.value() or b"", headers=dict(user),
+                reason=(ours.get(envelope.DLQ_REASON) or b"").decode(errors="replace"),
+                detail=(ours.get(envelope.DLQ_DETAIL) or b"").decode(errors="replace"),
+                deliveries=envelope.int_header(ours, envelope.DELIVERIES, 0),
+                first_delivery_ms=envelope.int_header(ours, envelope.FIRST_DELIVERY_MS, 0),
+                last_delivery_ms=envelope.int_header(ours, envelope.DLQ_LAST_DELIVERY_MS, 0),
+                dead_lettered_ms=envelope.int_header(ours, envelope.DLQ_AT_MS, rec.timestamp()[1]),
+                raw_headers=list(rec.headers() or []))
+    return out
+
+
+def _matches(d: DeadLetter, reason: str | None, min_age_s: float | None,
+             max_age_s: float | None, now_s: float) -> bool:
+    if reason is not None and d.reason != reason:
+        return False
+    age = d.age_s(now_s)
+    if min_age_s is not None and age < min_age_s:
+        return False
+    if max_age_s is not None and age > max_age_s:
+        return False
+    return True
+
+
+def list_dead_letters(settings: Settings, queue: str, *, reason: str | None = None,
+                      min_age_s: float | None = None, max_age_s: float | None = None,
+                      limit: int | None = None) -> list[DeadLetter]:
+    """The queue's current dead letters (not redriven, not purged), oldest first."""
+    validate_queue_name(queue)
+    now = time.time()
+    found = [d for d in _fold(settings, queue).pending() if _matches(d, reason, min_age_s, max_age_s, now)]
+    return found if limit is None else found[:limit]
+
+
+@dataclass(frozen=True)
+class RedriveResult:
+    moved: int
+    remaining: int  # dead letters of the queue still there (filtered out or past the limit)
+
+
+def redrive(settings: Settings, queue: str, *, reason: str | None = None,
+            min_age_s: float | None = None, max_age_s: float | None = None,
+            limit: int | None = None, rate_per_s: float = 500.0, batch_size: int = 100,
+            progress: Callable[[int, int], None] | None = None) -> RedriveResult:
+    """Move dead letters back to ``queue``, delivery count reset, exactly once each.
+
+    At most ``rate_per_s`` messages a second, in transactions of ``batch_size``.
+    ``progress(done, total)`` is called after each transaction.
+    """
+    validate_queue_name(queue)
+    if not isinstance(rate_per_s, (int, float)) or rate_per_s <= 0:
+        raise ConfigError(f"rate_per_s={rate_per_s!r} must be a positive number")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
+    from kmq.profiles import producer_config
+
+    conf = producer_config(settings)
+    producer = Producer({**conf,
+                         "transactional.id": f"{settings.app_id}-redrive-{queue}",
+                         # librdkafka wants message.timeout.ms <= transaction.timeout.ms
+                         "transaction.timeout.ms": max(60000, conf.get("message.timeout.ms", 0)),
+                         "linger.ms": 5})
+    try:
+        # Fences an earlier redrive of this queue and settles its last transaction,
+        # so the fold below sees everything that was moved.
+        producer.init_transactions(30)
+    except Exception as exc:
+        raise BrokerUnavailableError(
+            f"could not start a transaction on {settings.bootstrap_servers}: {exc}") from exc
+    folded = _fold(settings, queue)
+    now = time.time()
+    todo = [d for d in folded.pending() if _matches(d, reason, min_age_s, max_age_s, now)]
+    if limit is not None:
+        todo = todo[:limit]
+    queue_parts = _partition_count(producer, settings.queue_topic)
+    target = queue_partitions(queue, queue_parts)[0]
+    dlq_part = dlq_partition(settings, queue)
+    moved = 0
+    started = time.monotonic()
+    for i in range(0, len(todo), batch_size):
+        chunk = todo[i:i + batch_size]
+        producer.begin_transaction()
+        for d in chunk:
+            producer.produce(settings.queue_topic, d.value, queue.encode(), partition=target,
+                             headers=_redriven_headers(d))
+            producer.produce(settings.dlq_topic, b"", queue.encode(), partition=dlq_part,
+                             headers=[(CONTROL, b"redriven"), (CONTROL_OFFSET, str(d.offset).encode())])
+        producer.commit_transaction(60)
+        moved += len(chunk)
+        if progress is not None:
+            progress(moved, len(todo))
+        # Bounded rate: wait until this many messages are due at rate_per_s.
+        wait = started + moved / rate_per_s - time.monotonic()
+        if wait > 0 and moved < len(todo):
+            time.sleep(wait)
+    return RedriveResult(moved=moved, remaining=len(folded.pending()) - moved)
+
+
+def _redriven_headers(d: DeadLetter) -> list[tuple[str, bytes]]:
+    """The message as first sent: its id and user headers; delivery history reset."""
+    ours, user = envelope.split(d.raw_headers)
+    headers: list[tuple[str, bytes]] = [(envelope.ID, d.id.encode()),
+                                        (REDRIVEN_FROM, str(d.offset).encode())]
+    if envelope.ENQUEUED_MS in ours:
+        headers.append((envelope.ENQUEUED_MS, ours[envelope.ENQUEUED_MS]))
+    return headers + user
+
+
+def purge_dead_letters(settings: Settings, queue: str) -> int:
+    """Drop every current dead letter of ``queue``; returns how many were dropped."""
+    validate_queue_name(queue)
+    folded = _fold(settings, queue)
+    dropped = len(folded.pending())
+    from kmq.profiles import producer_config
+
+    p = Producer(producer_config(settings))
+    p.produce(settings.dlq_topic, b"", queue.encode(), partition=dlq_partition(settings, queue),
+              headers=[(CONTROL, b"purged"), (CONTROL_OFFSET, str(folded.end).encode())])
+    if p.flush(15):
+        raise BrokerUnavailableError(f"purge of {queue!r} dead letters not acknowledged")
+    return dropped
+
+
+def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
+                     timeout_s: float = 30.0) -> dict[int, int]:
+    """End offsets found by reading to EOF from ListOffsets' answer (which may undercount)."""
+    c = _reader(settings)
+    try:
+        ends = {}
+        for p in partitions:
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            ends[p] = max(0, high)
+        c.assign([TopicPartition(topic, p, max(0, ends[p] - 1)) for p in partitions])
+        open_parts = set(partitions)
+        deadline = time.monotonic() + timeout_s
+        while open_parts:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(f"could not find the end of {topic} within {timeout_s:g}s")
+            for rec in c.consume(1000, 0.2):
+                err = rec.error()
+                if err is None:
+                    ends[rec.partition()] = max(ends[rec.partition()], rec.offset() + 1)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    open_parts.discard(rec.partition())
+        return ends
+    finally:
+        c.close()
+
+
+def _partition_count(producer: Producer, topic: str) -> int:
+    md = producer.list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        raise ConfigError(f"topic {topic!r} does not exist: create kmq's topics first")
+    return len(t.partitions)
