@@ -68,12 +68,15 @@ class KafkaReader(DataSourceReader):
                        self.options.max_records_per_partition)
         return [RangePartition(r) for r in ranges]
 
-    def read(self, partition: RangePartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
         from kmq.spark.fetch import read_range
         from kmq.spark.offsets import consumer_config
 
+        r = getattr(partition, "range", None)
+        if r is None:  # nothing to read: Spark passes a placeholder partition
+            return
         o = self.options
-        yield from read_range(consumer_config(o), partition.range, self.arrow_schema,
+        yield from read_range(consumer_config(o), r, self.arrow_schema,
                               include_headers=o.include_headers,
                               fail_on_data_loss=o.fail_on_data_loss,
                               poll_timeout_ms=o.poll_timeout_ms)
