@@ -27,7 +27,7 @@ def spark(artifacts):
     session.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_topic(broker):
     """Create a topic with a unique name: ``make_topic("base", partitions=3)``."""
 
