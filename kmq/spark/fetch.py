@@ -13,7 +13,9 @@ what is left in the range.
 
 from __future__ import annotations
 
+import gc
 import time
+from operator import itemgetter
 from typing import Iterator
 
 import pyarrow as pa
@@ -26,6 +28,29 @@ CHUNK_RECORDS = 20_000  # records per consume() call and per Arrow batch
 _TS_US = pa.timestamp("us", tz="UTC")
 
 
+def _message_methods():
+    from confluent_kafka import Message
+
+    return (Message.error, Message.key, Message.value, Message.offset, Message.timestamp,
+            Message.headers)
+
+
+_ERROR, _KEY, _VALUE, _OFFSET, _TIMESTAMP, _HEADERS = _message_methods()
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_BINARY = pa.binary()
+
+
+def _binary(values: list) -> pa.Array:
+    """bytes/None values as an Arrow binary array.
+
+    Letting pyarrow infer the type is ~20x faster than passing ``pa.binary()``
+    (measured, pyarrow 26: 90 ns vs 2 us per value); all-null input infers
+    the null type, cast back to binary.
+    """
+    arr = pa.array(values)
+    return arr if arr.type == _BINARY else arr.cast(_BINARY)
+
+
 def read_range(conf: dict[str, object], r: OffsetRange, schema: pa.Schema, *,
                include_headers: bool, fail_on_data_loss: bool,
                poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
@@ -35,6 +60,10 @@ def read_range(conf: dict[str, object], r: OffsetRange, schema: pa.Schema, *,
     if r.size <= 0:
         return
     consumer = Consumer(conf)
+    # Tens of thousands of live Message objects make every cyclic-GC pass long (a read ran
+    # at 0.26M rows/s with it, 0.46M without); records form no cycles, refcounting frees them.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
         next_offset = r.start
@@ -48,8 +77,9 @@ def read_range(conf: dict[str, object], r: OffsetRange, schema: pa.Schema, *,
                         f"{next_offset} (option kafkaConsumer.pollTimeoutMs)")
                 continue
             last_progress = time.monotonic()
-            records = [m for m in msgs if m.error() is None]
-            if len(records) != len(msgs):
+            records = msgs
+            if any(map(_ERROR, msgs)):  # rare (end of partition): filter only then
+                records = [m for m in msgs if m.error() is None]
                 for m in msgs:
                     err = m.error()
                     if err is None:
@@ -79,6 +109,8 @@ def read_range(conf: dict[str, object], r: OffsetRange, schema: pa.Schema, *,
                     yield to_batch(records, r, schema, include_headers)
     finally:
         consumer.close()
+        if gc_was_enabled:
+            gc.enable()
 
 
 def _lost(fail: bool, what: str) -> None:
@@ -89,21 +121,23 @@ def _lost(fail: bool, what: str) -> None:
 def to_batch(records: list, r: OffsetRange, schema: pa.Schema,
              include_headers: bool) -> pa.RecordBatch:
     """Arrow columns of confluent-kafka messages, in the official source's layout."""
+    # map() over the C methods: no Python frame per record (2-3x faster than comprehensions).
     n = len(records)
-    stamps = [m.timestamp() for m in records]
-    ts_ms = pa.array([s[1] for s in stamps], pa.int64())
+    stamps = list(map(_TIMESTAMP, records))  # (type, ms) pairs
     # librdkafka numbers timestamp types 0 none, 1 create, 2 log-append; Kafka's Java
     # client (and so Spark) -1, 0, 1.
-    kinds = pc.subtract(pa.array([s[0] for s in stamps], pa.int32()), pa.scalar(1, pa.int32()))
+    kind_col = pc.subtract(pa.array(list(map(_FIRST, stamps)), pa.int32()),
+                           pa.scalar(1, pa.int32()))
+    stamps_ms = pa.array(list(map(_SECOND, stamps)), pa.int64())
     columns = [
-        pa.array([m.key() for m in records], pa.binary()),
-        pa.array([m.value() for m in records], pa.binary()),
+        _binary(list(map(_KEY, records))),
+        _binary(list(map(_VALUE, records))),
         pa.repeat(pa.scalar(r.topic, pa.string()), n),
         pa.repeat(pa.scalar(r.partition, pa.int32()), n),
-        pa.array([m.offset() for m in records], pa.int64()),
-        pc.multiply(ts_ms, pa.scalar(1000, pa.int64())).view(_TS_US),
-        kinds,
+        pa.array(list(map(_OFFSET, records)), pa.int64()),
+        pc.multiply(stamps_ms, pa.scalar(1000, pa.int64())).view(_TS_US),
+        kind_col,
     ]
     if include_headers:
-        columns.append(pa.array([m.headers() for m in records], schema.field("headers").type))
+        columns.append(pa.array(list(map(_HEADERS, records)), schema.field("headers").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
