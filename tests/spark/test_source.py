@@ -122,3 +122,12 @@ def test_latest_value_per_key_applies_tombstones(spark, broker, make_topic, tmp_
     n = snapshot(records, str(tmp_path / "snap"), codec="faust-json", value_schema="n int")
     back = spark.read.parquet(str(tmp_path / "snap"))
     assert n == 2 and sorted(r.key_text for r in back.collect()) == ["a", "c"]
+
+
+def test_the_official_kafka_format_is_chosen_when_its_class_is_on_the_classpath(spark, monkeypatch):
+    import kmq.spark.session as session
+
+    assert not session.official_kafka_available(spark)
+    # Any class the JVM can load stands in for the connector's provider class.
+    monkeypatch.setattr(session, "OFFICIAL_PROVIDER", "org.apache.spark.sql.SparkSession")
+    assert session.kafka_format(spark) == "kafka"
