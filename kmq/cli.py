@@ -105,5 +105,9 @@ def _port_free(port: int) -> bool:
             return False
 
 
+# `kmq spark ...` (click only here; pyspark is imported when a job runs).
+from kmq.spark.cli import spark as _spark  # noqa: E402
+main.add_command(_spark)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
