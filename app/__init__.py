@@ -21,6 +21,7 @@ import faust  # noqa: E402
 
 from app.settings import faust_options  # noqa: E402
 from kmq.admin import ensure_topics  # noqa: E402
+from kmq.queue_config import publish_auth  # noqa: E402
 from kmq.settings import Settings  # noqa: E402
 
 log = logging.getLogger("kmq.tracker")
@@ -33,9 +34,11 @@ class TrackerApp(faust.App):
 
     async def on_first_start(self) -> None:
         await super().on_first_start()
-        created = await asyncio.get_running_loop().run_in_executor(None, ensure_topics, settings)
+        loop = asyncio.get_running_loop()
+        created = await loop.run_in_executor(None, ensure_topics, settings)
         if created:
             log.info("created topics %s", ", ".join(created))
+        await loop.run_in_executor(None, publish_auth, settings)
 
 
 app = TrackerApp(

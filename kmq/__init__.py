@@ -11,7 +11,7 @@ from kmq.client import Client
 from kmq.consumer import Consumer
 from kmq.errors import (BrokerUnavailableError, ConfigError, ConsumerClosedError, DeliveryError,
                         InvalidQueueNameError, KmqError, MarkerDecodeError, MessageSettledError,
-                        MessageTooLargeError)
+                        MessageTooLargeError, PermissionDeniedError)
 from kmq.consumer import MessageBatch
 from kmq.message import Message
 from kmq.queue_config import QueueConfig
@@ -22,6 +22,6 @@ __all__ = [
     "compute_backoff",
     "KmqError", "ConfigError", "InvalidQueueNameError", "MessageTooLargeError",
     "MarkerDecodeError", "MessageSettledError", "BrokerUnavailableError", "DeliveryError",
-    "ConsumerClosedError",
+    "ConsumerClosedError", "PermissionDeniedError",
 ]
 __version__ = "0.1.0"

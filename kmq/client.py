@@ -32,7 +32,9 @@ from kmq.deadletters import DeadLetter
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.placement import markers_partition, queue_partitions, validate_queue_name
-from kmq.queue_config import QueueConfig, QueueConfigs, write_config
+from kmq.queue_config import QueueConfig, QueueConfigs, write_config, write_tenant
+from kmq.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
+                         validate_tenant_name)
 from kmq.settings import Settings
 
 HEADER_OVERHEAD_BYTES = 64  # record framing beyond key, value and header bytes
@@ -85,16 +87,37 @@ class Client:
         """The current settings of ``queue`` (global defaults where unset)."""
         return self.queue_configs().get(validate_queue_name(queue))
 
+    def _authorize(self, queue: str) -> QueueConfig:
+        """The queue's config, if this client's token may administer it (auth on)."""
+        cfg = self.queue_configs().get(queue)
+        require_queue_access(self.queue_configs().caller(self.settings.token or None), queue, cfg.tenant)
+        return cfg
+
+    def create_tenant(self, name: str) -> str:
+        """Register tenant ``name``; returns its new token (shown once). Admin only."""
+        name = validate_tenant_name(name)
+        configs = self.queue_configs()
+        require_admin(configs.caller(self.settings.token or None), "creating a tenant")
+        token = new_token()
+        tenant = Tenant(name, hash_token(token))
+        write_tenant(self.settings, tenant)
+        configs.put_tenant(tenant)
+        return token
+
     def configure_queue(self, queue: str, **changes: Any) -> QueueConfig:
         """Change settings of ``queue``; they apply to later deliveries, without restarts.
 
         Settings: ``visibility_timeout_s``, ``max_deliveries``, ``max_processing_s``,
-        ``backoff`` (a :class:`kmq.Backoff`), ``dead_letter`` (bool), ``spread``.
-        ``None`` restores the global default. Validated before anything is written.
+        ``backoff`` (a :class:`kmq.Backoff`), ``dead_letter`` (bool), ``spread``,
+        ``tenant`` (admin only). ``None`` restores the global default. Validated
+        before anything is written.
         """
         queue = validate_queue_name(queue)
         configs = self.queue_configs()
-        new = configs.get(queue).changed(**changes)
+        cfg = self._authorize(queue)
+        if "tenant" in changes and changes["tenant"] != cfg.tenant:
+            require_admin(configs.caller(self.settings.token or None), "changing a queue's tenant")
+        new = cfg.changed(**changes)
         write_config(self.settings, queue, new)
         configs.put_local(queue, new)
         return new
@@ -103,14 +126,17 @@ class Client:
 
     def dead_letters(self, queue: str, **filters: Any) -> list[DeadLetter]:
         """The queue's dead letters, oldest first; see :func:`kmq.deadletters.list_dead_letters`."""
+        self._authorize(validate_queue_name(queue))
         return deadletters.list_dead_letters(self.settings, queue, **filters)
 
     def redrive(self, queue: str, **options: Any) -> deadletters.RedriveResult:
         """Move dead letters back to ``queue`` exactly once; see :func:`kmq.deadletters.redrive`."""
+        self._authorize(validate_queue_name(queue))
         return deadletters.redrive(self.settings, queue, **options)
 
     def purge_dead_letters(self, queue: str) -> int:
         """Drop the queue's dead letters; returns how many."""
+        self._authorize(validate_queue_name(queue))
         return deadletters.purge_dead_letters(self.settings, queue)
 
     def purge(self, queue: str, timeout_s: float = 30.0) -> dict[int, int]:
@@ -124,7 +150,7 @@ class Client:
         """
         queue = validate_queue_name(queue)
         configs = self.queue_configs()
-        before = configs.get(queue).updated_at_ms
+        before = self._authorize(queue).updated_at_ms
         mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
         producer = self._get_producer()
         self._produce(producer, self.settings.markers_topic, M.encode([M.Purge(queue)]), queue, mp, None)

@@ -11,6 +11,7 @@
      +-- BrokerUnavailableError the broker did not answer in time (says where and how long)
      +-- DeliveryError          the broker refused or lost a record we produced
      +-- ConsumerClosedError    the consumer was used after close()
+     +-- PermissionDeniedError  the token may not act on this queue (auth on)
 
 Messages name the argument or setting and how to fix it; lower-level causes
 are chained with ``raise ... from``.
@@ -61,3 +62,7 @@ class DeliveryError(KmqError):
 
 class ConsumerClosedError(KmqError):
     """The consumer was used after :meth:`kmq.Consumer.close`."""
+
+
+class PermissionDeniedError(KmqError):
+    """The token presented may not act on this queue (or auth needs a token)."""

@@ -24,6 +24,8 @@ from kmq.backoff import Backoff
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.placement import validate_queue_name
 from kmq.settings import Settings
+from kmq.tenancy import (AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify,
+                         validate_tenant_name)
 
 log = logging.getLogger("kmq.queue_config")
 
@@ -42,6 +44,7 @@ class QueueConfig:
     backoff: Backoff = field(default_factory=Backoff)
     dead_letter: bool = True
     spread: int = 1
+    tenant: str | None = None
     # Queue purges: records of this queue below these offsets are not delivered.
     purged_before: dict[int, int] = field(default_factory=dict)
     updated_at_ms: int = 0
@@ -61,6 +64,8 @@ class QueueConfig:
             raise ConfigError(f"dead_letter={self.dead_letter!r} must be True or False")
         if isinstance(self.spread, bool) or not isinstance(self.spread, int) or not 1 <= self.spread <= 1024:
             raise ConfigError(f"spread={self.spread!r} must be a whole number from 1 to 1024")
+        if self.tenant is not None:
+            validate_tenant_name(self.tenant)
 
     # -- resolved values ------------------------------------------------------
 
@@ -128,6 +133,8 @@ class QueueConfigs:
     def __init__(self, settings: Settings, follow: bool = True, timeout_s: float = 15.0) -> None:
         self.settings = settings
         self._configs: dict[str, QueueConfig] = {}
+        self._tenants: dict[str, Tenant] = {}
+        self._admin_token_sha256: str | None = None  # set while the deployment has auth on
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer = Consumer({
@@ -173,6 +180,17 @@ class QueueConfigs:
                 queue = rec.key().decode()
             except (AttributeError, UnicodeDecodeError):
                 continue
+            if rec.key() == AUTH_KEY:
+                with self._lock:
+                    try:
+                        self._admin_token_sha256 = (None if rec.value() is None
+                                                    else decode_auth(rec.value()))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        log.warning("ignoring unreadable auth record: %s", exc)
+                continue
+            if queue.startswith(TENANT_KEY_PREFIX):
+                self._read_tenant(queue[len(TENANT_KEY_PREFIX):], rec.value())
+                continue
             with self._lock:
                 if rec.value() is None:
                     self._configs.pop(queue, None)
@@ -182,6 +200,35 @@ class QueueConfigs:
                 except (ValueError, TypeError, ConfigError) as exc:
                     log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
                                 rec.topic(), rec.partition(), rec.offset(), exc)
+
+    def _read_tenant(self, name: str, value: bytes | None) -> None:
+        with self._lock:
+            if value is None:
+                self._tenants.pop(name, None)
+                return
+            try:
+                self._tenants[name] = Tenant.decode(value)
+            except (ValueError, KeyError, TypeError, ConfigError) as exc:
+                log.warning("ignoring unreadable tenant record %r: %s", name, exc)
+
+    def admin_token_sha256(self) -> str | None:
+        """The admin token's hash while auth is on, else None."""
+        with self._lock:
+            return self._admin_token_sha256
+
+    def caller(self, token: str | None) -> "Caller":
+        """Who presents ``token`` in this deployment (raises PermissionDeniedError)."""
+        admin = self.admin_token_sha256()
+        return identify(token, auth_on=admin is not None, admin_token_sha256=admin,
+                        tenants=self.tenants())
+
+    def tenants(self) -> dict[str, Tenant]:
+        with self._lock:
+            return dict(self._tenants)
+
+    def put_tenant(self, tenant: Tenant) -> None:
+        with self._lock:
+            self._tenants[tenant.name] = tenant
 
     def _follow(self) -> None:
         while not self._stop.is_set():
@@ -215,13 +262,29 @@ class QueueConfigs:
 def write_config(settings: Settings, queue: str, config: QueueConfig, timeout_s: float = 15.0) -> None:
     """Write ``config`` as the queue's configuration and wait until the broker has it."""
     validate_queue_name(queue)
+    _write(settings, queue.encode(), config.encode(), f"queue {queue!r} configuration", timeout_s)
+
+
+def write_tenant(settings: Settings, tenant: Tenant, timeout_s: float = 15.0) -> None:
+    """Write a tenant record and wait until the broker has it."""
+    _write(settings, tenant.key(), tenant.encode(), f"tenant {tenant.name!r}", timeout_s)
+
+
+def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
+    """Tracker start: publish whether this deployment has auth on (and the admin hash)."""
+    from kmq.tenancy import encode_auth
+    value = encode_auth(settings.admin_token) if settings.auth_on else None
+    _write(settings, AUTH_KEY, value, "the auth record", timeout_s)
+
+
+def _write(settings: Settings, key: bytes, value: bytes | None, what: str, timeout_s: float) -> None:
     from kmq.profiles import producer_config
     p = Producer(producer_config(settings))
     errors: list[str] = []
-    p.produce(settings.queues_topic, config.encode(), queue.encode(),
+    p.produce(settings.queues_topic, value, key,
               on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
     left = p.flush(timeout_s)
     if left or errors:
         raise BrokerUnavailableError(
-            f"queue {queue!r} configuration not acknowledged by {settings.bootstrap_servers} "
+            f"{what} not acknowledged by {settings.bootstrap_servers} "
             f"within {timeout_s:g}s: {errors[:1] or 'timed out'}")

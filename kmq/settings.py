@@ -117,6 +117,11 @@ class Settings:
     ssl_keyfile: str = _setting("", "KMQ_SSL_KEYFILE", "Private key (PEM) of KMQ_SSL_CERTFILE")
     ssl_key_password: str = _setting(
         "", "KMQ_SSL_KEY_PASSWORD", "Password of KMQ_SSL_KEYFILE if it is encrypted")
+    auth: str = _setting(
+        "off", "KMQ_AUTH", "`on`: admin calls and web views need a token (tenant's or admin's)")
+    admin_token: str = _setting(
+        "", "KMQ_ADMIN_TOKEN", "The admin token (may do anything); required when KMQ_AUTH=on")
+    token: str = _setting("", "KMQ_TOKEN", "The token this SDK/CLI process presents")
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -136,6 +141,11 @@ class Settings:
             raise ConfigError(f"KMQ_WEB_PORT={self.web_port} is not a TCP port (1-65535)")
         if self.max_deliveries < 1:
             raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
+        if self.auth not in ("on", "off"):
+            raise ConfigError(f"KMQ_AUTH={self.auth!r}: use on or off")
+        if self.auth == "on" and len(self.admin_token) < 16:
+            raise ConfigError("KMQ_AUTH=on needs KMQ_ADMIN_TOKEN of at least 16 characters "
+                              "(e.g. from `python -c 'import kmq.tenancy as t; print(t.new_token())'`)")
         self._check_durability()
         security.check(self)
 
@@ -202,6 +212,10 @@ class Settings:
             return self.session_timeout_ms
         # Tansu answers a group join after about half the session timeout.
         return 6000 if self.embedded else 45000
+
+    @property
+    def auth_on(self) -> bool:
+        return self.auth == "on"
 
     def group_id(self, queue: str) -> str:
         """Consumer group of one logical queue."""

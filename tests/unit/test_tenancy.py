@@ -1,0 +1,48 @@
+"""Who may act on which queue: tokens, tenants and the admin."""
+
+import pytest
+
+from kmq.errors import PermissionDeniedError
+from kmq.tenancy import (Caller, Tenant, decode_auth, encode_auth, hash_token, identify,
+                         require_admin, require_queue_access)
+
+TENANTS = {"acme": Tenant("acme", hash_token("acme-token")),
+           "beta": Tenant("beta", hash_token("beta-token"))}
+ADMIN = hash_token("the-admin-token-0123")
+
+
+def who(token):
+    return identify(token, auth_on=True, admin_token_sha256=ADMIN, tenants=TENANTS)
+
+
+def test_auth_off_everybody_is_admin():
+    assert identify(None, auth_on=False, admin_token_sha256=None, tenants={}).admin
+
+
+def test_tokens_identify_the_admin_and_tenants():
+    assert who("the-admin-token-0123") == Caller(admin=True)
+    assert who("acme-token") == Caller(admin=False, tenant="acme")
+
+
+@pytest.mark.parametrize("token", [None, "", "nope"])
+def test_missing_or_unknown_tokens_are_refused(token):
+    with pytest.raises(PermissionDeniedError):
+        who(token)
+
+
+def test_a_tenant_reaches_only_its_queues_and_others_look_absent():
+    acme = who("acme-token")
+    require_queue_access(acme, "orders", "acme")
+    with pytest.raises(PermissionDeniedError, match="not found or not yours") as info:
+        require_queue_access(acme, "invoices", "beta")
+    assert "beta" not in str(info.value)
+    with pytest.raises(PermissionDeniedError):
+        require_queue_access(acme, "untenanted", None)
+    with pytest.raises(PermissionDeniedError, match="admin token"):
+        require_admin(acme, "creating a tenant")
+
+
+def test_records_round_trip_and_never_hold_the_token():
+    t = TENANTS["acme"]
+    assert Tenant.decode(t.encode()) == t and b"acme-token" not in t.encode()
+    assert decode_auth(encode_auth("the-admin-token-0123")) == ADMIN
