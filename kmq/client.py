@@ -59,6 +59,8 @@ class Client:
         self._errors: list[str] = []
         self._sent_since_poll = 0
         self._configs: QueueConfigs | None = None
+        self._placement: dict[str, list] = {}  # queue -> [partitions, next turn]
+        self._placement_version = -1
 
     # -- metadata ----------------------------------------------------------------
 
@@ -93,6 +95,21 @@ class Client:
         require_queue_access(self.queue_configs().caller(self.settings.token or None), queue, cfg.tenant)
         return cfg
 
+    def _spread(self, queue: str, cfg: QueueConfig, spread: int) -> QueueConfig:
+        """Grow the queue onto more partitions, recording where it begins on the new ones.
+
+        Producers write to a new partition only after they see this config,
+        which is written after the ends are measured: no message of the queue
+        sits below its start there, and consumers need not read that partition
+        from its beginning.
+        """
+        probe = cfg.spread_to(spread, {})  # validates before anything is measured
+        n = self.partition_count(self.settings.queue_topic)
+        added = sorted(set(queue_partitions(queue, n, probe.spread))
+                       - set(queue_partitions(queue, n, cfg.spread)))
+        starts = deadletters.true_end_offsets(self.settings, self.settings.queue_topic, added) if added else {}
+        return cfg.spread_to(spread, starts)
+
     def create_tenant(self, name: str) -> str:
         """Register tenant ``name``; returns its new token (shown once). Admin only."""
         name = validate_tenant_name(name)
@@ -117,7 +134,10 @@ class Client:
         cfg = self._authorize(queue)
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
             require_admin(configs.caller(self.settings.token or None), "changing a queue's tenant")
+        spread = changes.pop("spread", None)
         new = cfg.changed(**changes)
+        if spread is not None and spread != cfg.spread:
+            new = self._spread(queue, new, spread)
         write_config(self.settings, queue, new)
         configs.put_local(queue, new)
         return new
@@ -211,10 +231,29 @@ class Client:
             mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
             self._produce(producer, self.settings.markers_topic, M.encode([marker]), queue, mp, None)
         else:
-            part = queue_partitions(queue, self.partition_count(self.settings.queue_topic))[0]
-            self._produce(producer, self.settings.queue_topic, payload, queue, part,
-                          [(envelope.ID, msg_id.encode())] + user_headers)
+            self._produce(producer, self.settings.queue_topic, payload, queue,
+                          self._next_partition(queue), [(envelope.ID, msg_id.encode())] + user_headers)
         return msg_id
+
+    def _slot(self, queue: str) -> list:
+        """[the queue's partitions, next turn], refreshed when any queue config changes."""
+        configs = self.queue_configs()
+        if configs.version != self._placement_version:
+            self._placement.clear()
+            self._placement_version = configs.version
+        slot = self._placement.get(queue)
+        if slot is None:
+            parts = queue_partitions(queue, self.partition_count(self.settings.queue_topic),
+                                     configs.get(queue).spread)
+            slot = self._placement[queue] = [parts, 0]
+        return slot
+
+    def _next_partition(self, queue: str) -> int:
+        """The queue's partitions taken in turn (one partition for spread 1)."""
+        slot = self._slot(queue)
+        parts, turn = slot
+        slot[1] = turn + 1
+        return parts[turn % len(parts)]
 
     def _due_ms(self, delay_s: float | None, deliver_at: float | None) -> int | None:
         if delay_s is not None and deliver_at is not None:
@@ -265,14 +304,19 @@ class Client:
                     f"{self.settings.max_message_bytes} with key and headers (KMQ_MAX_MESSAGE_BYTES)")
         producer = self._get_producer()
         topic = self.settings.queue_topic
-        part = queue_partitions(queue, self.partition_count(topic))[0]
+        # Spread the batch in chunks: a fetched range stays one partition's run.
+        chunk = max(1, -(-len(payloads) // len(self._slot(queue)[0])))
         ids = []
         prefix = self._id_prefix
-        for p in payloads:
+        for i, p in enumerate(payloads):
+            if i % chunk == 0:
+                part = self._next_partition(queue)
             msg_id = f"{prefix}{next(self._ids):x}"
             self._produce(producer, topic, p, queue, part, [(envelope.ID, msg_id.encode())] + user_headers)
             ids.append(msg_id)
         return ids
+
+
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until every sent message is acknowledged; raise if any was lost."""

@@ -152,8 +152,9 @@ class Consumer:
         self._topic = settings.queue_topic
         self._markers_topic = settings.markers_topic
         self._qkey = self.queue.encode()
-        self._partitions = frozenset(queue_partitions(
-            self.queue, queue_topic_partitions, self._queue_config.spread))
+        self._queue_topic_partitions = queue_topic_partitions
+        self._spread = self._queue_config.spread
+        self._partitions = frozenset(queue_partitions(queue, queue_topic_partitions, self._spread))
         self._markers_partition = markers_partition(self.queue, markers_topic_partitions)
 
         self._ready: deque[HeldRange] = deque()        # ranges with messages not yet handed out
@@ -169,6 +170,7 @@ class Consumer:
         self._commit_due = False  # a START was confirmed: its offsets can be committed
         self._purge_seen = False  # the queue was purged: drop prefetched messages below the point
         self._assigned: set[int] = set()
+        self._group_partitions: list[int] = []  # what the group gave us (all topics' partitions)
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
         conf = {
@@ -229,11 +231,25 @@ class Consumer:
         if cfg.updated_at_ms != self._queue_config.updated_at_ms:
             self._queue_config = cfg
             self._apply_config(cfg)
-        if self._purged_before != self._dropped_purge:
+        if self._purged_before != self._dropped_purge or self._spread_changed():
             if on_receiving_thread:
                 self._drop_purged()
+                self._grow_spread()
             else:
-                self._purge_seen = True  # the receiving thread drops the prefetched
+                self._purge_seen = True  # the receiving thread acts on it
+
+    def _spread_changed(self) -> bool:
+        return self._queue_config.spread != self._spread
+
+    def _grow_spread(self) -> None:
+        """The queue grew onto more partitions: fetch those of ours among them."""
+        if not self._spread_changed():
+            return
+        self._spread = self._queue_config.spread
+        self._partitions = frozenset(queue_partitions(self.queue, self._queue_topic_partitions,
+                                                      self._spread))
+        if self._group_partitions:
+            self._assign(self._kc)
 
     def _drop_purged(self) -> None:
         """A purge happened: prefetched messages below the purge point are gone."""
@@ -521,6 +537,7 @@ class Consumer:
         if self._purge_seen:
             self._purge_seen = False
             self._drop_purged()
+            self._grow_spread()
 
     def _commit_confirmed(self, asynchronous: bool = True) -> None:
         """On the receiving thread: commit what the confirmed STARTs cover."""
@@ -619,8 +636,25 @@ class Consumer:
     # -- group membership --------------------------------------------------------
 
     def _on_assign(self, kc: KafkaConsumer, partitions: list[TopicPartition]) -> None:
-        # Fetch only the partitions that hold this queue (issue: read amplification).
-        mine = [tp for tp in partitions if tp.partition in self._partitions]
+        self._group_partitions = [tp.partition for tp in partitions]
+        self._assign(kc)
+
+    def _assign(self, kc: KafkaConsumer) -> None:
+        """Fetch only those of the group's partitions that hold this queue.
+
+        The group (round-robin) spreads every partition of the topic over the
+        queue's consumers; the queue's consecutive partitions land on different
+        members, and each fetches just its share (no reading other queues'
+        partitions). A partition the queue grew onto starts where the queue
+        began on it, unless the group already committed a position there.
+        """
+        mine = [TopicPartition(self._topic, p) for p in self._group_partitions if p in self._partitions]
+        starts = self._queue_config.partition_starts
+        fresh = [tp for tp in mine if tp.partition in starts]
+        if fresh:
+            for tp in kc.committed(fresh, timeout=10):
+                if tp.offset < 0:  # nothing committed yet
+                    next(m for m in mine if m.partition == tp.partition).offset = starts[tp.partition]
         with self._lock:
             self._assigned = {tp.partition for tp in mine}
         kc.assign(mine)

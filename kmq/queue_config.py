@@ -47,6 +47,9 @@ class QueueConfig:
     tenant: str | None = None
     # Queue purges: records of this queue below these offsets are not delivered.
     purged_before: dict[int, int] = field(default_factory=dict)
+    # Partitions added by growing the spread: where this queue's records begin on
+    # each (a new consumer starts there, not at the partition's beginning).
+    partition_starts: dict[int, int] = field(default_factory=dict)
     updated_at_ms: int = 0
 
     def __post_init__(self) -> None:
@@ -86,6 +89,7 @@ class QueueConfig:
         d = asdict(self)
         d["backoff"] = self.backoff.to_dict()
         d["purged_before"] = {str(p): o for p, o in self.purged_before.items()}
+        d["partition_starts"] = {str(p): o for p, o in self.partition_starts.items()}
         return json.dumps({"v": CONFIG_VERSION, **d}, sort_keys=True).encode()
 
     @classmethod
@@ -97,7 +101,17 @@ class QueueConfig:
         d = {k: v for k, v in d.items() if k in known}
         d["backoff"] = Backoff.from_dict(d.get("backoff") or {})
         d["purged_before"] = {int(p): int(o) for p, o in (d.get("purged_before") or {}).items()}
+        d["partition_starts"] = {int(p): int(o) for p, o in (d.get("partition_starts") or {}).items()}
         return cls(**d)
+
+    def spread_to(self, spread: int, starts: dict[int, int]) -> "QueueConfig":
+        """A copy spread over ``spread`` partitions; ``starts``: where the added ones begin."""
+        if spread < self.spread:
+            raise ConfigError(
+                f"spread={spread} is below the current {self.spread}: a spread only grows "
+                "(messages already on a partition must stay reachable)")
+        return replace(self, spread=spread, partition_starts={**self.partition_starts, **starts},
+                       updated_at_ms=int(time.time() * 1000))
 
     def purged(self, before: dict[int, int]) -> "QueueConfig":
         """A copy whose records below ``before`` (partition -> offset) are purged."""
@@ -108,7 +122,7 @@ class QueueConfig:
 
     def changed(self, **changes: Any) -> "QueueConfig":
         """A copy with ``changes`` applied and validated; unknown names are an error."""
-        known = {f.name for f in fields(self)} - {"updated_at_ms", "purged_before"}
+        known = {f.name for f in fields(self)} - {"updated_at_ms", "purged_before", "partition_starts"}
         unknown = set(changes) - known
         if unknown:
             raise ConfigError(f"unknown queue setting(s) {', '.join(sorted(unknown))}: "
@@ -135,6 +149,7 @@ class QueueConfigs:
         self._configs: dict[str, QueueConfig] = {}
         self._tenants: dict[str, Tenant] = {}
         self._admin_token_sha256: str | None = None  # set while the deployment has auth on
+        self.version = 0  # grows with every change seen: cheap staleness check for caches
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer = Consumer({
@@ -197,6 +212,7 @@ class QueueConfigs:
                     continue
                 try:
                     self._configs[queue] = QueueConfig.decode(rec.value())
+                    self.version += 1
                 except (ValueError, TypeError, ConfigError) as exc:
                     log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
                                 rec.topic(), rec.partition(), rec.offset(), exc)
@@ -247,6 +263,7 @@ class QueueConfigs:
         """Record a configuration this process just wrote (before it is read back)."""
         with self._lock:
             self._configs[queue] = config
+            self.version += 1
 
     def queues(self) -> list[str]:
         with self._lock:
