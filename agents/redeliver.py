@@ -80,6 +80,18 @@ class Redeliverer:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._execute, due, now_ms, attempted or {})
 
+    async def warm_up(self) -> None:
+        """Create the clients and read the queue configs now."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._warm_up)
+
+    def _warm_up(self) -> None:
+        self._get_producer().list_topics(self.settings.queue_topic, timeout=10)
+        self._get_reader()
+        self._get_queue_partitions()
+        self.config("")  # starts the queue-config view
+        self._get_producer().poll(0)
+
     async def record_purge_point(self, queue: str) -> None:
         """Make the queue topic's current end the queue's purge point (its config)."""
         loop = asyncio.get_running_loop()
@@ -253,7 +265,7 @@ class Redeliverer:
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "auto.offset.reset": "error",
-                "fetch.wait.max.ms": 50,
+                "fetch.wait.max.ms": 10,  # Tansu answers only after the whole wait
                 "fetch.queue.backoff.ms": 10,
             })
         return self._reader

@@ -26,6 +26,12 @@ owned = OwnedPartitions(settings.markers_partitions)
 redeliverer = Redeliverer(settings, configs=lambda: QueueConfigs(settings, follow=True))
 
 
+@app.task
+async def warm_up_redeliverer() -> None:
+    """Connect the redeliverer's clients at start, not at the first deadline (~1.5 s)."""
+    await redeliverer.warm_up()
+
+
 @app.agent(markers_topic, concurrency=1, name="track_markers")
 async def track_markers(stream):
     """Apply each marker record of the partitions this worker owns."""
@@ -70,12 +76,22 @@ def _unpurged(start: M.Start) -> M.Start | None:
     return M.Start(r, start.timeout_ms, keep) if keep else None
 
 
+FRESH_TICK_MS = 1000  # a TICK this recent was proposed by a live timer, not replayed
+
+
 async def _tick(part, tick: M.Tick) -> None:
-    """Redeliver what is due at the tick's time, then forget it (never the other way round)."""
+    """Redeliver what is due, then forget it (never the other way round).
+
+    A fresh TICK takes the clock's time at handling, so deadlines that passed
+    while it travelled are not left for the next one. A TICK from a backlog
+    (replayed after a crash or handover) keeps its own time: acks that came
+    after it in the log must not be outrun.
+    """
     now_ms = part.clock.observe(tick.now_ms)
     part.tick_pending = False
     part.last_tick_ms = now_ms
-    due = part.state.due(tick.now_ms, settings.redeliver_batch_limit)
+    due_at = now_ms if now_ms - tick.now_ms <= FRESH_TICK_MS else tick.now_ms
+    due = part.state.due(due_at, settings.redeliver_batch_limit)
     if not due:
         return
     actionable = [d for d in due if not isinstance(d, StaleIndexKey)]

@@ -19,6 +19,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 import faust  # noqa: E402
 
+from app import consumer_tuning  # noqa: E402
 from app.settings import faust_options  # noqa: E402
 from kmq.admin import ensure_topics  # noqa: E402
 from kmq.queue_config import publish_auth  # noqa: E402
@@ -27,6 +28,7 @@ from kmq.settings import Settings  # noqa: E402
 log = logging.getLogger("kmq.tracker")
 
 settings = Settings.from_env()
+consumer_tuning.apply(settings)
 
 
 class TrackerApp(faust.App):

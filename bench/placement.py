@@ -41,14 +41,20 @@ def fetched_bytes_per_delivered(settings, client, queue: str, expect: int, whole
     got = 0
     if whole_topic:
         # kafka-mq-go: the queue's group reads every partition and filters by key.
+        # Steady state: it keeps reading the whole topic, so measure to the end of it.
         c = Consumer({**settings.client_config(), "group.id": f"mqgo-{queue}",
                       "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      "enable.partition.eof": True,
                       "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 10, **conf})
         c.subscribe([settings.queue_topic])
         deadline = time.monotonic() + 120
-        while got < expect and time.monotonic() < deadline:
+        at_end: set[int] = set()
+        parts = len(c.list_topics(settings.queue_topic).topics[settings.queue_topic].partitions)
+        while len(at_end) < parts and time.monotonic() < deadline:
             for rec in c.consume(5000, 0.5):
-                if rec.error() is None and rec.key() == queue.encode():
+                if rec.error() is not None:
+                    at_end.add(rec.partition())
+                elif rec.key() == queue.encode():
                     got += 1
                     delivered_bytes += len(rec.value()) + len(rec.key()) + sum(
                         len(k) + len(v or b"") for k, v in rec.headers() or [])
@@ -99,9 +105,14 @@ def amplification(args) -> dict:
                   f"share its partition)", flush=True)
         base = fetched_bytes_per_delivered(settings, client, queues[-1], args.per_queue, whole_topic=True)
         print(f"kafka-mq-go design {queues[-1]}: {base['amplification']:.2f}", flush=True)
+        # Equally busy queues: a queue's consumer reads its partition, so its
+        # amplification is about the number of queues hashed there.
+        per_queue = sorted(sharing[queue_partitions(q, args.partitions)[0]] for q in queues)
         results = {
             "queues": args.queues, "partitions": args.partitions, "per_queue": args.per_queue,
             "size": args.size, "queues_per_partition": sharing,
+            "all_queues_expected": {"median": statistics.median(per_queue), "max": per_queue[-1],
+                                    "mean": statistics.mean(per_queue)},
             "kmq": kmq_amp, "kmq_median": statistics.median(r["amplification"] for r in kmq_amp),
             "kmq_expected_mean": args.queues / args.partitions,
             "kafka_mq_go": base,

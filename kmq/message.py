@@ -5,8 +5,8 @@ Contract of each verb (each settles the message once; a second verb raises
 which keeps it held):
 
 - ``ack()``: processed; it is never delivered again.
-- ``release(delay_s=0)``: not processed; deliver it again after the delay,
-  counting this delivery.
+- ``release(delay_s=None)``: not processed; deliver it again after the delay
+  (none given: the queue's backoff policy), counting this delivery.
 - ``reject(reason)``: never deliver again; dead-letter it with the reason.
 - ``extend(seconds)``: keep it invisible for ``seconds`` more from now.
 
@@ -135,10 +135,13 @@ class Message(tuple):
         state[rel] = ACKED  # inline: this is the hot path
         held.acks.append(self)
 
-    def release(self, delay_s: float = 0.0) -> None:
-        """Not processed: deliver again after ``delay_s`` seconds, counting this delivery."""
+    def release(self, delay_s: float | None = None) -> None:
+        """Not processed: deliver again after ``delay_s`` seconds, counting this delivery.
+
+        Without ``delay_s`` the queue's backoff policy decides (at once if it has none).
+        """
         consumer = self[1].consumer
-        delay_ms = _seconds_to_ms("delay_s", delay_s, consumer.max_delay_s)
+        delay_ms = -1 if delay_s is None else _seconds_to_ms("delay_s", delay_s, consumer.max_delay_s)
         self._settle(RELEASED)
         consumer._verbs.append((self, "release", delay_ms))
 

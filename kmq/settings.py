@@ -81,7 +81,7 @@ class Settings:
     max_delay_s: float = _setting(
         7 * 24 * 3600.0, "KMQ_MAX_DELAY_S", "Longest delay of a delayed send or release")
     tick_interval_ms: int = _setting(
-        50, "KMQ_TICK_INTERVAL_MS", "How often the tracker checks for due deadlines")
+        20, "KMQ_TICK_INTERVAL_MS", "How often the tracker checks for due deadlines")
     idle_tick_ms: int = _setting(
         1000, "KMQ_IDLE_TICK_MS", "Tick each owned partition at least this often (advances its clock)")
     redeliver_batch_limit: int = _setting(
@@ -122,6 +122,9 @@ class Settings:
     admin_token: str = _setting(
         "", "KMQ_ADMIN_TOKEN", "The admin token (may do anything); required when KMQ_AUTH=on")
     token: str = _setting("", "KMQ_TOKEN", "The token this SDK/CLI process presents")
+    tracker_fetch_wait_ms: int = _setting(
+        0, "KMQ_TRACKER_FETCH_WAIT_MS",
+        "Tracker's longest wait for markers in one fetch (0: 20 embedded, 500 production)")
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -133,7 +136,8 @@ class Settings:
             value = getattr(self, f.name)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 allow_zero = f.name in ("replication_factor", "session_timeout_ms",
-                                        "standby_replicas", "min_insync_replicas")
+                                        "standby_replicas", "min_insync_replicas",
+                                        "tracker_fetch_wait_ms")
                 if value < 0 or (value == 0 and not allow_zero):
                     raise ConfigError(
                         f"{f.metadata['env']}={value} must be a positive number")
@@ -212,6 +216,13 @@ class Settings:
             return self.session_timeout_ms
         # Tansu answers a group join after about half the session timeout.
         return 6000 if self.embedded else 45000
+
+    @property
+    def effective_tracker_fetch_wait_ms(self) -> int:
+        if self.tracker_fetch_wait_ms:
+            return self.tracker_fetch_wait_ms
+        # Tansu answers a fetch only after the whole wait (BROKER.md).
+        return 20 if self.embedded else 500
 
     @property
     def auth_on(self) -> bool:
