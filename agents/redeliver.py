@@ -27,7 +27,7 @@ from kmq import envelope, profiles
 from kmq.errors import DeliveryError
 from kmq.markers import RangeRef, mask_offsets
 from kmq.placement import partition_for_key, queue_partitions
-from kmq.deadletters import true_end_offsets
+from kmq.offsets import true_end_offsets
 from kmq.queue_config import QueueConfig, QueueConfigs, write_config
 from kmq.settings import Settings
 from kmq.state import Due, DueSend, Expiry
@@ -51,6 +51,18 @@ class Execution:
     deferred: dict[RangeRef, list[tuple[int, int]]] = field(default_factory=dict)
 
 
+def _id_and_count(headers) -> tuple[str, int]:
+    ours, _ = envelope.split(headers)
+    return ((ours.get(envelope.ID) or b"").decode(errors="replace"),
+            envelope.int_header(ours, envelope.DELIVERIES, 0))
+
+
+def _written_key(plan) -> tuple[str, str, int]:
+    """How a republished or dead-lettered record of ``plan`` is recognised when found."""
+    msg_id, count = _id_and_count(plan.headers)
+    return ("dlq" if isinstance(plan, envelope.DeadLetter) else "queue", msg_id, count)
+
+
 class Redeliverer:
     """Reads expired payloads back and writes them to the queue or dead-letter topic."""
 
@@ -70,15 +82,37 @@ class Redeliverer:
         return self._configs.get(queue)
 
     async def execute(self, due: list[Due], now_ms: int,
-                      attempted: dict[DueSend, int] | None = None) -> Execution:
+                      attempted: dict[DueSend, int] | None = None,
+                      attempted_ranges: dict[RangeRef, tuple[int, int]] | None = None) -> Execution:
         """Publish everything in ``due``; raises DeliveryError if any write failed.
 
-        ``attempted`` maps scheduled sends an earlier (crashed) tick may have
-        published to the offset where that attempt began: they are looked up
-        there and published only if absent, so a delayed send arrives once.
+        ``attempted`` / ``attempted_ranges``: what an earlier (crashed) tick
+        may have written, with the offsets where that attempt began. It is
+        looked up there and written only if absent, so a crash between
+        writing and forgetting does not write twice.
         """
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._execute, due, now_ms, attempted or {})
+        return await loop.run_in_executor(self._executor, self._execute, due, now_ms, attempted or {},
+                                          attempted_ranges or {})
+
+    async def attempt_points(self, ranges: list[RangeRef]) -> dict[RangeRef, tuple[int, int]]:
+        """For each range: lower bounds of its queue partition's and dead-letter partition's ends."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._attempt_points, ranges)
+
+    def _attempt_points(self, ranges: list[RangeRef]) -> dict[RangeRef, tuple[int, int]]:
+        reader = self._get_reader()
+        ends: dict[tuple[str, int], int] = {}
+
+        def end(topic: str, partition: int) -> int:
+            if (topic, partition) not in ends:
+                # ListOffsets may undercount (BROKER.md): a lower bound is all we need.
+                _, high = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=10.0,
+                                                       cached=False)
+                ends[(topic, partition)] = max(0, high)
+            return ends[(topic, partition)]
+        return {r: (end(self.settings.queue_topic, r.partition),
+                    end(self.settings.dlq_topic, self._dlq_partition(r.queue))) for r in ranges}
 
     async def warm_up(self) -> None:
         """Create the clients and read the queue configs now."""
@@ -131,7 +165,8 @@ class Redeliverer:
     def _target_partition(self, queue: str) -> int:
         return queue_partitions(queue, self._get_queue_partitions())[0]
 
-    def _execute(self, due: list[Due], now_ms: int, attempted: dict[DueSend, int]) -> Execution:
+    def _execute(self, due: list[Due], now_ms: int, attempted: dict[DueSend, int],
+                 attempted_ranges: dict[RangeRef, tuple[int, int]]) -> Execution:
         s = self.settings
         producer = self._get_producer()
         done = Execution()
@@ -142,6 +177,7 @@ class Redeliverer:
                 wanted.setdefault(d.range.partition, set()).update(mask_offsets(d.range.start, d.mask))
         records = {p: self._read(p, sorted(offs)) for p, offs in wanted.items()}
         already = self._already_published(attempted)
+        written = self._already_written(attempted_ranges)
         for d in due:
             if isinstance(d, DueSend):
                 if (d.queue, d.message_id) in already:
@@ -173,7 +209,10 @@ class Redeliverer:
                     rec_headers, partition=d.range.partition, offset=off, record_timestamp_ms=ts_ms,
                     cause=d.cause, reason=d.reason, started_ms=d.started_ms, now_ms=now_ms,
                     max_deliveries=cfg.deliveries(s), backoff=cfg.backoff, dead_letter=cfg.dead_letter)
-                if isinstance(plan, envelope.Republish):
+                if isinstance(plan, (envelope.Republish, envelope.DeadLetter)) and written and \
+                        _written_key(plan) in written.get(d.range, ()):
+                    counts[(queue, "found-after-crash")] += 1
+                elif isinstance(plan, envelope.Republish):
                     self._produce(producer, s.queue_topic, queue, value, d.range.partition, plan.headers)
                     counts[(queue, "redelivered")] += 1
                 elif isinstance(plan, envelope.DeadLetter):
@@ -193,6 +232,25 @@ class Redeliverer:
         self._flush(producer)
         done.outcomes = [(q, what, n) for (q, what), n in counts.items()]
         return done
+
+    def _already_written(self, attempted: dict[RangeRef, tuple[int, int]]) -> dict[RangeRef, set]:
+        """(topic, id, deliveries) written since an earlier attempt began, per attempted range."""
+        out: dict[RangeRef, set] = {}
+        scanned: dict[tuple[str, int, int], set] = {}
+        for r, (queue_from, dlq_from) in attempted.items():
+            found: set = set()
+            for topic, partition, start in ((self.settings.queue_topic, r.partition, queue_from),
+                                            (self.settings.dlq_topic, self._dlq_partition(r.queue),
+                                             dlq_from)):
+                key = (topic, partition, start)
+                if key not in scanned:
+                    label = "dlq" if topic == self.settings.dlq_topic else "queue"
+                    scanned[key] = {(label,) + _id_and_count(rec.headers())
+                                    for _o, rec in self._scan(partition, start, topic)
+                                    if rec.key() == r.queue.encode()}
+                found |= scanned[key]
+            out[r] = found
+        return out
 
     def _already_published(self, attempted: dict[DueSend, int]) -> set[tuple[str, str]]:
         """(queue, id) of attempted scheduled sends found on their partition since the attempt."""
@@ -270,10 +328,10 @@ class Redeliverer:
             })
         return self._reader
 
-    def _scan(self, partition: int, start: int):
-        """Every record of a queue partition from ``start`` to its true end (EOF)."""
+    def _scan(self, partition: int, start: int, topic: str | None = None):
+        """Every record of a partition (of the queue topic by default) from ``start`` to its true end."""
         reader = self._get_reader()
-        topic = self.settings.queue_topic
+        topic = topic or self.settings.queue_topic
         reader.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + 60.0
         while time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from app.topics import markers_topic
 from kmq import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.queue_config import QueueConfigs
-from kmq.state import DueSend, StaleIndexKey
+from kmq.state import DueSend, Expiry, StaleIndexKey
 
 log = logging.getLogger("kmq.tracker.markers")
 
@@ -98,8 +98,10 @@ async def _tick(part, tick: M.Tick) -> None:
     done = Execution()
     if actionable:
         try:
-            attempted = await _mark_scheduled_attempts(part, actionable)
-            done = await redeliverer.execute(actionable, now_ms, attempted)
+            sends, ranges, marked = await _mark_attempts(part, actionable)
+            if marked:
+                await app.producer.flush()  # the marks reach the changelog before any write
+            done = await redeliverer.execute(actionable, now_ms, sends, ranges)
         except DeliveryError as exc:
             log.warning("partition %d: %s", part.partition, exc)
             return
@@ -108,22 +110,32 @@ async def _tick(part, tick: M.Tick) -> None:
         part.counters[(queue, what)] += n
 
 
-async def _mark_scheduled_attempts(part, due) -> dict[DueSend, int]:
-    """Before publishing delayed sends, make durable where their partitions ended.
+async def _mark_attempts(part, due):
+    """Before writing anything, make durable where the target partitions ended.
 
-    Returns the sends an earlier tick already tried (it may have published
-    them and crashed before forgetting them): those are looked up, not resent.
+    A tracker that dies after republishing but before forgetting would do it
+    all again; with the marks, the next attempt looks for what is already
+    there and writes only the rest (seed 003's "tracker dies between
+    republishing and recording it"). Returns the scheduled sends and ranges
+    an earlier attempt began on (to be looked up), and whether marks were written.
     """
     sends = [d for d in due if isinstance(d, DueSend)]
-    if not sends:
-        return {}
-    prior = {d: part.state.attempt_offset(d) for d in sends}
-    fresh = [d for d in sends if prior[d] < 0]
-    if fresh:
-        ends = await redeliverer.end_offsets({d.queue for d in fresh})
-        part.state.mark_attempts(fresh, ends)
-        await app.producer.flush()  # the marks reach the changelog before any publish
-    return {d: off for d, off in prior.items() if off >= 0}
+    expiries = [d for d in due if isinstance(d, Expiry)]
+    marked = False
+    prior_sends = {d: part.state.attempt_offset(d) for d in sends}
+    fresh_sends = [d for d in sends if prior_sends[d] < 0]
+    if fresh_sends:
+        ends = await redeliverer.end_offsets({d.queue for d in fresh_sends})
+        part.state.mark_attempts(fresh_sends, ends)
+        marked = True
+    prior_ranges = {d.range: part.state.range_attempt(d.range) for d in expiries}
+    fresh_ranges = [r for r, (q, _) in prior_ranges.items() if q < 0]
+    if fresh_ranges:
+        ends = await redeliverer.attempt_points(fresh_ranges)
+        part.state.mark_range_attempts(fresh_ranges, ends)
+        marked = True
+    return ({d: off for d, off in prior_sends.items() if off >= 0},
+            {r: v for r, v in prior_ranges.items() if v[0] >= 0}, marked)
 
 
 async def _set_aside(part, msg, exc: MarkerDecodeError) -> None:

@@ -29,6 +29,7 @@ from kmq import markers as M
 from kmq.admin import topic_partition_counts
 from kmq.consumer import Consumer
 from kmq.deadletters import DeadLetter
+from kmq.offsets import true_end_offsets
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.placement import markers_partition, queue_partitions, validate_queue_name
@@ -107,7 +108,7 @@ class Client:
         n = self.partition_count(self.settings.queue_topic)
         added = sorted(set(queue_partitions(queue, n, probe.spread))
                        - set(queue_partitions(queue, n, cfg.spread)))
-        starts = deadletters.true_end_offsets(self.settings, self.settings.queue_topic, added) if added else {}
+        starts = true_end_offsets(self.settings, self.settings.queue_topic, added) if added else {}
         return cfg.spread_to(spread, starts)
 
     def create_tenant(self, name: str) -> str:

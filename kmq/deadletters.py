@@ -245,32 +245,6 @@ def purge_dead_letters(settings: Settings, queue: str) -> int:
     return dropped
 
 
-def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
-                     timeout_s: float = 30.0) -> dict[int, int]:
-    """End offsets found by reading to EOF from ListOffsets' answer (which may undercount)."""
-    c = _reader(settings)
-    try:
-        ends = {}
-        for p in partitions:
-            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            ends[p] = max(0, high)
-        c.assign([TopicPartition(topic, p, max(0, ends[p] - 1)) for p in partitions])
-        open_parts = set(partitions)
-        deadline = time.monotonic() + timeout_s
-        while open_parts:
-            if time.monotonic() > deadline:
-                raise BrokerUnavailableError(f"could not find the end of {topic} within {timeout_s:g}s")
-            for rec in c.consume(1000, 0.2):
-                err = rec.error()
-                if err is None:
-                    ends[rec.partition()] = max(ends[rec.partition()], rec.offset() + 1)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    open_parts.discard(rec.partition())
-        return ends
-    finally:
-        c.close()
-
-
 def _partition_count(producer: Producer, topic: str) -> int:
     md = producer.list_topics(topic, timeout=10)
     t = md.topics.get(topic)

@@ -11,8 +11,9 @@ Formats (version 1, big-endian)::
     range key     := b"R", str16 queue, u32 partition, i64 start, i64 end
     schedule key  := b"S", str16 queue, str16 message_id
     index key     := b"D", i64 deadline_ms, entry key
-    in-flight     := u8 version=1, i64 started_ms, u32 timeout_ms, i64 indexed_ms,
-                     u16 n, group*n
+    in-flight     := u8 version=2, i64 started_ms, u32 timeout_ms, i64 indexed_ms,
+                     u16 n, group*n, i64 attempt_offset, i64 attempt_dlq_offset
+                     (version 1 had no attempt offsets)
     group         := i64 deadline_ms, u8 cause, str16 reason, bytes32 mask
     scheduled     := u8 version=1, i64 due_ms, i64 indexed_ms, bytes32 value,
                      u16 n, (str16 key, bytes32 value)*n, i64 attempt_offset
@@ -26,7 +27,8 @@ from enum import IntEnum
 
 from kmq.markers import RangeRef
 
-ENTRY_VERSION = 1
+ENTRY_VERSION = 1          # scheduled entries
+INFLIGHT_VERSION = 2       # in-flight entries (v1 is still read)
 NOT_INDEXED = -1
 
 _RANGE_KEY = struct.Struct(">Iqq")
@@ -71,6 +73,11 @@ class InFlight:
     timeout_ms: int
     groups: list[Group] = field(default_factory=list)
     indexed_ms: int = NOT_INDEXED
+    # >= 0 while expired offsets are being republished: where the queue
+    # partition and the dead-letter partition ended when that began. After a
+    # crash the tracker looks there for what it already wrote.
+    attempt_offset: int = -1
+    attempt_dlq_offset: int = -1
 
     @property
     def pending(self) -> int:
@@ -202,19 +209,20 @@ def index_bound(deadline_ms: int) -> bytes:
 # -- values -------------------------------------------------------------------
 
 def encode_inflight(e: InFlight) -> bytes:
-    parts = [_INFLIGHT_HEAD.pack(ENTRY_VERSION, e.started_ms, e.timeout_ms, e.indexed_ms),
+    parts = [_INFLIGHT_HEAD.pack(INFLIGHT_VERSION, e.started_ms, e.timeout_ms, e.indexed_ms),
              _U16.pack(len(e.groups))]
     for g in e.groups:
         reason = g.reason.encode()
         mask = g.mask.to_bytes((g.mask.bit_length() + 7) // 8, "little")
         parts += [_GROUP.pack(g.deadline_ms, g.cause), _U16.pack(len(reason)), reason,
                   _U32.pack(len(mask)), mask]
+    parts += [_I64.pack(e.attempt_offset), _I64.pack(e.attempt_dlq_offset)]
     return b"".join(parts)
 
 
 def decode_inflight(data: bytes) -> InFlight:
     version, started, timeout, indexed = _INFLIGHT_HEAD.unpack_from(data, 0)
-    if version != ENTRY_VERSION:
+    if version not in (1, INFLIGHT_VERSION):
         raise ValueError(f"unsupported in-flight entry version {version}")
     pos = _INFLIGHT_HEAD.size
     count = _U16.unpack_from(data, pos)[0]
@@ -231,7 +239,10 @@ def decode_inflight(data: bytes) -> InFlight:
         pos += 4
         groups.append(Group(deadline, Cause(cause), reason, int.from_bytes(data[pos:pos + mn], "little")))
         pos += mn
-    return InFlight(started, timeout, groups, indexed)
+    attempt = attempt_dlq = -1
+    if version >= 2:
+        attempt, attempt_dlq = _I64.unpack_from(data, pos)[0], _I64.unpack_from(data, pos + 8)[0]
+    return InFlight(started, timeout, groups, indexed, attempt, attempt_dlq)
 
 
 def encode_scheduled(s: Scheduled) -> bytes:

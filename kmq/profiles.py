@@ -143,7 +143,9 @@ def faust_options(s: Settings) -> dict[str, Any]:
         "consumer_auto_offset_reset": "earliest",
     }
     if s.embedded:
-        opts.update(producer_max_batch_size=1, broker_commit_interval=1.0)
+        # Changelog batches stay normal: recovery reads to the true end
+        # (app/consumer_tuning.py), not to the embedded broker's ListOffsets.
+        opts.update(broker_commit_interval=1.0)
     return opts
 
 

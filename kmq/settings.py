@@ -5,7 +5,7 @@ meaning; :func:`reference_markdown` renders that table as the configuration
 reference, so code and docs cannot drift apart.
 
 Profiles: ``embedded`` applies what the embedded Tansu broker needs (short
-group timeouts, one changelog record per batch so Faust's recovery is exact,
+group timeouts, short fetch waits (Tansu answers a fetch only when its wait is over),
 replication factor 1); ``production`` is for a durable Kafka cluster
 (replication factor 3, min.insync.replicas 2, acks=all). What each profile
 gives librdkafka and Faust is defined in one place, ``kmq.profiles``; the

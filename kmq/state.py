@@ -264,6 +264,26 @@ class PartitionState:
                 entry.attempt_offset = end_offsets[d.queue]
                 self.store.put(key, E.encode_scheduled(entry))
 
+    def range_attempt(self, r: RangeRef) -> tuple[int, int]:
+        """Where an earlier republishing attempt of ``r`` began (queue, dead-letter), or -1s."""
+        raw = self.store.get(E.range_key(r))
+        if raw is None:
+            return -1, -1
+        e = E.decode_inflight(raw)
+        return e.attempt_offset, e.attempt_dlq_offset
+
+    def mark_range_attempts(self, ranges: list[RangeRef], ends: dict[RangeRef, tuple[int, int]]) -> None:
+        """Record, before republishing, where the target partitions ended (see InFlight)."""
+        for r in ranges:
+            key = E.range_key(r)
+            raw = self.store.get(key)
+            if raw is None:
+                continue
+            e = E.decode_inflight(raw)
+            if e.attempt_offset < 0:
+                e.attempt_offset, e.attempt_dlq_offset = ends[r]
+                self.store.put(key, E.encode_inflight(e))
+
     def attempt_offset(self, d: DueSend) -> int:
         """Where an earlier publishing attempt of ``d`` started looking, or -1."""
         raw = self.store.get(E.schedule_key(d.queue, d.message_id))
@@ -293,6 +313,7 @@ class PartitionState:
             if raw is None:
                 continue
             entry = E.decode_inflight(raw)
+            entry.attempt_offset = entry.attempt_dlq_offset = -1  # the attempt is complete
             waits = deferred.get(d.range, ())
             keep = 0
             for mask, deadline_ms in waits:

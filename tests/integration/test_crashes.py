@@ -108,8 +108,22 @@ def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_messag
         counts = Counter(seen)
         assert set(counts) == set(ids) - acked, "lost or resurrected messages"
         assert max(counts.values()) == 1, "a message was redelivered twice"
+        settled = wait_for(lambda: _digest_once_settled(second, expect_pending=10_000), 30,
+                           what="the drained state")
+        second.kill()
     finally:
         second.stop()
+    # A worker killed and restarted on its own data dir resumes from local state
+    # plus the changelog tail (Faust once failed here with ConsistencyError on
+    # Tansu's undercounted ListOffsets).
+    third = TrackerProcess(fresh, artifacts / "tracker-restart-3.log").start(timeout_s=120)
+    try:
+        again = wait_for(lambda: _digest_once_settled(third, expect_pending=10_000), 60,
+                         what="state on the reused data dir")
+        assert {p: d["membership_sha256"] for p, d in again.items()} == \
+            {p: d["membership_sha256"] for p, d in settled.items()}
+    finally:
+        third.stop()
 
 
 _last_digest: dict = {}

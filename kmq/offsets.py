@@ -1,0 +1,56 @@
+"""End offsets that are true even where ListOffsets undercounts.
+
+The embedded broker answers ListOffsets(latest) with the last batch's base
+offset + 1 (BROKER.md); Apache Kafka answers right. Reading from that answer
+minus one to the end of the partition costs one fetch and gives the true end
+on both, so everything that reads "up to the end" (purges, Faust's table
+recovery) asks here.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from kmq.errors import BrokerUnavailableError
+from kmq.settings import Settings
+
+
+def _reader(settings: Settings) -> Consumer:
+    return Consumer({
+        **settings.client_config(),
+        "group.id": f"{settings.app_id}-end-offsets",  # never joins or commits
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "fetch.wait.max.ms": 10,
+        "fetch.queue.backoff.ms": 10,
+    })
+
+
+def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
+                     timeout_s: float = 30.0) -> dict[int, int]:
+    """End offsets found by reading to EOF from ListOffsets' answer (which may undercount)."""
+    c = _reader(settings)
+    try:
+        ends = {}
+        for p in partitions:
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            ends[p] = max(0, high)
+        c.assign([TopicPartition(topic, p, max(0, ends[p] - 1)) for p in partitions])
+        open_parts = set(partitions)
+        deadline = time.monotonic() + timeout_s
+        while open_parts:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(f"could not find the end of {topic} within {timeout_s:g}s")
+            for rec in c.consume(1000, 0.2):
+                err = rec.error()
+                if err is None:
+                    ends[rec.partition()] = max(ends[rec.partition()], rec.offset() + 1)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    open_parts.discard(rec.partition())
+        return ends
+    finally:
+        c.close()
+
+
