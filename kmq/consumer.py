@@ -27,11 +27,12 @@ from itertools import repeat
 from typing import Any
 
 from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from kmq import markers as M
 from kmq import profiles
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
+from kmq.marker_writer import MarkerWriter, RetryTransaction
 from kmq.message import ACKED, RELEASED, Message
 
 ACKED_RUN = bytes([ACKED])
@@ -126,6 +127,7 @@ class Consumer:
         max_processing_s: float | None = None,
         flush_interval_s: float = 0.02,
         configs: QueueConfigs | None = None,
+        transactional: bool | None = None,
         config: dict[str, Any] | None = None,
     ) -> None:
         self.queue = validate_queue_name(queue)
@@ -188,7 +190,12 @@ class Consumer:
             **(config or {}),
         }
         self._kc = KafkaConsumer(conf)
-        self._producer = Producer({**profiles.producer_config(settings), "linger.ms": 2})
+        self._writer = MarkerWriter(
+            settings, self.queue, self._markers_partition,
+            settings.transactional_starts == "on" if transactional is None else transactional,
+            on_error=self._set_error)
+        self._producer = self._writer.producer
+        self._group_metadata: Any = None  # for transactional offset commits
         self._kc.subscribe([self._topic], on_assign=self._on_assign,
                            on_revoke=self._on_revoke, on_lost=self._on_revoke)
         self._stop = threading.Event()
@@ -508,27 +515,25 @@ class Consumer:
             self._send(markers, [])
 
     def _send(self, markers: list[M.Marker], confirm: list[list]) -> None:
-        """Produce one marker record; once durable, its STARTs' offsets may be committed."""
-        value = M.encode(markers)
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                self._error = DeliveryError(
-                    f"marker record for queue {self.queue!r} was not written: {err}")
-                return
-            for entry in confirm:
-                entry[1] = True
-            if confirm:
-                self._commit_due = True  # picked up by the receiving thread
-
-        while True:
-            try:
-                self._producer.produce(self._markers_topic, value, self._qkey,
-                                       partition=self._markers_partition, on_delivery=delivered)
-                break
-            except BufferError:
-                self._producer.poll(0.01)
+        """Write marker records; once durable, their STARTs' offsets may be committed."""
+        self._writer.send(markers, confirm, on_confirmed=self._flag_commit_due)
         self.stats["markers"] += 1
+
+    def _flag_commit_due(self) -> None:
+        self._commit_due = True  # picked up by the receiving thread
+
+    def _set_error(self, exc: BaseException) -> None:
+        self._error = exc
+
+    def _run_transaction(self) -> None:
+        """Transactional mode (lock held): pending markers + the offsets they cover, atomically."""
+        def offsets_for():
+            offsets, pops = self._committable()
+            return offsets, pops
+        try:
+            self._writer.commit(offsets_for, self._group_metadata)
+        except RetryTransaction:
+            pass
 
     def _on_receiving_thread(self) -> None:
         """Work the flusher flagged that only the receiving thread may do."""
@@ -545,15 +550,31 @@ class Consumer:
         with self._lock:
             self._advance_commits(asynchronous)
 
+    def _committable(self) -> tuple[list[TopicPartition], Any]:
+        """Per assigned partition, the end of the longest run of durable STARTs (not yet
+        forgotten), and a function that forgets them once committed."""
+        offsets, runs = [], []
+        for p, q in self._commits.items():
+            n = 0
+            while n < len(q) and q[n][1]:
+                n += 1
+            if n and p in self._assigned:
+                offsets.append(TopicPartition(self._topic, p, q[n - 1][0]))
+                runs.append((q, n))
+
+        def forget() -> None:
+            for q, k in runs:
+                for _ in range(k):
+                    q.popleft()
+        return offsets, forget
+
     def _advance_commits(self, asynchronous: bool = True) -> None:
         """Commit every partition up to its last offset whose STARTs are all durable."""
-        offsets = []
-        for p, q in self._commits.items():
-            end = None
-            while q and q[0][1]:
-                end = q.popleft()[0]
-            if end is not None and p in self._assigned:
-                offsets.append(TopicPartition(self._topic, p, end))
+        if self._writer.transactional:
+            self._run_transaction()
+            return
+        offsets, forget = self._committable()
+        forget()
         if offsets:
             try:
                 self._kc.commit(offsets=offsets, asynchronous=asynchronous)
@@ -617,6 +638,8 @@ class Consumer:
                     # user thread's polls would starve us. Commits happen on the
                     # polling thread (_fetch, rebalance callbacks, close).
                     self._flush_settlements()
+                    if self._writer.transactional and self._writer.has_pending:
+                        self._run_transaction()
                     now = time.monotonic()
                     if now >= next_config:
                         next_config = now + CONFIG_CHECK_S
@@ -657,10 +680,15 @@ class Consumer:
                     next(m for m in mine if m.partition == tp.partition).offset = starts[tp.partition]
         with self._lock:
             self._assigned = {tp.partition for tp in mine}
+            if self._writer.transactional:
+                # Transactional commits carry the group's generation (KIP-447 fencing).
+                self._group_metadata = kc.consumer_group_metadata()
         kc.assign(mine)
 
     def _on_revoke(self, kc: KafkaConsumer, partitions: list[TopicPartition]) -> None:
         # Commit what is durable before another member takes the partitions over.
+        with self._lock:
+            self._flush_settlements()
         self._producer.flush(5.0)
         with self._lock:
             self._advance_commits(asynchronous=False)

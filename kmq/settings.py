@@ -122,6 +122,9 @@ class Settings:
     admin_token: str = _setting(
         "", "KMQ_ADMIN_TOKEN", "The admin token (may do anything); required when KMQ_AUTH=on")
     token: str = _setting("", "KMQ_TOKEN", "The token this SDK/CLI process presents")
+    transactional_starts: str = _setting(
+        "off", "KMQ_TRANSACTIONAL_STARTS",
+        "`on`: consumers write START markers and commit offsets in one Kafka transaction")
     tracker_fetch_wait_ms: int = _setting(
         0, "KMQ_TRACKER_FETCH_WAIT_MS",
         "Tracker's longest wait for markers in one fetch (0: 20 embedded, 500 production)")
@@ -147,6 +150,8 @@ class Settings:
             raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
         if self.auth not in ("on", "off"):
             raise ConfigError(f"KMQ_AUTH={self.auth!r}: use on or off")
+        if self.transactional_starts not in ("on", "off"):
+            raise ConfigError(f"KMQ_TRANSACTIONAL_STARTS={self.transactional_starts!r}: use on or off")
         if self.auth == "on" and len(self.admin_token) < 16:
             raise ConfigError("KMQ_AUTH=on needs KMQ_ADMIN_TOKEN of at least 16 characters "
                               "(e.g. from `python -c 'import kmq.tenancy as t; print(t.new_token())'`)")

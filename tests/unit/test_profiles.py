@@ -164,7 +164,8 @@ def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
     consumers: list = []
     producers: list = []
     monkeypatch.setattr(kmq.consumer, "KafkaConsumer", capture(consumers, then_raise=False))
-    monkeypatch.setattr(kmq.consumer, "Producer", capture(producers, then_raise=True))
+    import kmq.marker_writer
+    monkeypatch.setattr(kmq.marker_writer, "Producer", capture(producers, then_raise=True))
     s = production()
     with pytest.raises(Captured):
         kmq.consumer.Consumer(s, "orders", queue_topic_partitions=8, markers_topic_partitions=8)

@@ -1,0 +1,143 @@
+"""Writing a consumer's marker records, plainly or in Kafka transactions.
+
+Plain (the default): records are produced at once by an idempotent producer;
+the consumer commits its source offsets once the STARTs covering them are
+acknowledged. A consumer that dies between the two leaves a START whose
+offsets were not committed: the group fetches those messages again *and* the
+tracker redelivers them (seed 003's "consumer dies between START and
+commit").
+
+Transactional (``KMQ_TRANSACTIONAL_STARTS=on``): markers gather for up to a
+flush interval and go out in one transaction together with the source
+offsets their STARTs cover (``send_offsets_to_transaction``). Either both
+happen or neither, so that window is closed; the tracker reads markers
+read_committed. The cost is a transaction per flush interval and
+acknowledgements that become durable at the transaction's commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Callable
+
+from confluent_kafka import KafkaException, Producer, TopicPartition
+
+from kmq import markers as M
+from kmq import profiles
+from kmq.errors import DeliveryError
+from kmq.settings import Settings
+
+log = logging.getLogger("kmq.consumer")
+
+TRANSACTION_TIMEOUT_S = 30.0
+
+
+class MarkerWriter:
+    """One queue's marker producer; ``confirm`` entries are ``[end_offset, durable]`` lists."""
+
+    def __init__(self, settings: Settings, queue: str, markers_partition: int,
+                 transactional: bool, on_error: Callable[[BaseException], None]) -> None:
+        self.transactional = transactional
+        self._topic = settings.markers_topic
+        self._partition = markers_partition
+        self._key = queue.encode()
+        self._queue = queue
+        self._on_error = on_error
+        conf: dict[str, Any] = {**profiles.producer_config(settings), "linger.ms": 2}
+        if transactional:
+            conf["transactional.id"] = f"{settings.group_id(queue)}.{uuid.uuid4().hex[:12]}"
+            conf["transaction.timeout.ms"] = max(60000, conf.get("message.timeout.ms", 0))
+        self.producer = Producer(conf)
+        if transactional:
+            self.producer.init_transactions(TRANSACTION_TIMEOUT_S)
+        self._pending: list[M.Marker] = []
+        self._pending_confirm: list[list] = []
+        self.records = 0
+
+    # -- plain ---------------------------------------------------------------------
+
+    def send(self, markers: list[M.Marker], confirm: list[list],
+             on_confirmed: Callable[[], None]) -> None:
+        """Write ``markers``; mark ``confirm`` durable once they are (now, or at the next commit)."""
+        if self.transactional:
+            self._pending += markers
+            self._pending_confirm += confirm
+            return
+        value = M.encode(markers)
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                self._on_error(DeliveryError(
+                    f"marker record for queue {self._queue!r} was not written: {err}"))
+                return
+            for entry in confirm:
+                entry[1] = True
+            if confirm:
+                on_confirmed()
+
+        self._produce(value, delivered)
+
+    def _produce(self, value: bytes, on_delivery: Callable | None = None) -> None:
+        while True:
+            try:
+                self.producer.produce(self._topic, value, self._key, partition=self._partition,
+                                      on_delivery=on_delivery)
+                break
+            except BufferError:
+                self.producer.poll(0.01)
+        self.records += 1
+
+    # -- transactional ----------------------------------------------------------------
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending or self._pending_confirm)
+
+    def commit(self, offsets_for: Callable[[], tuple[list[TopicPartition], Callable[[], None]]],
+               group_metadata: Any) -> list[TopicPartition]:
+        """One transaction: the pending markers and the source offsets they make committable.
+
+        ``offsets_for`` is called once the pending STARTs count as durable (they
+        are in this transaction) and returns the offsets to commit with them
+        and a function that forgets those offsets once committed. On an
+        abortable error the transaction is aborted and everything stays
+        pending for the next one. Returns the offsets committed.
+        """
+        markers, confirm = self._pending, self._pending_confirm
+        self._pending, self._pending_confirm = [], []
+        for entry in confirm:
+            entry[1] = True
+        offsets, forget = offsets_for()
+        if not markers and not offsets:
+            return []
+        try:
+            self.producer.begin_transaction()
+            for i in range(0, len(markers), 1000):
+                self._produce(M.encode(markers[i:i + 1000]))
+            if offsets and group_metadata is not None:
+                self.producer.send_offsets_to_transaction(offsets, group_metadata,
+                                                          TRANSACTION_TIMEOUT_S)
+            self.producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+            forget()
+            return offsets
+        except KafkaException as exc:
+            err = exc.args[0]
+            for entry in confirm:
+                entry[1] = False
+            self._pending = markers + self._pending
+            self._pending_confirm = confirm + self._pending_confirm
+            if err.txn_requires_abort():
+                log.warning("queue %s: marker transaction aborted, will retry: %s", self._queue, err)
+                self.producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+                raise RetryTransaction() from exc
+            if err.retriable():
+                raise RetryTransaction() from exc
+            raise DeliveryError(f"marker transaction of queue {self._queue!r} failed: {err}") from exc
+
+    def flush(self, timeout_s: float) -> int:
+        return self.producer.flush(timeout_s)
+
+
+class RetryTransaction(Exception):
+    """The transaction did not commit; its markers and offsets wait for the next one."""
