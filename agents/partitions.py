@@ -7,10 +7,13 @@ tick handshake between timer and agent, and counters for the views.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from kmq.clock import PartitionClock
+from kmq.gauges import GaugedStore, QueueGauges
+from kmq.rates import RateWindow
 from kmq.state import PartitionState
 from tables.store import TableStore
 
@@ -28,6 +31,15 @@ class OwnedPartition:
     last_tick_ms: int = 0
     malformed: int = 0
     counters: Counter = field(default_factory=Counter)  # (queue, what) -> messages
+    # Views (agents/queue_stats.py): gauges follow every table write; rates per time bucket.
+    gauges: QueueGauges = field(default_factory=QueueGauges)
+    rates: RateWindow = field(default_factory=RateWindow)
+    gauges_built: bool = False  # rebuilt from the table on the first event after assignment
+
+    def count(self, queue: str, what: str, n: int) -> None:
+        """Count ``n`` messages of ``queue`` that ``what`` happened to (counters and rates)."""
+        self.counters[(queue, what)] += n
+        self.rates.add((queue, what), n, time.time())
 
 
 class OwnedPartitions(dict):
@@ -41,7 +53,9 @@ class OwnedPartitions(dict):
         part = self.get(partition)
         if part is None:
             store = TableStore(partition, self.num_partitions)
-            part = self[partition] = OwnedPartition(partition, PartitionState(store))
+            gauges = QueueGauges()
+            part = self[partition] = OwnedPartition(
+                partition, PartitionState(GaugedStore(store, gauges)), gauges=gauges)
         return part
 
     def totals(self) -> Counter:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from agents import queue_stats
 from agents.partitions import OwnedPartitions
 from agents.redeliver import Execution, Redeliverer
 from app import app, settings
@@ -38,6 +39,8 @@ async def track_markers(stream):
     async for event in stream.events():
         msg = event.message
         part = owned.get_or_create(msg.partition)
+        if not part.gauges_built:
+            queue_stats.build_gauges(part)  # after (re)assignment: the table is recovered now
         try:
             batch = M.decode(event.value)
         except MarkerDecodeError as exc:
@@ -58,7 +61,7 @@ async def track_markers(stream):
                     continue
             applied = part.state.apply(marker, now_ms)
             if applied is not None:
-                part.counters[(applied.queue, applied.what)] += applied.count
+                part.count(applied.queue, applied.what, applied.count)
             if isinstance(marker, M.Purge):
                 # After forgetting, so nothing republished before is above the point.
                 await redeliverer.record_purge_point(marker.queue)
@@ -107,7 +110,7 @@ async def _tick(part, tick: M.Tick) -> None:
             return
     part.state.settle(due, done.deferred)
     for queue, what, n in done.outcomes:
-        part.counters[(queue, what)] += n
+        part.count(queue, what, n)
 
 
 async def _mark_attempts(part, due):

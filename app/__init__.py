@@ -45,7 +45,7 @@ class TrackerApp(faust.App):
 
 app = TrackerApp(
     settings.app_id,
-    autodiscover=["agents", "app.views", "app.commands"],
+    autodiscover=["agents", "app.views", "app.api", "app.dashboard", "app.metrics", "app.commands"],
     origin="app",
     **faust_options(settings),
 )

@@ -1,4 +1,8 @@
-"""Web views of the tracker (JSON)."""
+"""Web views of the tracker for checks (JSON): counters since start, table digests.
+
+The API proper (queues, health, readiness) is app/api.py; the dashboard app/dashboard.py;
+Prometheus metrics app/metrics.py.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,19 @@ from agents.track_markers import owned
 from app import app, settings
 
 
-@app.page("/kmq/health")
-async def health(web, request):
-    """Liveness and what this worker owns."""
-    return web.json({"status": "ok", "partitions": sorted(owned),
-                     "malformed_markers": sum(p.malformed for p in owned.values())})
-
-
 @app.page("/kmq/stats")
 async def stats(web, request):
-    """Counters per queue from the partitions this worker owns (since it started)."""
+    """Counters per queue from the partitions this worker owns (since it started).
+
+    Names every queue: with auth on it needs the admin token.
+    """
+    from app.api import caller_of, denied
+    from kmq.errors import PermissionDeniedError
+    from kmq.tenancy import require_admin
+    try:
+        require_admin(caller_of(request), "/kmq/stats")
+    except PermissionDeniedError as exc:
+        return denied(web, exc)
     per_queue: dict[str, dict[str, int]] = {}
     for (queue, what), n in owned.totals().items():
         per_queue.setdefault(queue, {})[what] = n

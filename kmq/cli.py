@@ -2,6 +2,8 @@
 
 ``kmq dev`` is the README's main job: embedded broker + tracker worker +
 web view + a demo workload; Ctrl-C stops everything it started.
+``kmq send | receive | stats | dlq`` (kmq/cli_ops.py) and ``kmq bench``
+(kmq/cli_bench.py) are the everyday tools; ``kmq spark`` the report jobs.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
         tracker = TrackerProcess(settings, work / "tracker.log").start(wait=False)
         click.echo(f"tracker    faust -A app worker (pid {tracker.process.pid}; log {tracker.log_path})")
         tracker.wait_ready(timeout_s=120)
-        click.echo(f"web view   {tracker.url}/kmq/stats   {tracker.url}/kmq/health")
+        click.echo(f"web view   {tracker.url}/kmq/ui   (API {tracker.url}/kmq/api/queues, "
+                   f"metrics {tracker.url}/metrics)")
         if demo and not stop.is_set():
             from kmq.demo import run_demo
             click.echo("demo       sending to orders, emails, payments ...")
@@ -104,6 +107,12 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
 
+
+# `kmq send | receive | stats | dlq | bench` (rich is imported when they print).
+from kmq.cli_bench import bench as _bench  # noqa: E402
+from kmq.cli_ops import COMMANDS as _ops  # noqa: E402
+for _command in (*_ops, _bench):
+    main.add_command(_command)
 
 # `kmq spark ...` (click only here; pyspark is imported when a job runs).
 from kmq.spark.cli import spark as _spark  # noqa: E402

@@ -128,6 +128,17 @@ class Settings:
     tracker_fetch_wait_ms: int = _setting(
         0, "KMQ_TRACKER_FETCH_WAIT_MS",
         "Tracker's longest wait for markers in one fetch (0: 20 embedded, 500 production)")
+    stats_refresh_ms: int = _setting(
+        2000, "KMQ_STATS_REFRESH_MS",
+        "How often a tracker worker re-reads queue depth and dead letters while its views are watched")
+    stats_scan_limit: int = _setting(
+        200_000, "KMQ_STATS_SCAN_LIMIT",
+        "Most records per queue-topic partition the depth scan reads back from the end "
+        "(a deeper backlog is shown as a lower bound)")
+    metrics_top_queues: int = _setting(
+        100, "KMQ_METRICS_TOP_QUEUES",
+        "Queues with their own label in /metrics per worker (the busiest); the rest are summed "
+        "as queue=\"~other\"")
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:

@@ -1,0 +1,402 @@
+"""Queue depth, sends and current dead letters, read from Kafka by a background thread.
+
+The tracker sees consumers' markers, not sends, so what is *waiting* in a
+queue comes from the queue topic itself. Many queues share a partition, so
+``end offset - committed offset`` would count other queues' records too;
+instead each pass of :class:`QueueScanner` reads, per queue-topic partition
+that holds queues this worker owns, the records from the lowest queue
+position to the partition's true end (end of fetch, not ListOffsets, see
+BROKER.md) and counts keys:
+
+- **depth** of a queue: its records at or above its position, where the
+  position is the highest START end the tracker saw on that partition
+  (consumers fetched everything below), else the consumer group's committed
+  offset, else the log start; never below the queue's purge point. Exact
+  when the pass reached back to the position; a pass reads at most
+  ``scan_limit`` records back from the end, so a deeper backlog is reported
+  as a lower bound with ``exact=False``.
+- **sent**: records of the queue appended since the previous pass (sends,
+  delayed sends when due, redeliveries, redrives), counted once each.
+- **dead letters** now on the dead-letter topic (not redriven, not purged),
+  folded incrementally from the dead-letter partitions (``kmq.deadletters``
+  events).
+
+A pass costs a read of the backlog plus what was appended since the last
+pass, so passes run only while somebody looks (a view or a metrics scrape in
+the last :data:`IDLE_S` seconds), every ``refresh_s``. Unknown queues on a
+partition (sent to, never consumed or configured) are found by their keys
+when queue and markers topics have equal partition counts (the default).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import AdminClient
+
+from kmq.deadletters import CONTROL, CONTROL_OFFSET
+from kmq.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
+from kmq.queue_config import QueueConfig
+from kmq.rates import RateWindow
+from kmq.settings import Settings
+
+log = logging.getLogger("kmq.tracker.queue_scan")
+
+IDLE_S = 300.0          # passes stop this long after the last view or scrape
+COMMITTED_TTL_S = 30.0  # committed offsets of queues without a START watermark
+GROUPS_TTL_S = 30.0     # consumer-group listing (finds queues by group name)
+PASS_TIMEOUT_S = 60.0
+MAX_KEY_CACHE = 100_000
+
+
+@dataclass(frozen=True)
+class Depth:
+    """Waiting records of one queue: ``exact`` False means at least ``records``."""
+
+    records: int
+    exact: bool
+
+
+@dataclass
+class ScanResult:
+    depth: dict[str, Depth] = field(default_factory=dict)
+    dead_letters: dict[str, int] = field(default_factory=dict)
+
+
+class QueueScanner:
+    """One background thread per worker; read :attr:`result` and :attr:`sent` from any thread."""
+
+    def __init__(self, settings: Settings, *, owned: Callable[[], set[int]],
+                 known_queues: Callable[[], set[str]],
+                 started_upto: Callable[[str, int], int | None],
+                 config: Callable[[str], QueueConfig],
+                 refresh_s: float = 2.0, scan_limit: int = 200_000) -> None:
+        self.settings = settings
+        self._owned = owned
+        self._known = known_queues
+        self._started_upto = started_upto
+        self._config = config
+        self.refresh_s = refresh_s
+        self.scan_limit = scan_limit
+        self.result = ScanResult()
+        self.sent: Counter[str] = Counter()  # since this worker started counting
+        self._sent_rates = RateWindow()
+        self._lock = threading.Lock()  # sent and _sent_rates: written here, read by views
+        self.passes = 0
+        self.last_error = ""
+        self._wanted_until = 0.0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reader: Consumer | None = None
+        self._dlq_reader: Consumer | None = None
+        self._admin: AdminClient | None = None
+        self._queue_parts: int | None = None
+        self._prev_end: dict[int, int] = {}
+        self._discovered: set[str] = set()
+        self._key_cache: dict[bytes, str | None] = {}
+        self._cache_owned: set[int] = set()
+        self._committed: dict[str, tuple[float, dict[int, int]]] = {}
+        self._groups: tuple[float, set[str]] = (0.0, set())
+        # dead-letter fold: partition -> next offset; queue -> offsets of its current letters
+        self._dlq_next: dict[int, int] = {}
+        self._letters: dict[str, set[int]] = {}
+
+    # -- control ------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kmq-queue-scan", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def want(self) -> None:
+        """Somebody looked: keep passes running for the next :data:`IDLE_S` seconds."""
+        idle = time.monotonic() >= self._wanted_until
+        self._wanted_until = time.monotonic() + IDLE_S
+        if idle:
+            self._wake.set()
+
+    @property
+    def active(self) -> bool:
+        return time.monotonic() < self._wanted_until
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.active:
+                try:
+                    self._pass()
+                    self.passes += 1
+                    self.last_error = ""
+                except Exception as exc:  # a broker blip: report it, try again next round
+                    log.warning("queue scan failed: %s", exc)
+                    self.last_error = str(exc)
+            self._wake.wait(self.refresh_s if self.active else IDLE_S)
+            self._wake.clear()
+
+    def sent_window(self, window_s: float, now_s: float) -> Counter:
+        """Records appended per queue in the last ``window_s`` (bucket-aligned, see RateWindow)."""
+        with self._lock:
+            return Counter({q: n for (q, _), n in self._sent_rates.window(window_s, now_s).items()})
+
+    def sent_history(self, now_s: float, keep: Callable[[str], bool]) -> dict[int, Counter]:
+        with self._lock:
+            return self._sent_rates.history(now_s, keep=lambda k: keep(k[0]))
+
+    # -- one pass -------------------------------------------------------------------
+
+    def _pass(self) -> None:
+        owned = self._owned()
+        mparts = self.settings.markers_partitions
+        qparts = self._get_queue_parts()
+        mine = lambda q: markers_partition(q, mparts) in owned  # noqa: E731
+        queues = {q for q in self._known() | self._discovered | self._group_queues() if mine(q)}
+        # (queue, partition) -> position; partitions to read
+        positions: dict[tuple[str, int], int] = {}
+        for q in queues:
+            cfg = self._config(q)
+            for p in queue_partitions(q, qparts, cfg.spread):
+                positions[(q, p)] = max(self._position(q, p), cfg.purged_before.get(p, 0))
+        parts = {p for _, p in positions}
+        if qparts == mparts:
+            parts |= owned  # queues nobody consumed yet are found by their keys
+        depth, exact = self._scan_queue_topic(parts, positions, owned)
+        self._discovered = {q for q in self._discovered | set(depth) if mine(q)}
+        dead = self._fold_dead_letters()
+        result = ScanResult()
+        for q in queues | set(depth):
+            if mine(q):
+                result.depth[q] = Depth(depth.get(q, 0), exact.get(q, True))
+        result.dead_letters = {q: len(s) for q, s in dead.items() if s and mine(q)}
+        self.result = result
+
+    def _position(self, queue: str, partition: int) -> int:
+        upto = self._started_upto(queue, partition)
+        committed = self._committed_offsets(queue).get(partition, -1) if upto is None else -1
+        return max(upto if upto is not None else -1, committed, 0)
+
+    def _scan_queue_topic(self, parts: set[int], positions: dict[tuple[str, int], int],
+                          owned: set[int]) -> tuple[Counter, dict[str, bool]]:
+        topic = self.settings.queue_topic
+        reader = self._get_reader()
+        by_part: dict[int, list[int]] = {}
+        for (_, p), pos in positions.items():
+            by_part.setdefault(p, []).append(pos)
+        starts: dict[int, int] = {}
+        lows: dict[int, int] = {}
+        for p in parts:
+            low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            low = max(0, low)
+            prev = self._prev_end.get(p)
+            if p in by_part:
+                want = min(by_part[p] + ([prev] if prev is not None else []))
+            else:  # no known queue here: look for new keys (from the log start the first time)
+                want = low if prev is None else prev
+            # ListOffsets may undercount (BROKER.md): only a bound for the cap.
+            starts[p] = max(low, want, high - self.scan_limit)
+            lows[p] = low
+        depth: Counter = Counter()
+        sent: Counter = Counter()
+        exact: dict[str, bool] = {}
+        for (q, p), pos in positions.items():
+            if pos < starts[p]:
+                exact[q] = False
+        if not parts:
+            return depth, exact
+        reader.assign([TopicPartition(topic, p, starts[p]) for p in parts])
+        open_parts = set(parts)
+        ends: dict[int, int] = {}
+        if owned != self._cache_owned:
+            self._key_cache.clear()  # _queue_of depends on what this worker owns
+            self._cache_owned = set(owned)
+        cache = self._key_cache
+        mparts = self.settings.markers_partitions
+        deadline = time.monotonic() + PASS_TIMEOUT_S
+        try:
+            while open_parts:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"could not read {topic} to its end within {PASS_TIMEOUT_S:g}s")
+                for m in reader.consume(10_000, 0.2):
+                    p = m.partition()
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            open_parts.discard(p)
+                            ends[p] = m.offset()
+                        continue
+                    key = m.key()
+                    q = cache.get(key, False)
+                    if q is False:
+                        q = _queue_of(key, owned, mparts)
+                        if len(cache) > MAX_KEY_CACHE:
+                            cache.clear()
+                        cache[key] = q
+                    if q is None:
+                        continue
+                    o = m.offset()
+                    pos = positions.get((q, p))
+                    if pos is None:  # found by its key: nothing known, count from the log start
+                        pos = positions[(q, p)] = lows[p]
+                        if starts[p] > lows[p]:
+                            exact[q] = False
+                    if o >= pos:
+                        depth[q] += 1
+                    prev = self._prev_end.get(p)
+                    if prev is not None and o >= prev:
+                        sent[q] += 1
+        finally:
+            reader.unassign()
+        now = time.time()
+        with self._lock:
+            for q, n in sent.items():
+                self.sent[q] += n
+                self._sent_rates.add((q, "sent"), n, now)
+        for p, end in ends.items():
+            self._prev_end[p] = end
+        for p in list(self._prev_end):
+            if p not in parts:
+                del self._prev_end[p]  # not ours any more: counting restarts if it comes back
+        return depth, exact
+
+    def _fold_dead_letters(self) -> dict[str, set[int]]:
+        topic = self.settings.dlq_topic
+        reader = self._get_dlq_reader()
+        parts = range(self.settings.dlq_partitions)
+        reader.assign([TopicPartition(topic, p, self._dlq_next.get(p, 0)) for p in parts])
+        open_parts = set(parts)
+        deadline = time.monotonic() + PASS_TIMEOUT_S
+        try:
+            while open_parts:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"could not read {topic} to its end within {PASS_TIMEOUT_S:g}s")
+                for m in reader.consume(5_000, 0.2):
+                    p = m.partition()
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            open_parts.discard(p)
+                        continue
+                    self._dlq_next[p] = m.offset() + 1
+                    self._fold_dead_letter(m)
+        finally:
+            reader.unassign()
+        return self._letters
+
+    def _fold_dead_letter(self, m) -> None:
+        try:
+            queue = (m.key() or b"").decode()
+        except UnicodeDecodeError:
+            return
+        control = offset = None
+        for k, v in m.headers() or ():
+            if k == CONTROL:
+                control = v
+            elif k == CONTROL_OFFSET:
+                offset = v
+        letters = self._letters.setdefault(queue, set())
+        if control is None:
+            letters.add(m.offset())
+        elif control == b"redriven" and offset is not None:
+            letters.discard(int(offset))
+        elif control == b"purged" and offset is not None:
+            below = int(offset)
+            self._letters[queue] = {o for o in letters if o >= below}
+
+    # -- Kafka clients and lookups ---------------------------------------------------
+
+    def _committed_offsets(self, queue: str) -> dict[int, int]:
+        """The queue's consumer group's committed offsets (cached, only for queues without a START)."""
+        now = time.monotonic()
+        hit = self._committed.get(queue)
+        if hit is not None and now - hit[0] < COMMITTED_TTL_S:
+            return hit[1]
+        req = ConsumerGroupTopicPartitions(self.settings.group_id(queue))
+        out: dict[int, int] = {}
+        try:
+            fut = self._get_admin().list_consumer_group_offsets([req], request_timeout=10)
+            for f in fut.values():
+                for tp in f.result(timeout=10).topic_partitions or ():
+                    if tp.topic == self.settings.queue_topic and tp.offset >= 0:
+                        out[tp.partition] = tp.offset
+        except Exception as exc:  # no such group: nothing committed
+            log.debug("committed offsets of %s: %s", queue, exc)
+        if len(self._committed) > MAX_KEY_CACHE:
+            self._committed.clear()
+        self._committed[queue] = (now, out)
+        return out
+
+    def _group_queues(self) -> set[str]:
+        """Queues that have a consumer group (``<group prefix><queue>``)."""
+        at, queues = self._groups
+        if time.monotonic() - at < GROUPS_TTL_S:
+            return queues
+        prefix = self.settings.group_prefix
+        found: set[str] = set()
+        try:
+            res = self._get_admin().list_consumer_groups(request_timeout=10).result(timeout=10)
+            for g in res.valid:
+                name = g.group_id
+                if name.startswith(prefix) and QUEUE_NAME_RE.match(name[len(prefix):]):
+                    found.add(name[len(prefix):])
+        except Exception as exc:
+            log.debug("listing consumer groups: %s", exc)
+            found = queues
+        self._groups = (time.monotonic(), found)
+        return found
+
+    def _get_queue_parts(self) -> int:
+        if self._queue_parts is None:
+            md = self._get_reader().list_topics(self.settings.queue_topic, timeout=10)
+            self._queue_parts = len(md.topics[self.settings.queue_topic].partitions)
+        return self._queue_parts
+
+    def _get_admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(self.settings.client_config())
+        return self._admin
+
+    def _new_reader(self, suffix: str, **extra) -> Consumer:
+        return Consumer({
+            **self.settings.client_config(),
+            "group.id": f"{self.settings.app_id}-{suffix}",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+            "fetch.queue.backoff.ms": 10,
+            **extra,
+        })
+
+    def _get_reader(self) -> Consumer:
+        if self._reader is None:
+            self._reader = self._new_reader("queue-scan", **{"auto.offset.reset": "earliest"})
+        return self._reader
+
+    def _get_dlq_reader(self) -> Consumer:
+        if self._dlq_reader is None:
+            # read_committed: an aborted redrive never happened
+            self._dlq_reader = self._new_reader("dlq-scan", **{"isolation.level": "read_committed",
+                                                               "auto.offset.reset": "earliest"})
+        return self._dlq_reader
+
+
+def _queue_of(key: bytes | None, owned: set[int], markers_partitions: int) -> str | None:
+    """The queue id of a queue-topic key, if it is a queue this worker owns."""
+    if not key:
+        return None
+    try:
+        q = key.decode()
+    except UnicodeDecodeError:
+        return None
+    if not QUEUE_NAME_RE.match(q) or markers_partition(q, markers_partitions) not in owned:
+        return None
+    return q

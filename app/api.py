@@ -1,0 +1,311 @@
+"""The JSON API of the tracker workers: queues, one queue's detail, health and readiness.
+
+- ``GET /kmq/health``: liveness and what this worker owns (always open).
+- ``GET /kmq/ready``: 200 once this worker can answer routed requests, else 503.
+- ``GET /kmq/api/queues?limit=&offset=&sort=&order=&prefix=``: every queue of
+  the deployment, gathered from every worker (each knows the queues of the
+  markers partitions it owns), sorted and paginated.
+- ``GET /kmq/api/queues/{queue}``: one queue, answered by the worker that owns
+  its markers partition (``topic_route``: another worker proxies the request).
+- ``GET /kmq/api/local/queues``: this worker's part of the list (workers call
+  each other).
+
+With auth on, every queue view needs ``Authorization: Bearer <token>`` (the
+admin's or the queue's tenant's): 403 otherwise. A tenant sees only its own
+queues; another tenant's queue is refused exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from agents.queue_scan import QueueScanner
+from agents.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
+from agents.track_markers import owned, redeliverer
+from app import app, settings
+from app.topics import markers_topic
+from kmq import envelope
+from kmq.deadletters import list_dead_letters
+from kmq.errors import KmqError, PermissionDeniedError
+from kmq.queue_config import QueueConfigs
+from kmq.rates import merge_histories
+from kmq.tenancy import Caller, hash_token, identify, require_queue_access
+
+log = logging.getLogger("kmq.tracker.api")
+
+MAX_LIMIT = 1000
+DETAIL_RANGES = 100
+DETAIL_DEAD_LETTERS = 20
+DELIVERY_COUNT_OFFSETS = 500  # records read back per detail request for delivery counts
+PEER_TIMEOUT_S = 10.0
+
+
+def _configs() -> QueueConfigs | None:
+    return redeliverer._configs
+
+
+scanner = QueueScanner(
+    settings,
+    owned=lambda: set(owned),
+    known_queues=lambda: set(stats.queues()),
+    started_upto=lambda q, p: (lambda part: None if part is None else part.gauges.started_upto.get((q, p)))(
+        stats.owner_part(q)),
+    config=lambda q: stats.config(q),
+    refresh_s=settings.stats_refresh_ms / 1000, scan_limit=settings.stats_scan_limit)
+stats = QueueStats(owned, scanner, _configs, settings.markers_partitions)
+_state = {"routes_warm": False, "configs": False}
+
+
+# -- start-up -------------------------------------------------------------------------
+
+@app.task
+async def start_views() -> None:
+    """Load the queue settings view, warm the producer's metadata for routing, start the scanner."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, redeliverer.config, "warm-up")
+    _state["configs"] = True
+    while not _state["routes_warm"]:
+        try:
+            # topic_route hashes with the producer's metadata: without it a routed
+            # view answers 500 (FAUST.md). Faust has no public way to ask for it.
+            await app.producer._ensure_producer().partitions_for(settings.markers_topic)
+            _state["routes_warm"] = app.producer.key_partition(settings.markers_topic, b"x") is not None
+        except Exception as exc:  # not connected yet
+            log.debug("warming metadata: %s", exc)
+        if not _state["routes_warm"]:
+            await asyncio.sleep(0.2)
+    scanner.start()
+
+
+@app.on_partitions_assigned.connect
+async def _rebuild_gauges_after_assignment(sender: Any, *args: Any, **kwargs: Any) -> None:
+    # Another worker may have changed a partition while it was not ours.
+    for part in list(owned.values()):
+        part.gauges_built = False
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+def bearer_token(request: Any) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip() or None
+    return None
+
+
+def caller_of(request: Any) -> Caller:
+    """Who asks (raises PermissionDeniedError). This worker's own KMQ_AUTH counts
+    too, so auth holds before the queues topic's ``!auth`` record is read."""
+    configs = _configs()
+    admin_hash = configs.admin_token_sha256() if configs is not None else None
+    if settings.auth_on:
+        admin_hash = admin_hash or hash_token(settings.admin_token)
+    return identify(bearer_token(request), auth_on=admin_hash is not None,
+                    admin_token_sha256=admin_hash,
+                    tenants=configs.tenants() if configs is not None else {})
+
+
+def denied(web: Any, exc: PermissionDeniedError) -> Any:
+    return web.json({"error": str(exc)}, status=403)
+
+
+def _page_params(request: Any) -> dict[str, Any]:
+    q = request.query
+    try:
+        limit = max(1, min(MAX_LIMIT, int(q.get("limit", 100))))
+        offset = max(0, int(q.get("offset", 0)))
+    except ValueError as exc:
+        raise ValueError("limit and offset must be whole numbers") from exc
+    sort = q.get("sort", "queue")
+    if sort not in SORT_FIELDS:
+        raise ValueError(f"sort={sort!r}: use one of {', '.join(SORT_FIELDS)}")
+    order = q.get("order", "asc" if sort == "queue" else "desc")
+    if order not in ("asc", "desc"):
+        raise ValueError("order must be asc or desc")
+    return {"limit": limit, "offset": offset, "sort": sort, "order": order,
+            "prefix": q.get("prefix", "")}
+
+
+def _local_page(caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    scanner.want()
+    now = time.time()
+    rows = [r for r in stats.rows(caller, now) if r["queue"].startswith(p["prefix"])]
+    names = {r["queue"] for r in rows}
+    history = stats.history(lambda q: q in names, now)
+    rows = sort_rows(rows, p["sort"], p["order"] == "desc")
+    return {"queues": rows[:p["offset"] + p["limit"]], "total": len(rows), "totals": totals_of(rows),
+            "history": {str(k): dict(v) for k, v in history.items()}, "scanned": scanner.passes > 0}
+
+
+def _history_json(history: dict[int, Any]) -> dict[str, Any]:
+    starts = sorted(history)
+    fields = ("sent", "received", "acked", "redelivered", "dead_lettered", "released", "rejected")
+    return {"bucket_s": owned_bucket_s(), "starts": starts,
+            "series": {f: [int(history[s].get(f, 0)) for s in starts] for f in fields}}
+
+
+def owned_bucket_s() -> int:
+    return next((p.rates.bucket_s for p in owned.values()), 10)
+
+
+def _peers() -> list[str]:
+    """Web URLs of the other workers that own markers partitions."""
+    me = str(app.conf.canonical_url).rstrip("/")
+    urls = []
+    for url, topics in app.router.external_topics_metadata().items():
+        if topics.get(settings.markers_topic) and str(url).rstrip("/") != me:
+            urls.append(str(url).rstrip("/"))
+    return sorted(urls)
+
+
+async def _peer_page(url: str, request: Any, p: dict[str, Any]) -> dict[str, Any]:
+    params = {"limit": str(min(MAX_LIMIT + p["offset"], p["offset"] + p["limit"])), "offset": "0",
+              "sort": p["sort"], "order": p["order"], "prefix": p["prefix"]}
+    headers = {}
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    async with app.http_client.get(f"{url}/kmq/api/local/queues", params=params, headers=headers,
+                                   timeout=PEER_TIMEOUT_S) as resp:
+        if resp.status != 200:
+            raise KmqError(f"{url} answered {resp.status}")
+        return await resp.json()
+
+
+# -- views ------------------------------------------------------------------------------
+
+@app.page("/kmq/health")
+async def health(web, request):
+    """Liveness and what this worker owns (open: no queue names or counts)."""
+    return web.json({"status": "ok", "partitions": sorted(owned), "ready": _ready(),
+                     "malformed_markers": sum(p.malformed for p in owned.values()),
+                     "scanner": {"active": scanner.active, "passes": scanner.passes,
+                                 "error": scanner.last_error}})
+
+
+def _ready() -> bool:
+    return bool(_state["routes_warm"] and _state["configs"]
+                and app.tables.recovery.completed.is_set())
+
+
+@app.page("/kmq/ready")
+async def ready(web, request):
+    """200 when this worker answers routed requests (metadata warm, tables recovered), else 503."""
+    ok = _ready()
+    return web.json({"ready": ok, "routes_warm": _state["routes_warm"]}, status=200 if ok else 503)
+
+
+@app.page("/kmq/api/local/queues")
+async def local_queues(web, request):
+    """This worker's queues (the list view gathers these from every worker)."""
+    try:
+        caller = caller_of(request)
+        p = _page_params(request)
+    except PermissionDeniedError as exc:
+        return denied(web, exc)
+    except ValueError as exc:
+        return web.json({"error": str(exc)}, status=400)
+    return web.json(_local_page(caller, p))
+
+
+@app.page("/kmq/api/queues")
+async def queues(web, request):
+    """Every queue the caller may see, from every worker: sorted, paginated, with totals."""
+    try:
+        caller = caller_of(request)
+        p = _page_params(request)
+    except PermissionDeniedError as exc:
+        return denied(web, exc)
+    except ValueError as exc:
+        return web.json({"error": str(exc)}, status=400)
+    pages = [_local_page(caller, p)]
+    peers = _peers()
+    errors = []
+    results = await asyncio.gather(*(_peer_page(u, request, p) for u in peers), return_exceptions=True)
+    for url, res in zip(peers, results):
+        if isinstance(res, BaseException):
+            errors.append(f"{url}: {res}")
+        else:
+            pages.append(res)
+    rows = sort_rows([r for pg in pages for r in pg["queues"]], p["sort"], p["order"] == "desc")
+    totals: dict[str, int] = {}
+    for pg in pages:
+        for k, v in pg["totals"].items():
+            totals[k] = totals.get(k, 0) + v
+    history = merge_histories({int(k): v for k, v in pg["history"].items()} for pg in pages)
+    return web.json({
+        "queues": rows[p["offset"]:p["offset"] + p["limit"]],
+        "total": sum(pg["total"] for pg in pages), "limit": p["limit"], "offset": p["offset"],
+        "sort": p["sort"], "order": p["order"], "totals": totals, "history": _history_json(history),
+        "workers": 1 + len(peers), "partial": bool(errors), "errors": errors,
+        "scanned": all(pg.get("scanned", True) for pg in pages),
+    })
+
+
+@app.page("/kmq/api/queues/{queue}")
+@app.topic_route(topic=markers_topic, match_info="queue")
+async def queue_detail(web, request, queue: str):
+    """One queue: its row, settings, counts since start, in-flight ranges, recent dead letters."""
+    try:
+        caller = caller_of(request)
+        cfg = stats.config(queue)
+        require_queue_access(caller, queue, cfg.tenant)
+    except PermissionDeniedError as exc:
+        return denied(web, exc)
+    scanner.want()
+    now = time.time()
+    row = stats.row(queue, now)
+    if row is None:
+        return web.json({"error": f"queue {queue!r}: not found"}, status=404)
+    n_ranges, ranges = stats.ranges(queue, DETAIL_RANGES)
+    loop = asyncio.get_running_loop()
+    await _add_delivery_counts(loop, ranges)
+    try:
+        letters = await loop.run_in_executor(None, lambda: list_dead_letters(settings, queue))
+        dead = {"count": len(letters), "recent": [_letter_json(d) for d in letters[::-1][:DETAIL_DEAD_LETTERS]]}
+    except KmqError as exc:
+        dead = {"count": None, "recent": [], "error": str(exc)}
+    return web.json({
+        **row, "owner": str(app.conf.canonical_url),
+        "config": {"visibility_timeout_s": cfg.visibility_s(settings),
+                   "max_deliveries": cfg.deliveries(settings), "spread": cfg.spread,
+                   "dead_letter": cfg.dead_letter, "backoff": cfg.backoff.to_dict()},
+        "since_start": stats.totals(queue),
+        "in_flight_ranges": ranges, "in_flight_range_count": n_ranges,
+        "dead_letters_detail": dead,
+        "history": _history_json(stats.history(lambda q: q == queue, now)),
+    })
+
+
+async def _add_delivery_counts(loop: asyncio.AbstractEventLoop, ranges: list[dict[str, Any]]) -> None:
+    """Delivery count histogram per range, from the records' headers (the tracker does not store it)."""
+    budget = DELIVERY_COUNT_OFFSETS
+    for r in ranges:
+        offsets = sorted(o for g in r["groups"] for o in g["offsets"])[:budget]
+        r["delivery_counts"] = None
+        if not offsets:
+            continue
+        budget -= len(offsets)
+        # The redeliverer's reader, on its own thread: one reader, never shared across threads.
+        recs = await loop.run_in_executor(redeliverer._executor, redeliverer._read, r["partition"], offsets)
+        counts: dict[str, int] = {}
+        for _value, headers, _ts in recs.values():
+            n = envelope.int_header(envelope.split(headers)[0], envelope.DELIVERIES, 0) + 1
+            counts[str(n)] = counts.get(str(n), 0) + 1
+        r["delivery_counts"] = counts
+        if budget <= 0:
+            break
+    for r in ranges:
+        r.setdefault("delivery_counts", None)
+        for g in r["groups"]:
+            g["offsets"] = g["offsets"][:50]
+
+
+def _letter_json(d: Any) -> dict[str, Any]:
+    return {"offset": d.offset, "id": d.id, "reason": d.reason, "detail": d.detail,
+            "deliveries": d.deliveries, "first_delivery_ms": d.first_delivery_ms,
+            "last_delivery_ms": d.last_delivery_ms, "dead_lettered_ms": d.dead_lettered_ms,
+            "value_preview": d.value[:200].decode("utf-8", errors="replace"),
+            "value_bytes": len(d.value)}
