@@ -119,7 +119,9 @@ def alpha_settled(t) -> dict | None:
     row = next((r for r in body["queues"] if r["queue"] == A), None)
     gamma = next((r for r in body["queues"] if r["queue"] == C), None)
     if row and all(row[k] == v for k, v in EXPECTED_ALPHA.items()) and gamma and \
-            (gamma["redelivered_per_min"], gamma["acked_per_min"], gamma["in_flight"], gamma["depth"]) == (1, 1, 0, 0):
+            (gamma["redelivered_per_min"], gamma["acked_per_min"], gamma["in_flight"], gamma["depth"],
+             gamma["sent_per_min"], gamma["received_per_min"]) == (1, 1, 0, 0, 2, 2):
+        # ("sent" comes from the periodic queue-topic scan: it may trail the rest)
         return body
     return None
 
