@@ -8,7 +8,7 @@ tick handshake between timer and agent, and counters for the views.
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from kmq.clock import PartitionClock
@@ -35,6 +35,8 @@ class OwnedPartition:
     gauges: QueueGauges = field(default_factory=QueueGauges)
     rates: RateWindow = field(default_factory=RateWindow)
     gauges_built: bool = False  # rebuilt from the table on the first event after assignment
+    # (messages due, seconds) of recent ticks that had something due (benchmarks, views)
+    tick_costs: deque = field(default_factory=lambda: deque(maxlen=256))
 
     def count(self, queue: str, what: str, n: int) -> None:
         """Count ``n`` messages of ``queue`` that ``what`` happened to (counters and rates)."""

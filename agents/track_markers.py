@@ -8,6 +8,7 @@ so a freshly assigned partition never redelivers what its backlog acks.
 from __future__ import annotations
 
 import logging
+import time
 
 from agents import queue_stats
 from agents.partitions import OwnedPartitions
@@ -94,6 +95,7 @@ async def _tick(part, tick: M.Tick) -> None:
     part.tick_pending = False
     part.last_tick_ms = now_ms
     due_at = now_ms if now_ms - tick.now_ms <= FRESH_TICK_MS else tick.now_ms
+    started = time.perf_counter()
     due = part.state.due(due_at, settings.redeliver_batch_limit)
     if not due:
         return
@@ -111,6 +113,7 @@ async def _tick(part, tick: M.Tick) -> None:
     part.state.settle(due, done.deferred)
     for queue, what, n in done.outcomes:
         part.count(queue, what, n)
+    part.tick_costs.append((sum(d.count for d in due), time.perf_counter() - started))
 
 
 async def _mark_attempts(part, due):

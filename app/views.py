@@ -35,3 +35,9 @@ async def state_digest(web, request):
     """Per owned partition: entry counts and a hash of the tables (recovery checks)."""
     from tables.store import partition_digest
     return web.json({str(p): partition_digest(p) for p in sorted(owned)})
+
+
+@app.page("/kmq/debug/ticks")
+async def tick_costs(web, request):
+    """Recent ticks that had work, per owned partition: [messages due, seconds]."""
+    return web.json({str(p): [list(t) for t in part.tick_costs] for p, part in sorted(owned.items())})
