@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import os
 import subprocess
 import sys
@@ -139,3 +140,45 @@ def _digest_once_settled(tracker, expect_pending):
     stable = _last_digest.get(tracker.url) == digest
     _last_digest[tracker.url] = digest
     return digest if stable else None
+
+
+def test_delayed_sends_survive_a_tracker_restart_with_an_empty_data_dir(
+        make_settings, artifacts, tmp_path, queue):
+    settings = make_settings()
+    first = TrackerProcess(settings, artifacts / "tracker-delayed-1.log").start(timeout_s=120)
+    client = kmq.Client(settings=settings)
+    try:
+        sent_at = time.time()
+        due = {client.send(queue, b"d%d" % i, delay_s=18 + i * 0.2): sent_at + 18 + i * 0.2
+               for i in range(20)}
+        client.flush()
+        wait_for(lambda: _scheduled(first) >= 20, 30, what="the delayed sends held by the tracker")
+        first.kill()
+    finally:
+        first.stop()
+    fresh = settings.replace(data_dir=str(tmp_path / "empty"))
+    second = TrackerProcess(fresh, artifacts / "tracker-delayed-2.log").start(timeout_s=120)
+    try:
+        assert time.time() < min(due.values()), "the restart took longer than the delays"
+        seen: Counter = Counter()
+        late_s: list[float] = []
+        with client.consumer(queue, visibility_timeout_s=30) as c:
+            def all_arrived():
+                for m in c.receive_batch(50, 0.1):
+                    seen[m.id] += 1
+                    assert time.time() >= due[m.id] - 0.05, "delivered before its time"
+                    late_s.append(time.time() - due[m.id])
+                    m.ack()
+                return set(seen) >= set(due)
+            wait_for(all_arrived, 60, interval_s=0.01, what="every delayed send")
+            assert c.receive(3.0) is None
+        assert set(seen.values()) == {1}, "a delayed send arrived twice"
+        assert max(late_s) < 2.0, f"late by up to {max(late_s):.2f}s"
+    finally:
+        second.stop()
+
+
+def _scheduled(tracker) -> int:
+    import urllib.request
+    with urllib.request.urlopen(tracker.url + "/kmq/debug/state", timeout=5) as r:
+        return sum(p["scheduled"] for p in json.loads(r.read()).values())
