@@ -7,7 +7,7 @@ Prometheus metrics app/metrics.py.
 from __future__ import annotations
 
 from agents.track_markers import owned
-from app import app, settings
+from app import app
 
 
 @app.page("/kmq/stats")

@@ -12,7 +12,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import click

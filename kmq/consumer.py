@@ -23,7 +23,6 @@ import logging
 import threading
 import time
 from collections import deque
-from itertools import repeat
 from typing import Any
 
 from confluent_kafka import Consumer as KafkaConsumer
@@ -32,10 +31,10 @@ from confluent_kafka import KafkaError, TopicPartition
 from kmq import markers as M
 from kmq import profiles
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
+from kmq.held import HeldRange, MessageBatch, rels_mask
+from kmq.keepalive import keepalive_round
 from kmq.marker_writer import MarkerWriter, RetryTransaction
-from kmq.message import ACKED, RELEASED, Message
-
-ACKED_RUN = bytes([ACKED])
+from kmq.message import RELEASED, Message
 from kmq.placement import markers_partition, queue_partitions, validate_queue_name
 from kmq.queue_config import QueueConfig, QueueConfigs
 from kmq.settings import Settings
@@ -44,71 +43,6 @@ log = logging.getLogger("kmq.consumer")
 
 MAX_EXTEND_S = 12 * 3600.0  # SQS's visibility ceiling
 CONFIG_CHECK_S = 0.5  # how often a consumer picks up its queue's new settings
-
-
-class HeldRange:
-    """Consumer-side view of one fetched range: its messages and what became of them.
-
-    ``recs[i]`` is the record at offset ``ref.start + rels[i]``. Records are
-    handed out in order, so ``recs[:handed]`` reached user code; ``handouts``
-    holds ``(upto, monotonic time)`` checkpoints of that progress. Message
-    objects are built only at hand-out, so they die young (cheap for the GC).
-    Rare per-message state (lapsed, explicit extends, parsed headers) lives
-    here rather than on each Message.
-    """
-
-    __slots__ = ("ref", "consumer", "acks", "recs", "rels", "state", "outstanding", "handed",
-                 "handouts", "lapsed", "holds", "meta")
-
-    def __init__(self, ref: M.RangeRef, consumer: "Consumer") -> None:
-        self.ref = ref
-        self.consumer = consumer
-        self.acks = consumer._acks
-        self.recs: list[Any] = []
-        self.rels: range | list[int] = range(0)
-        self.state = bytearray(ref.end - ref.start)  # settlement per offset (kmq.message)
-        self.outstanding = 0
-        self.handed = 0
-        self.handouts: list[tuple[int, float]] = []
-        self.lapsed: set[int] = set()
-        self.holds: dict[int, float] = {}
-        self.meta: dict[int, Any] = {}
-
-    def hand_out(self, n: int) -> list[Message]:
-        """The next ``n`` messages, recorded as handed out now."""
-        i = self.handed
-        j = min(i + n, len(self.recs))
-        out = list(map(Message, zip(self.recs[i:j], repeat(self, j - i), self.rels[i:j])))
-        self.handed = j
-        now = time.monotonic()
-        h = self.handouts
-        if h and now - h[-1][1] < 0.001:
-            h[-1] = (j, now)  # merge bursts; the later time, so an extension is never early
-        else:
-            h.append((j, now))
-        return out
-
-    def handed_at(self) -> list[float]:
-        """Monotonic hand-out time of ``recs[i]`` for each handed-out i."""
-        out: list[float] = []
-        prev = 0
-        for upto, t in list(self.handouts):
-            out.extend([t] * (upto - prev))
-            prev = upto
-        now = time.monotonic()
-        out.extend([now] * (self.handed - prev))  # a hand-out not yet checkpointed
-        return out
-
-
-def rels_mask(rels: list[int], length: int) -> int:
-    """Bit mask of distinct relative offsets, built in linear time (O(1) for a run)."""
-    lo, hi = min(rels), max(rels)
-    if hi - lo + 1 == len(rels):
-        return ((1 << len(rels)) - 1) << lo
-    ba = bytearray((length + 7) >> 3)
-    for r in rels:
-        ba[r >> 3] |= 1 << (r & 7)
-    return int.from_bytes(ba, "little")
 
 
 class Consumer:
@@ -582,45 +516,14 @@ class Consumer:
                 log.info("queue %s: commit failed: %s", self.queue, exc)
 
     def _keepalive(self) -> None:
-        """Extend held messages that are prefetched, or in user code within their budget.
-
-        A message in user code is extended while a later round could still be
-        needed, so its last extension lands at or after ``handed_at +
-        max_processing_s`` (never early, at most one round late). Once that
-        deadline has surely passed, the tracker has taken the message back: it
-        stops counting against ``max_in_flight``.
-        """
-        now = time.monotonic()
-        vis = self.visibility_timeout_s
-        budget = self.max_processing_s - vis + self.keepalive_interval_s
-        lapse_after = self.max_processing_s + 2 * self.keepalive_interval_s
-        out: list[M.Marker] = []
-        lapsed = 0
+        """Extend what this consumer still holds; count what lapsed (see kmq.keepalive)."""
+        out, lapsed = keepalive_round(
+            list(self._held.values()), now=time.monotonic(), visibility_s=self.visibility_timeout_s,
+            max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s,
+            timeout_ms=self._timeout_ms)
         for held in list(self._held.values()):
-            handed_at = held.handed_at()
-            rels = []
-            for i, rel in enumerate(held.rels):
-                if held.state[rel] or rel in held.lapsed:
-                    continue
-                if i >= len(handed_at):
-                    rels.append(rel)  # prefetched, not yet in user code
-                    continue
-                # An explicit extend() counts as a fresh hand-out at its end minus vis.
-                hold = held.holds.get(rel, 0.0)
-                age = now - max(handed_at[i], hold - vis)
-                if age <= budget:
-                    if hold <= now + vis:
-                        rels.append(rel)
-                elif age > lapse_after:
-                    # Same thread as the drain: a verb recorded before or after
-                    # this point is counted exactly once (see _settled_in).
-                    held.lapsed.add(rel)
-                    held.outstanding -= 1
-                    lapsed += 1
             if held.outstanding <= 0:
                 self._held.pop(held.ref, None)
-            if rels:
-                out.append(M.Extend(held.ref, rels_mask(rels, held.ref.length), self._timeout_ms))
         self._in_flight -= lapsed
         self.stats["lapsed"] = self.stats.get("lapsed", 0) + lapsed
         for i in range(0, len(out), 1000):
@@ -756,39 +659,6 @@ class Consumer:
     def in_flight(self) -> int:
         """Messages held: prefetched or handed out and not yet settled (as last counted)."""
         return self._in_flight
-
-
-class MessageBatch(list):
-    """Messages returned by :meth:`Consumer.receive_batch`.
-
-    A plain list of :class:`Message`, plus :meth:`ack`, which acks every
-    message of the batch not settled yet in O(1) per fetched range.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._runs: list[tuple[HeldRange, int, int]] = []  # (range, first index, end index)
-
-    def ack(self) -> int:
-        """Ack every message of this batch that is still held; returns how many."""
-        done = 0
-        for held, i, j in self._runs:
-            rels = held.rels[i:j]
-            if not rels:
-                continue
-            state = held.state
-            lo, hi = rels[0], rels[-1] + 1
-            if isinstance(rels, range) and state.count(0, lo, hi) == hi - lo:
-                state[lo:hi] = ACKED_RUN * (hi - lo)
-                held.consumer._ack_runs.append((held, lo, hi))
-                done += hi - lo
-                continue
-            for k, rel in enumerate(rels):  # mixed: some were settled one by one
-                if not state[rel]:
-                    state[rel] = ACKED
-                    held.acks.append(Message((held.recs[i + k], held, rel)))
-                    done += 1
-        return done
 
 
 def _check_positive(name: str, value: Any, limit: float) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
+from kmq.processes import terminate
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.settings import Settings
 
@@ -99,14 +99,7 @@ class TrackerProcess:
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM our worker, SIGKILL it after ``grace_s``."""
         p, self.process = self.process, None
-        if p is None or p.poll() is not None:
-            return
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        terminate(p, grace_s)
 
     def kill(self) -> None:
         """SIGKILL our worker (crash test)."""

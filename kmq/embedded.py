@@ -7,13 +7,13 @@ everything. It binds 127.0.0.1 only, on a free port unless one is given.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from kmq.processes import terminate
 from kmq.errors import BrokerUnavailableError, ConfigError
 
 
@@ -75,14 +75,7 @@ class EmbeddedBroker:
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop the broker we started (by its pid): SIGTERM, then SIGKILL after ``grace_s``."""
         p, self.process = self.process, None
-        if p is None or p.poll() is not None:
-            return
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        terminate(p, grace_s)
 
     def __enter__(self) -> "EmbeddedBroker":
         return self.start()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 
 import kmq
-from kmq import deadletters
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.usefixtures("tracker")

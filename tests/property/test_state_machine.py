@@ -10,7 +10,7 @@ that the machine dues exactly what the model says, so:
 from __future__ import annotations
 
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kmq.entries import Cause
 from kmq.markers import Ack, Extend, RangeRef, Reject, Release, Start

@@ -1,0 +1,120 @@
+"""What a consumer holds: its fetched ranges, their messages' fates, and batches handed out.
+
+A :class:`HeldRange` is the consumer-side twin of the tracker's in-flight
+entry for one fetched range; settlements of its messages are recorded here
+(one byte per offset) and sent as aggregated markers. A
+:class:`MessageBatch` is what ``receive_batch`` returns: a list of messages
+that can be acked as whole runs of a range at once.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
+
+from kmq import markers as M
+from kmq.message import ACKED, Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.consumer import Consumer
+
+ACKED_RUN = bytes([ACKED])
+
+
+class HeldRange:
+    """Consumer-side view of one fetched range: its messages and what became of them.
+
+    ``recs[i]`` is the record at offset ``ref.start + rels[i]``. Records are
+    handed out in order, so ``recs[:handed]`` reached user code; ``handouts``
+    holds ``(upto, monotonic time)`` checkpoints of that progress. Message
+    objects are built only at hand-out, so they die young (cheap for the GC).
+    Rare per-message state (lapsed, explicit extends, parsed headers) lives
+    here rather than on each Message.
+    """
+
+    __slots__ = ("ref", "consumer", "acks", "recs", "rels", "state", "outstanding", "handed",
+                 "handouts", "lapsed", "holds", "meta")
+
+    def __init__(self, ref: M.RangeRef, consumer: "Consumer") -> None:
+        self.ref = ref
+        self.consumer = consumer
+        self.acks = consumer._acks
+        self.recs: list[Any] = []
+        self.rels: range | list[int] = range(0)
+        self.state = bytearray(ref.end - ref.start)  # settlement per offset (kmq.message)
+        self.outstanding = 0
+        self.handed = 0
+        self.handouts: list[tuple[int, float]] = []
+        self.lapsed: set[int] = set()
+        self.holds: dict[int, float] = {}
+        self.meta: dict[int, Any] = {}
+
+    def hand_out(self, n: int) -> list[Message]:
+        """The next ``n`` messages, recorded as handed out now."""
+        i = self.handed
+        j = min(i + n, len(self.recs))
+        out = list(map(Message, zip(self.recs[i:j], repeat(self, j - i), self.rels[i:j])))
+        self.handed = j
+        now = time.monotonic()
+        h = self.handouts
+        if h and now - h[-1][1] < 0.001:
+            h[-1] = (j, now)  # merge bursts; the later time, so an extension is never early
+        else:
+            h.append((j, now))
+        return out
+
+    def handed_at(self) -> list[float]:
+        """Monotonic hand-out time of ``recs[i]`` for each handed-out i."""
+        out: list[float] = []
+        prev = 0
+        for upto, t in list(self.handouts):
+            out.extend([t] * (upto - prev))
+            prev = upto
+        now = time.monotonic()
+        out.extend([now] * (self.handed - prev))  # a hand-out not yet checkpointed
+        return out
+
+
+def rels_mask(rels: list[int], length: int) -> int:
+    """Bit mask of distinct relative offsets, built in linear time (O(1) for a run)."""
+    lo, hi = min(rels), max(rels)
+    if hi - lo + 1 == len(rels):
+        return ((1 << len(rels)) - 1) << lo
+    ba = bytearray((length + 7) >> 3)
+    for r in rels:
+        ba[r >> 3] |= 1 << (r & 7)
+    return int.from_bytes(ba, "little")
+
+
+class MessageBatch(list):
+    """Messages returned by :meth:`Consumer.receive_batch`.
+
+    A plain list of :class:`Message`, plus :meth:`ack`, which acks every
+    message of the batch not settled yet in O(1) per fetched range.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._runs: list[tuple[HeldRange, int, int]] = []  # (range, first index, end index)
+
+    def ack(self) -> int:
+        """Ack every message of this batch that is still held; returns how many."""
+        done = 0
+        for held, i, j in self._runs:
+            rels = held.rels[i:j]
+            if not rels:
+                continue
+            state = held.state
+            lo, hi = rels[0], rels[-1] + 1
+            if isinstance(rels, range) and state.count(0, lo, hi) == hi - lo:
+                state[lo:hi] = ACKED_RUN * (hi - lo)
+                held.consumer._ack_runs.append((held, lo, hi))
+                done += hi - lo
+                continue
+            for k, rel in enumerate(rels):  # mixed: some were settled one by one
+                if not state[rel]:
+                    state[rel] = ACKED
+                    held.acks.append(Message((held.recs[i + k], held, rel)))
+                    done += 1
+        return done

@@ -1,0 +1,53 @@
+"""The consumer's keepalive round: which held messages to extend, which have lapsed.
+
+KIP-62's split (seed 004): the visibility timeout detects a dead consumer;
+``max_processing_s`` bounds how long user code may hold a message. A live
+consumer extends every message it holds, prefetched ones without limit and
+ones in user code while a later round could still be needed, so a message's
+last extension lands at or after ``handed_at + max_processing_s`` (never
+early, at most one round late). Once that deadline has surely passed, the
+tracker has taken the message back: it has *lapsed* and stops counting
+against ``max_in_flight``. Pure: time is an argument.
+"""
+
+from __future__ import annotations
+
+from kmq import markers as M
+from kmq.held import HeldRange, rels_mask
+
+
+def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: float,
+                    max_processing_s: float, interval_s: float,
+                    timeout_ms: int) -> tuple[list[M.Marker], int]:
+    """EXTEND markers for what to keep invisible, and how many messages lapsed now.
+
+    Lapsed messages are recorded on their range (``lapsed``, ``outstanding``).
+    """
+    budget = max_processing_s - visibility_s + interval_s
+    lapse_after = max_processing_s + 2 * interval_s
+    out: list[M.Marker] = []
+    lapsed = 0
+    for held in held_ranges:
+        handed_at = held.handed_at()
+        rels = []
+        for i, rel in enumerate(held.rels):
+            if held.state[rel] or rel in held.lapsed:
+                continue
+            if i >= len(handed_at):
+                rels.append(rel)  # prefetched, not yet in user code
+                continue
+            # An explicit extend() counts as a fresh hand-out at its end minus the visibility.
+            hold = held.holds.get(rel, 0.0)
+            age = now - max(handed_at[i], hold - visibility_s)
+            if age <= budget:
+                if hold <= now + visibility_s:
+                    rels.append(rel)
+            elif age > lapse_after:
+                # Same thread as the drain: a verb recorded before or after this
+                # point is counted exactly once (see Consumer._settled_in).
+                held.lapsed.add(rel)
+                held.outstanding -= 1
+                lapsed += 1
+        if rels:
+            out.append(M.Extend(held.ref, rels_mask(rels, held.ref.length), timeout_ms))
+    return out, lapsed

@@ -1,0 +1,62 @@
+"""The consumer's keepalive round (pure: time passed in)."""
+
+from collections import deque
+from types import SimpleNamespace
+
+from kmq.held import HeldRange
+from kmq.keepalive import keepalive_round
+from kmq.markers import Extend, RangeRef
+
+R = RangeRef("q", 0, 10, 13)
+
+
+def held(handed: int, handed_at: float) -> HeldRange:
+    h = HeldRange(R, SimpleNamespace(_acks=deque()))  # the consumer only lends its ack queue
+    h.recs = [object()] * 3
+    h.rels = range(3)
+    h.outstanding = 3
+    h.handed = handed
+    h.handouts = [(handed, handed_at)] if handed else []
+    return h
+
+
+def round_at(h, now, vis=1.0, max_processing=1.0, interval=0.25):
+    return keepalive_round([h], now=now, visibility_s=vis, max_processing_s=max_processing,
+                           interval_s=interval, timeout_ms=int(vis * 1000))
+
+
+def test_prefetched_messages_are_always_extended():
+    out, lapsed = round_at(held(0, 0.0), now=1000.0)
+    assert out == [Extend(R, 0b111, 1000)] and lapsed == 0
+
+
+def test_a_handed_out_message_is_extended_once_then_lapses():
+    h = held(1, handed_at=100.0)
+    out, _ = round_at(h, now=100.1)  # the round right after the hand-out
+    assert out == [Extend(R, 0b111, 1000)]
+    out, lapsed = round_at(h, now=100.6)  # in its visibility: left alone
+    assert out == [Extend(R, 0b110, 1000)] and lapsed == 0
+    out, lapsed = round_at(h, now=101.6)  # past visibility + two rounds: the tracker has it back
+    assert lapsed == 1 and 0 in h.lapsed and h.outstanding == 2
+
+
+def test_max_processing_keeps_a_message_alive_longer():
+    h = held(1, handed_at=0.0)
+    out, lapsed = round_at(h, now=2.9, max_processing=4.0)
+    assert out == [Extend(R, 0b111, 1000)] and lapsed == 0
+    out, lapsed = round_at(h, now=3.5, max_processing=4.0)
+    assert out == [Extend(R, 0b110, 1000)]
+
+
+def test_settled_messages_are_neither_extended_nor_lapsed():
+    h = held(1, handed_at=0.0)
+    h.state[0] = 1  # acked
+    out, lapsed = round_at(h, now=50.0)
+    assert lapsed == 0 and out == [Extend(R, 0b110, 1000)]
+
+
+def test_an_explicit_extend_beyond_the_next_round_is_not_shortened():
+    h = held(1, handed_at=0.0)
+    h.holds[0] = 60.0  # extend(60) at about t=0
+    out, lapsed = round_at(h, now=0.1)
+    assert out == [Extend(R, 0b110, 1000)] and lapsed == 0
