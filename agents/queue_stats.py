@@ -37,6 +37,20 @@ EVENT_FIELD = {ev: name for name, evs in RATE_EVENTS.items() for ev in evs}
 SORT_FIELDS = ("queue", "depth", "in_flight", "scheduled", "dead_letters", "oldest_in_flight_age_s",
                *(f"{name}_per_min" for name in RATE_EVENTS))
 MINUTE_S = 60.0
+_NO_COUNTS: Counter = Counter()
+
+
+def _per_queue(window: Counter) -> dict[str, Counter]:
+    """(queue, event) counts -> queue -> row field -> count, in one pass."""
+    out: dict[str, Counter] = {}
+    for (q, ev), n in window.items():
+        field_name = EVENT_FIELD.get(ev)
+        if field_name:
+            c = out.get(q)
+            if c is None:
+                c = out[q] = Counter()
+            c[field_name] += n
+    return out
 
 
 def build_gauges(part: OwnedPartition) -> None:
@@ -99,7 +113,7 @@ class QueueStats:
                 continue
             w = windows.get(part.partition)
             if w is None:
-                w = windows[part.partition] = part.rates.window(MINUTE_S, now_s)
+                w = windows[part.partition] = _per_queue(part.rates.window(MINUTE_S, now_s))
             rows.append(self._row(q, part, cfg, w, sent, now_s))
         return rows
 
@@ -114,10 +128,11 @@ class QueueStats:
                  or (self.configs() is not None and queue in self.configs().queues()))
         if not known:
             return None
-        return self._row(queue, part, self.config(queue), part.rates.window(MINUTE_S, now_s),
+        return self._row(queue, part, self.config(queue),
+                         _per_queue(part.rates.window(MINUTE_S, now_s)),
                          self.scanner.sent_window(MINUTE_S, now_s), now_s)
 
-    def _row(self, q: str, part: OwnedPartition, cfg: QueueConfig, window: Counter,
+    def _row(self, q: str, part: OwnedPartition, cfg: QueueConfig, window: dict[str, Counter],
              sent: Counter, now_s: float) -> dict[str, Any]:
         g = part.gauges
         depth = self.scanner.result.depth.get(q)
@@ -131,9 +146,9 @@ class QueueStats:
             "oldest_in_flight_age_s": (None if oldest is None
                                        else round(max(0.0, now_s - oldest / 1000), 3)),
         }
-        for name, events in RATE_EVENTS.items():
-            n = sent.get(q, 0) if name == "sent" else sum(window.get((q, ev), 0) for ev in events)
-            row[f"{name}_per_min"] = n
+        counts = window.get(q, _NO_COUNTS)
+        for name in RATE_EVENTS:
+            row[f"{name}_per_min"] = sent.get(q, 0) if name == "sent" else counts.get(name, 0)
         return row
 
     def totals(self, queue: str) -> dict[str, int]:
@@ -205,12 +220,16 @@ def sort_rows(rows: Iterable[dict[str, Any]], sort: str, descending: bool) -> li
     return present + missing
 
 
+TOTAL_FIELDS = ("depth", "in_flight", "scheduled", "dead_letters",
+                *(f"{name}_per_min" for name in RATE_EVENTS))
+
+
 def totals_of(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
     """Sums of the numeric row fields (the list view's totals line)."""
-    out: Counter = Counter()
+    out = dict.fromkeys(TOTAL_FIELDS, 0)
     for r in rows:
-        for k, v in r.items():
-            if k not in ("markers_partition", "oldest_in_flight_age_s") and isinstance(v, int) \
-                    and not isinstance(v, bool):
+        for k in TOTAL_FIELDS:
+            v = r[k]
+            if v:
                 out[k] += v
-    return dict(out)
+    return out

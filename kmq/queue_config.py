@@ -137,6 +137,9 @@ def _check_number(name: str, value: Any, low: float, high: float) -> None:
         raise ConfigError(f"{name}={value!r} must be a number of seconds from {low:g} to {high:g}")
 
 
+DEFAULT_CONFIG = QueueConfig()  # shared: frozen, and never modified in place
+
+
 class QueueConfigs:
     """A live view of the queues topic: queue id -> :class:`QueueConfig`.
 
@@ -257,7 +260,7 @@ class QueueConfigs:
     def get(self, queue: str) -> QueueConfig:
         """The queue's configuration (defaults if it was never configured)."""
         with self._lock:
-            return self._configs.get(queue) or QueueConfig()
+            return self._configs.get(queue) or DEFAULT_CONFIG
 
     def put_local(self, queue: str, config: QueueConfig) -> None:
         """Record a configuration this process just wrote (before it is read back)."""
