@@ -203,7 +203,10 @@ class QueueScanner:
             else:  # no known queue here: look for new keys (from the log start the first time)
                 want = low if prev is None else prev
             # ListOffsets may undercount (BROKER.md): only a bound for the cap.
-            starts[p] = max(low, want, high - self.scan_limit)
+            # A position past the end (a purge point recorded on a topic since
+            # recreated) is fetched from the end instead: a fetch beyond the
+            # end may never report end-of-partition.
+            starts[p] = min(max(low, want, high - self.scan_limit), max(low, high))
             lows[p] = low
         depth: Counter = Counter()
         sent: Counter = Counter()
@@ -221,11 +224,14 @@ class QueueScanner:
             self._cache_owned = set(owned)
         cache = self._key_cache
         mparts = self.settings.markers_partitions
+        reached: dict[int, int] = {}
         deadline = time.monotonic() + PASS_TIMEOUT_S
         try:
             while open_parts:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"could not read {topic} to its end within {PASS_TIMEOUT_S:g}s")
+                    raise TimeoutError(
+                        f"could not read {topic} to its end within {PASS_TIMEOUT_S:g}s: "
+                        + _stuck(reader, topic, open_parts, starts, reached))
                 for m in reader.consume(10_000, 0.2):
                     p = m.partition()
                     err = m.error()
@@ -234,6 +240,7 @@ class QueueScanner:
                             open_parts.discard(p)
                             ends[p] = m.offset()
                         continue
+                    reached[p] = m.offset()
                     key = m.key()
                     q = cache.get(key, False)
                     if q is False:
@@ -387,6 +394,17 @@ class QueueScanner:
             self._dlq_reader = self._new_reader("dlq-scan", **{"isolation.level": "read_committed",
                                                                "auto.offset.reset": "earliest"})
         return self._dlq_reader
+
+
+def _stuck(reader: Consumer, topic: str, open_parts: set[int], starts: dict[int, int],
+           reached: dict[int, int]) -> str:
+    """Where each partition that never reached its end stopped (for the error message)."""
+    out = []
+    for p in sorted(open_parts):
+        low, high = reader.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+        out.append(f"[{p}] from {starts.get(p)} reached {reached.get(p, '-')} "
+                   f"(fetch watermarks {low}..{high})")
+    return ", ".join(out)
 
 
 def _queue_of(key: bytes | None, owned: set[int], markers_partitions: int) -> str | None:

@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -184,7 +185,10 @@ class QueueConfigs:
             self._consume(0.1, eof)
         self._thread = None
         if follow:
-            self._thread = threading.Thread(target=self._follow, name="kmq-queue-configs", daemon=True)
+            # The thread holds only a weak reference: a view dropped without
+            # close() ends its thread and lets its consumer go.
+            self._thread = threading.Thread(target=_follow, args=(weakref.ref(self),),
+                                            name="kmq-queue-configs", daemon=True)
             self._thread.start()
 
     def _consume(self, timeout_s: float, eof: set[int] | None = None) -> None:
@@ -249,14 +253,6 @@ class QueueConfigs:
         with self._lock:
             self._tenants[tenant.name] = tenant
 
-    def _follow(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._consume(0.5)
-            except Exception:  # keep following; a broker blip is retried by librdkafka
-                log.exception("reading queue configs failed")
-                self._stop.wait(1.0)
-
     def get(self, queue: str) -> QueueConfig:
         """The queue's configuration (defaults if it was never configured)."""
         with self._lock:
@@ -277,6 +273,20 @@ class QueueConfigs:
         if self._thread is not None:
             self._thread.join(5)
         self._consumer.close()
+
+
+def _follow(view_ref: "weakref.ref[QueueConfigs]") -> None:
+    """Keep a view current while it is alive and open."""
+    while True:
+        view = view_ref()
+        if view is None or view._stop.is_set():
+            return
+        try:
+            view._consume(0.5)
+        except Exception:  # keep following; a broker blip is retried by librdkafka
+            log.exception("reading queue configs failed")
+            view._stop.wait(1.0)
+        del view
 
 
 def write_config(settings: Settings, queue: str, config: QueueConfig, timeout_s: float = 15.0) -> None:

@@ -61,7 +61,8 @@ def make_settings(broker: EmbeddedBroker, tmp_path_factory) -> Callable[..., Set
         values = dict(
             bootstrap_servers=broker.bootstrap_servers, profile="embedded",
             app_id=f"kmq-test-{tag}", queue_topic=f"{tag}.queue", markers_topic=f"{tag}.markers",
-            dlq_topic=f"{tag}.dlq", queue_partitions=4, markers_partitions=4, dlq_partitions=2,
+            dlq_topic=f"{tag}.dlq", queues_topic=f"{tag}.queues", queue_partitions=4,
+            markers_partitions=4, dlq_partitions=2,
             data_dir=str(tmp_path_factory.mktemp(f"data-{tag}")), web_port=free_port(),
             max_deliveries=3, visibility_timeout_s=2.0, group_prefix=f"{tag}.",
         )
@@ -92,3 +93,19 @@ def queue(request) -> str:
     """A queue id unique to this test."""
     base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60].strip("-")
     return f"{base}-{next(_counter)}"
+
+
+@pytest.fixture
+def make_client():
+    """``kmq.Client`` factory; every client it made is closed when the test ends."""
+    import kmq
+
+    made: list = []
+
+    def make(settings: Settings):
+        made.append(kmq.Client(settings=settings))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()

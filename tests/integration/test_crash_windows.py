@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-import kmq
 from kmq.devstack import settings_env
 from tests.conftest import wait_for
 
@@ -26,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("tracker")
 
 
-def deliveries_after_death(settings, queue: str, n: int, mode: str) -> Counter:
-    client = kmq.Client(settings=settings)
+def deliveries_after_death(make_client, settings, queue: str, n: int, mode: str) -> Counter:
+    client = make_client(settings)
     ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
     client.flush()
     env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(ROOT)}
@@ -58,18 +57,18 @@ def deliveries_after_death(settings, queue: str, n: int, mode: str) -> Counter:
     return seen
 
 
-def test_plain_starts_leave_the_window_open_duplicates(shared_settings, queue):
-    seen = deliveries_after_death(shared_settings, queue, 30, "plain")
+def test_plain_starts_leave_the_window_open_duplicates(make_client, shared_settings, queue):
+    seen = deliveries_after_death(make_client, shared_settings, queue, 30, "plain")
     assert max(seen.values()) == 2  # refetched by the group and redelivered by the tracker
 
 
-def test_transactional_starts_close_the_window_no_duplicates(shared_settings, queue):
-    seen = deliveries_after_death(shared_settings, queue, 30, "transactional")
+def test_transactional_starts_close_the_window_no_duplicates(make_client, shared_settings, queue):
+    seen = deliveries_after_death(make_client, shared_settings, queue, 30, "transactional")
     assert set(seen.values()) == {1}
 
 
-def test_transactional_consumer_runs_the_whole_flow(shared_settings, queue):
-    client = kmq.Client(settings=shared_settings)
+def test_transactional_consumer_runs_the_whole_flow(make_client, shared_settings, queue):
+    client = make_client(shared_settings)
     client.send_batch(queue, [b"a", b"b", b"c"])
     client.flush()
     with client.consumer(queue, visibility_timeout_s=1.5, transactional=True) as c:

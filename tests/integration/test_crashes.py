@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-import kmq
 from kmq import markers as M
 from kmq.devstack import TrackerProcess, settings_env
 from kmq.placement import markers_partition
@@ -38,8 +37,8 @@ def drain(consumer, until, timeout_s=60.0):
 
 
 @pytest.mark.usefixtures("tracker")
-def test_a_consumer_killed_mid_batch_loses_nothing(shared_settings, queue):
-    client = kmq.Client(settings=shared_settings)
+def test_a_consumer_killed_mid_batch_loses_nothing(make_client, shared_settings, queue):
+    client = make_client(shared_settings)
     ids = client.send_batch(queue, [b"m%d" % i for i in range(300)])
     client.flush()
     env = {**os.environ, **settings_env(shared_settings), "PYTHONPATH": str(ROOT)}
@@ -60,10 +59,10 @@ def test_a_consumer_killed_mid_batch_loses_nothing(shared_settings, queue):
 
 
 def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_message(
-        make_settings, artifacts, tmp_path, queue):
+        make_client, make_settings, artifacts, tmp_path, queue):
     settings = make_settings(visibility_timeout_s=4.0, max_deliveries=5)
     first = TrackerProcess(settings, artifacts / "tracker-restart-1.log").start(timeout_s=120)
-    client = kmq.Client(settings=settings)
+    client = make_client(settings)
     try:
         ids = client.send_batch(queue, [b"m%d" % i for i in range(1000)])
         client.flush()
@@ -143,10 +142,10 @@ def _digest_once_settled(tracker, expect_pending):
 
 
 def test_delayed_sends_survive_a_tracker_restart_with_an_empty_data_dir(
-        make_settings, artifacts, tmp_path, queue):
+        make_client, make_settings, artifacts, tmp_path, queue):
     settings = make_settings()
     first = TrackerProcess(settings, artifacts / "tracker-delayed-1.log").start(timeout_s=120)
-    client = kmq.Client(settings=settings)
+    client = make_client(settings)
     try:
         sent_at = time.time()
         due = {client.send(queue, b"d%d" % i, delay_s=18 + i * 0.2): sent_at + 18 + i * 0.2

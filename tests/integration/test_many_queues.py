@@ -13,8 +13,8 @@ from kmq.placement import queue_partitions
 from tests.conftest import wait_for
 
 
-def test_interleaved_queues_each_get_exactly_their_own_messages(shared_settings, tracker, queue):
-    client = kmq.Client(settings=shared_settings)
+def test_interleaved_queues_each_get_exactly_their_own_messages(make_client, shared_settings, tracker, queue):
+    client = make_client(shared_settings)
     queues = [f"{queue}-{i}" for i in range(24)]  # 24 queues on 4 partitions: shared partitions
     sent: dict[str, set[str]] = {q: set() for q in queues}
     for round_ in range(10):
@@ -41,8 +41,8 @@ def test_interleaved_queues_each_get_exactly_their_own_messages(shared_settings,
         assert max(got[q].values()) == 1
 
 
-def test_growing_a_queues_spread_loses_nothing_in_flight_or_enqueued(shared_settings, tracker, queue):
-    client = kmq.Client(settings=shared_settings)
+def test_growing_a_queues_spread_loses_nothing_in_flight_or_enqueued(make_client, shared_settings, tracker, queue):
+    client = make_client(shared_settings)
     before = client.send_batch(queue, [b"before%d" % i for i in range(60)])
     client.flush()
     n = client.partition_count(shared_settings.queue_topic)
@@ -79,17 +79,17 @@ def test_growing_a_queues_spread_loses_nothing_in_flight_or_enqueued(shared_sett
         client.configure_queue(queue, spread=2)
 
 
-def test_tenants_reach_only_their_own_queues(make_settings, artifacts):
+def test_tenants_reach_only_their_own_queues(make_client, make_settings, artifacts):
     admin_token = "admin-" + "x" * 20
     settings = make_settings(auth="on", admin_token=admin_token)
     with TrackerProcess(settings, artifacts / "tracker-auth.log"):
-        admin = kmq.Client(settings=settings.replace(token=admin_token))
+        admin = make_client(settings.replace(token=admin_token))
         wait_for(lambda: admin.queue_configs().admin_token_sha256(), 20, what="the auth record")
         acme_token = admin.create_tenant("acme")
         beta_token = admin.create_tenant("beta")
         admin.configure_queue("acme-orders", tenant="acme")
         admin.configure_queue("beta-orders", tenant="beta")
-        acme = kmq.Client(settings=settings.replace(token=acme_token))
+        acme = make_client(settings.replace(token=acme_token))
         wait_for(lambda: "beta" in acme.queue_configs().tenants(), 20, what="tenants to propagate")
         assert acme.configure_queue("acme-orders", max_deliveries=2).max_deliveries == 2
         assert acme.dead_letters("acme-orders") == []
@@ -104,10 +104,10 @@ def test_tenants_reach_only_their_own_queues(make_settings, artifacts):
             acme.configure_queue("acme-orders", tenant="beta")
         with pytest.raises(PermissionDeniedError, match="admin token"):
             acme.create_tenant("gamma")
-        nobody = kmq.Client(settings=settings.replace(token=""))
+        nobody = make_client(settings.replace(token=""))
         with pytest.raises(PermissionDeniedError, match="requires a token"):
             nobody.dead_letters("acme-orders")
-        wrong = kmq.Client(settings=settings.replace(token="not-a-token"))
+        wrong = make_client(settings.replace(token="not-a-token"))
         with pytest.raises(PermissionDeniedError, match="not valid"):
             wrong.configure_queue("acme-orders", max_deliveries=3)
         assert beta_token != acme_token

@@ -14,7 +14,6 @@ import urllib.request
 
 import pytest
 
-import kmq
 from kmq.devstack import TrackerProcess
 from kmq.spark.changelog import inflight_state, membership_digest, tracker_changelog_topic
 from kmq.spark.session import kafka_reader
@@ -38,10 +37,10 @@ def vanish(consumer) -> None:
 
 
 def test_spark_rebuilds_exactly_the_in_flight_state_the_tracker_reports(
-        spark, make_settings, artifacts, queue):
+        make_client, spark, make_settings, artifacts, queue):
     settings = make_settings(visibility_timeout_s=600.0, max_deliveries=5)
     tracker = TrackerProcess(settings, artifacts / "tracker-spark-state.log").start(timeout_s=120)
-    client = kmq.Client(settings=settings)
+    client = make_client(settings)
     try:
         queues = [f"{queue}-a", f"{queue}-b", f"{queue}-c"]
         for q in queues:
