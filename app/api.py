@@ -197,29 +197,32 @@ async def ready(web, request):
     return web.json({"ready": ok, "routes_warm": _state["routes_warm"]}, status=200 if ok else 503)
 
 
-@app.page("/kmq/api/local/queues")
-async def local_queues(web, request):
-    """This worker's queues (the list view gathers these from every worker)."""
+def _list_request(web: Any, request: Any) -> tuple[Caller, dict[str, Any]] | Any:
+    """(caller, page parameters) of a list request, or the 403/400 answer to give instead."""
     try:
-        caller = caller_of(request)
-        p = _page_params(request)
+        return caller_of(request), _page_params(request)
     except PermissionDeniedError as exc:
         return denied(web, exc)
     except ValueError as exc:
         return web.json({"error": str(exc)}, status=400)
-    return web.json(_local_page(caller, p))
+
+
+@app.page("/kmq/api/local/queues")
+async def local_queues(web, request):
+    """This worker's queues (the list view gathers these from every worker)."""
+    asked = _list_request(web, request)
+    if not isinstance(asked, tuple):
+        return asked
+    return web.json(_local_page(*asked))
 
 
 @app.page("/kmq/api/queues")
 async def queues(web, request):
     """Every queue the caller may see, from every worker: sorted, paginated, with totals."""
-    try:
-        caller = caller_of(request)
-        p = _page_params(request)
-    except PermissionDeniedError as exc:
-        return denied(web, exc)
-    except ValueError as exc:
-        return web.json({"error": str(exc)}, status=400)
+    asked = _list_request(web, request)
+    if not isinstance(asked, tuple):
+        return asked
+    caller, p = asked
     pages = [_local_page(caller, p)]
     peers = _peers()
     errors = []
