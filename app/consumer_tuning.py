@@ -27,6 +27,8 @@ from typing import Any
 from kmq.offsets import true_end_offsets
 from kmq.settings import Settings
 
+RECOVERY_END_TIMEOUT_S = 300.0
+
 
 def apply(settings: Settings) -> None:
     """Patch Faust's worker-consumer factory once per process."""
@@ -52,8 +54,12 @@ def apply(settings: Settings) -> None:
         for tp in ends:
             by_topic.setdefault(tp.topic, []).append(tp)
         for topic, tps in by_topic.items():
+            # A long timeout: a recovery that gives up crashes the worker, and
+            # a big changelog on a loaded broker took over 30 s to answer
+            # (bench/tracker_scale, 100k entries).
             true = await loop.run_in_executor(
-                None, true_end_offsets, settings, topic, [tp.partition for tp in tps])
+                None, true_end_offsets, settings, topic, [tp.partition for tp in tps],
+                RECOVERY_END_TIMEOUT_S)
             for tp in tps:
                 ends[tp] = max(ends[tp] or 0, true[tp.partition])
         return ends

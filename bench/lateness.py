@@ -12,7 +12,7 @@ published record's timestamp minus its due time (``kmq.enqueued-ms``).
 
 ``--load`` runs a send/receive/ack workload on another queue meanwhile.
 
-    python -m bench.lateness [--messages 2000] [--seconds 10] [--load]
+    python -m bench.lateness [--messages 2000] [--seconds 10] [--runs 3] [--load]
 """
 
 from __future__ import annotations
@@ -92,6 +92,17 @@ def run(args) -> dict:
     return out
 
 
+def summarize(runs: list[dict]) -> dict:
+    """Per kind: each run's figures, and the median of each figure over the runs."""
+    out = {}
+    for name in ("redelivery", "delayed"):
+        per_run = [r[name] for r in runs]
+        out[name] = {k: statistics.median(r[k] for r in per_run) for k in per_run[0]}
+        out[name]["samples"] = sum(r["samples"] for r in per_run)
+        out[name]["runs"] = per_run
+    return out
+
+
 def _redelivery_lateness(rec, timeouts) -> float | None:
     ours, _ = envelope.split(rec.headers())
     if envelope.DELIVERIES not in ours:
@@ -141,11 +152,13 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--load", action="store_true")
+    ap.add_argument("--runs", type=int, default=3, help="each on a fresh broker and tracker")
     args = ap.parse_args()
-    res = run(args)
+    res = summarize([run(args) for _ in range(args.runs)])
     name = "lateness-load" if args.load else "lateness"
     path = save(name, {"command": f"python -m bench.lateness --messages {args.messages} "
-                                  f"--seconds {args.seconds}{' --load' if args.load else ''}", **res})
+                                  f"--seconds {args.seconds} --runs {args.runs}"
+                                  f"{' --load' if args.load else ''}", **res})
     print(f"saved {path}")
 
 

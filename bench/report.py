@@ -65,16 +65,23 @@ def throughput(r: dict) -> list[str]:
     return out
 
 
-def lateness(r: dict) -> list[str]:
+def lateness(results: dict[str, dict]) -> list[str]:
     out = ["## Redelivery and delayed-delivery lateness", "",
            "Republished record timestamp minus its deadline (redelivery) or due time (delayed",
-           "send), both on the tracker's clock.", "",
-           "| what | samples | p50 ms | p99 ms | max ms | goal p99 <= 250 ms |", "|---|---|---|---|---|---|"]
-    for what in ("redelivery", "delayed"):
-        v = r[what]
-        out.append(f"| {what} | {v['samples']} | {v['p50_ms']:.0f} | {v['p99_ms']:.0f} | {v['max_ms']:.0f} | "
-                   f"{_met(v['p99_ms'] <= 250)} |")
-    return out + ["", f"Source: {_source(r)}.", ""]
+           "send), both on the tracker's clock; `--load` adds a send/receive/ack workload on",
+           "another queue meanwhile. Medians over runs where the result holds several (each run's",
+           "p99 in brackets).", "",
+           "| what | load | samples | p50 ms | p99 ms (runs) | max ms | goal p99 <= 250 ms |",
+           "|---|---|---|---|---|---|---|"]
+    rows = [(k, v) for k, v in results.items() if k.startswith("lateness")]
+    for key, r in rows:
+        for what in ("redelivery", "delayed"):
+            v = r[what]
+            runs = " (" + ", ".join(f"{x['p99_ms']:.0f}" for x in v["runs"]) + ")" if "runs" in v else ""
+            out.append(f"| {what} | {'yes' if key.endswith('load') else 'no'} | {v['samples']} | "
+                       f"{v['p50_ms']:.0f} | {v['p99_ms']:.0f}{runs} | {v['max_ms']:.0f} | "
+                       f"{_met(v['p99_ms'] <= 250)} |")
+    return out + [""] + [f"Source: {_source(r)}." for _, r in rows] + [""]
 
 
 def tracker_scale(r: dict) -> list[str]:
@@ -96,6 +103,16 @@ def tracker_scale(r: dict) -> list[str]:
                 f"recovery <= 30 s {_met(rec <= 30)} ({rec:.1f} s)."]
     else:
         out += ["", "Goals at 1M in flight: not measured in this result file."]
+    out += ["", "Reading the curve: state is one table entry per in-flight *range*, so RSS and",
+            "recovery follow entries, not messages (RocksDB holds the entries; the worker's RSS",
+            "stays near its ~80 MB baseline up to 10k entries). Recovery includes a fixed ~10-15 s",
+            "of worker start and group join after the old worker's session expires. Each table",
+            "write costs the Faust worker ~0.3-0.5 ms (the per-key changelog path), so a burst of",
+            "100k entries (ranges of 1 or 10 messages) takes ~50 s to apply and leaves a changelog",
+            "backlog; the first tick after it waits for that backlog to be acknowledged before",
+            "republishing (its crash-safety marks must be durable first), which is the tens of",
+            "seconds in the tick column. Consumers that fetch in batches keep ranges large (the",
+            "SDK writes one START per fetched partition run), which is the 100-message row."]
     if PLOT.exists():
         out += ["", f"![tracker scale]({PLOT.relative_to(ROOT).as_posix()})"]
     return out + ["", f"Source: {_source(r)}.", ""]
@@ -165,11 +182,13 @@ def render(results: dict[str, dict]) -> str:
            "command that measured it, the machine and the time. All runs use the embedded broker",
            "(Tansu) on loopback, on a shared 2-core machine: ratios against a baseline measured in the",
            "same run are the figures to trust, absolute rates move with the neighbours.", ""]
-    sections = [("throughput", throughput), ("lateness", lateness), ("tracker_scale", tracker_scale),
+    sections = [("throughput", throughput), ("tracker_scale", tracker_scale),
                 ("queues", queues), ("fairness", fairness), ("spark_read", spark)]
     for name, fn in sections:
         if name in results:
             out += fn(results[name])
+        if name == "throughput":
+            out += lateness(results)
         if name == "queues":
             out += amplification(results)
     return "\n".join(out).rstrip() + "\n"

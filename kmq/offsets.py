@@ -37,12 +37,18 @@ def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
         for p in partitions:
             _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
             ends[p] = max(0, high)
+        listed = dict(ends)
         c.assign([TopicPartition(topic, p, max(0, ends[p] - 1)) for p in partitions])
         open_parts = set(partitions)
         deadline = time.monotonic() + timeout_s
         while open_parts:
             if time.monotonic() > deadline:
-                raise BrokerUnavailableError(f"could not find the end of {topic} within {timeout_s:g}s")
+                stuck = ", ".join(
+                    f"[{p}] listed end {listed[p]}, read to {ends[p]}, fetch watermarks "
+                    f"{c.get_watermark_offsets(TopicPartition(topic, p), cached=True)}"
+                    for p in sorted(open_parts))
+                raise BrokerUnavailableError(
+                    f"could not find the end of {topic} within {timeout_s:g}s: {stuck}")
             for rec in c.consume(1000, 0.2):
                 err = rec.error()
                 if err is None:
