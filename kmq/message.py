@@ -52,8 +52,8 @@ class Message(tuple):
 
     @property
     def value(self) -> bytes:
-        """The payload."""
-        return self[0].value()
+        """The payload (``b""`` for a record with a null value, as on its redeliveries)."""
+        return self[0].value() or b""
 
     @property
     def partition(self) -> int:

@@ -8,8 +8,12 @@ from kmq.message import Message
 class Record:
     """The few confluent_kafka.Message accessors Message reads."""
 
-    def __init__(self, headers):
+    def __init__(self, headers, value=b"v"):
         self._headers = headers
+        self._value = value
+
+    def value(self):
+        return self._value
 
     def headers(self):
         return self._headers
@@ -28,9 +32,9 @@ class Owner:
     _acks = None
 
 
-def message(headers) -> Message:
+def message(headers, value=b"v") -> Message:
     held = HeldRange(RangeRef("q", 3, 17, 18), Owner())
-    return Message((Record(headers), held, 0))
+    return Message((Record(headers, value), held, 0))
 
 
 def test_an_id_header_that_is_not_utf8_still_gives_an_id():
@@ -42,3 +46,7 @@ def test_unparsable_counts_and_times_fall_back_to_defaults():
     m = message([("kmq.deliveries", b"zz"), ("kmq.enqueued-ms", b"-x"), ("kmq.id", None), ("u", None)])
     assert m.delivery_count == 1 and m.enqueued_at_ms == 1234
     assert m.id == "3:17" and m.headers == {"u": b""}
+
+
+def test_a_null_record_value_is_an_empty_payload_like_its_redeliveries():
+    assert message([], value=None).value == b""
