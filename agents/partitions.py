@@ -44,6 +44,12 @@ class OwnedPartition:
         self.rates.add((queue, what), n, time.time())
 
 
+# Markers or records the tracker counted and did not act on (besides malformed records):
+# a marker for a range it does not hold, a START naming a queue-topic partition that
+# does not exist, a payload gone from the queue topic or too large to be written again.
+SET_ASIDE = ("unknown-range", "unknown-partition", "payload-expired", "too-large")
+
+
 class OwnedPartitions(dict):
     """partition -> OwnedPartition, created on first use."""
 
@@ -65,4 +71,12 @@ class OwnedPartitions(dict):
         out: Counter = Counter()
         for part in self.values():
             out.update(part.counters)
+        return out
+
+    def set_aside(self) -> dict[str, int]:
+        """Counts of what was set aside, by reason, on the owned partitions since assignment."""
+        out = {"malformed-marker": sum(p.malformed for p in self.values()), **dict.fromkeys(SET_ASIDE, 0)}
+        for (_queue, what), n in self.totals().items():
+            if what in out:
+                out[what] += n
         return out

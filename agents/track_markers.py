@@ -45,7 +45,7 @@ async def track_markers(stream):
         try:
             batch = M.decode(event.value)
         except MarkerDecodeError as exc:
-            await _set_aside(part, msg, exc)
+            _set_aside(part, msg, exc)
             continue
         if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
             now_ms = part.clock.observe(int(msg.timestamp * 1000))
@@ -57,6 +57,10 @@ async def track_markers(stream):
                 await _tick(part, marker)
                 continue
             if isinstance(marker, M.Start):
+                if not 0 <= marker.range.partition < settings.queue_partitions:
+                    # Nothing to read back there: the redeliverer would fail on it at every tick.
+                    part.count(marker.range.queue, "unknown-partition", marker.mask.bit_count())
+                    continue
                 marker = _unpurged(marker)
                 if marker is None:
                     continue
@@ -93,6 +97,10 @@ async def _tick(part, tick: M.Tick) -> None:
     """
     now_ms = part.clock.observe(tick.now_ms)
     part.tick_pending = False
+    try:
+        await redeliverer.flush_set_aside()
+    except DeliveryError as exc:
+        log.warning("setting malformed markers aside: %s", exc)
     part.last_tick_ms = now_ms
     due_at = now_ms if now_ms - tick.now_ms <= FRESH_TICK_MS else tick.now_ms
     started = time.perf_counter()
@@ -144,13 +152,11 @@ async def _mark_attempts(part, due):
             {r: v for r, v in prior_ranges.items() if v[0] >= 0}, marked)
 
 
-async def _set_aside(part, msg, exc: MarkerDecodeError) -> None:
+def _set_aside(part, msg, exc: MarkerDecodeError) -> None:
     part.malformed += 1
-    log.warning("markers partition %d offset %d: %s; set aside on %s", msg.partition, msg.offset,
-                exc.reason, settings.dlq_topic)
+    if part.malformed <= 10 or part.malformed % 1000 == 0:  # a flood must not flood the log
+        log.warning("markers partition %d offset %d: %s; set aside on %s (%d so far)", msg.partition,
+                    msg.offset, exc.reason, settings.dlq_topic, part.malformed)
     headers = [("kmq.dlq.reason", b"malformed-marker"), ("kmq.dlq.detail", exc.reason.encode()),
                ("kmq.source", f"{settings.markers_topic}:{msg.partition}:{msg.offset}".encode())]
-    try:
-        await redeliverer.set_aside(b"!malformed-markers", exc.data, headers)
-    except DeliveryError as err:
-        log.warning("could not set aside malformed marker: %s", err)
+    redeliverer.set_aside(b"!malformed-markers", exc.data, headers)

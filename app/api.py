@@ -181,6 +181,7 @@ async def health(web, request):
     """Liveness and what this worker owns (open: no queue names or counts)."""
     return web.json({"status": "ok", "partitions": sorted(owned), "ready": _ready(),
                      "malformed_markers": sum(p.malformed for p in owned.values()),
+                     "set_aside": owned.set_aside(),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "error": scanner.last_error}})
 
