@@ -3,6 +3,15 @@
 Concurrency 1, one event per marker record, in partition order: a TICK
 appended after a backlog is handled only once the backlog before it is,
 so a freshly assigned partition never redelivers what its backlog acks.
+
+Each record is applied once. Faust commits the markers offsets now and then,
+while table changes reach the changelog as they happen, so a worker that takes
+over a partition (after a crash) is handed records whose changes its restored
+table already holds. Applying them again would do harm: a replayed START
+brings back offsets since acked or republished, and a replayed TICK
+republishes them. After each record the table records its offset (same
+changelog, so a restored table says which records it holds); older ones are
+skipped.
 """
 
 from __future__ import annotations
@@ -42,35 +51,45 @@ async def track_markers(stream):
         part = owned.get_or_create(msg.partition)
         if not part.gauges_built:
             queue_stats.build_gauges(part)  # after (re)assignment: the table is recovered now
-        try:
-            batch = M.decode(event.value)
-        except MarkerDecodeError as exc:
-            _set_aside(part, msg, exc)
+        if msg.offset <= part.applied_upto():
+            part.replayed += 1  # its changes are in the table already
             continue
-        if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
-            now_ms = part.clock.observe(int(msg.timestamp * 1000))
-        else:
-            # A consumer's clock is not ours to trust (seed 003): marker time only.
-            now_ms = part.clock.now_ms()
-        for marker in batch:
-            if isinstance(marker, M.Tick):
-                await _tick(part, marker)
+        await _apply(part, event)
+        part.mark_applied(msg.offset)
+
+
+async def _apply(part, event) -> None:
+    """Apply one marker record of ``part``."""
+    msg = event.message
+    try:
+        batch = M.decode(event.value)
+    except MarkerDecodeError as exc:
+        _set_aside(part, msg, exc)
+        return
+    if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
+        now_ms = part.clock.observe(int(msg.timestamp * 1000))
+    else:
+        # A consumer's clock is not ours to trust (seed 003): marker time only.
+        now_ms = part.clock.now_ms()
+    for marker in batch:
+        if isinstance(marker, M.Tick):
+            await _tick(part, marker)
+            continue
+        if isinstance(marker, M.Start):
+            if not 0 <= marker.range.partition < settings.queue_partitions:
+                # Nothing to read back there: the redeliverer would fail on it at every tick.
+                part.count(marker.range.queue, "unknown-partition", marker.mask.bit_count())
                 continue
-            if isinstance(marker, M.Start):
-                if not 0 <= marker.range.partition < settings.queue_partitions:
-                    # Nothing to read back there: the redeliverer would fail on it at every tick.
-                    part.count(marker.range.queue, "unknown-partition", marker.mask.bit_count())
-                    continue
-                marker = _unpurged(marker)
-                if marker is None:
-                    continue
-            applied = part.state.apply(marker, now_ms)
-            if applied is not None:
-                part.count(applied.queue, applied.what, applied.count)
-            if isinstance(marker, M.Purge):
-                # After forgetting, so nothing republished before is above the point.
-                await redeliverer.record_purge_point(marker.queue)
-        part.next_deadline_ms = part.state.next_deadline_ms()
+            marker = _unpurged(marker)
+            if marker is None:
+                continue
+        applied = part.state.apply(marker, now_ms)
+        if applied is not None:
+            part.count(applied.queue, applied.what, applied.count)
+        if isinstance(marker, M.Purge):
+            # After forgetting, so nothing republished before is above the point.
+            await redeliverer.record_purge_point(marker.queue)
+    part.next_deadline_ms = part.state.next_deadline_ms()
 
 
 def _unpurged(start: M.Start) -> M.Start | None:
