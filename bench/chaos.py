@@ -65,6 +65,9 @@ class ChaosConfig:
     quiet_s: float = 10.0
     seed: int = 7
     prefix: str = "chaos"
+    # The first this many queues' consumers write STARTs and offset commits in one
+    # transaction (each consumer slot with a stable transactional id); the rest plainly.
+    transactional_queues: int = 1
 
 
 @dataclass
@@ -73,6 +76,7 @@ class Child:
 
     name: str
     queue: str
+    slot: str
     log_path: Path
     popen: subprocess.Popen
     ending: str = "running"
@@ -102,20 +106,26 @@ class Harness:
     def _event(self, kind: str, **info) -> None:
         self.events.append({"t": round(time.time(), 3), "kind": kind, **info})
 
-    def spawn(self, queue: str) -> Child:
+    def transactional(self, queue: str) -> bool:
+        return self.queues.index(queue) < self.cfg.transactional_queues
+
+    def spawn(self, queue: str, slot: str | None = None) -> Child:
+        """Start a consumer; a replacement takes its predecessor's ``slot`` (its transactional id)."""
         self._spawned += 1
         name = f"{queue}-c{self._spawned}"
+        slot = slot or f"{queue}-slot{self._spawned}"
+        txn = ["--transactional-id", slot] if self.transactional(queue) else []
         log_path = self.work / "logs" / f"{name}.jsonl"
         env = {**os.environ, **settings_env(self.s), "PYTHONPATH": str(ROOT),
                "KMQ_SESSION_TIMEOUT_MS": str(self.cfg.consumer_session_timeout_ms)}
         out = open(self.work / "logs" / f"{name}.out", "wb")
         p = subprocess.Popen(
             [sys.executable, "-m", "bench.chaos_consumer", queue, str(log_path),
-             "--visibility-s", str(self.cfg.visibility_s)],
+             "--visibility-s", str(self.cfg.visibility_s), *txn],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
         out.close()
-        child = Child(name, queue, log_path, p)
+        child = Child(name, queue, slot, log_path, p)
         self.children.append(child)
         return child
 
@@ -148,7 +158,7 @@ class Harness:
             if c.popen.poll() is not None:
                 c.ending = "crashed"
                 self._event("consumer-crash", name=c.name, returncode=c.popen.returncode)
-                self.spawn(c.queue)
+                self.spawn(c.queue, c.slot)
                 n += 1
         return n
 
@@ -230,7 +240,7 @@ class Harness:
                 victim = self.rng.choice(self.running())
                 self.kill(victim)
                 if not any(e is victim for _, e in extras):
-                    self.spawn(victim.queue)
+                    self.spawn(victim.queue, victim.slot)
                 kills += 1
                 next_kill = now + self.rng.uniform(0.5, 1.5) * kill_every_s
             if tracker_plan and now >= tracker_plan[0][0]:
@@ -314,11 +324,24 @@ class Harness:
         return None
 
     def _account(self) -> dict:
-        logs = [read_log(c.log_path, c.ending) for c in self.children]
         dead = self._dead_letters()
-        sent = [i for ids in self.sent.values() for i in ids]
-        acc = account(sent, logs, dead)
-        return {"accounting": acc.summary(), "ok": not acc.violations,
+        modes = {"transactional": [q for q in self.queues if self.transactional(q)],
+                 "plain": [q for q in self.queues if not self.transactional(q)]}
+        by_mode = {}
+        for mode, queues in modes.items():
+            if queues:
+                logs = [read_log(c.log_path, c.ending) for c in self.children if c.queue in queues]
+                by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead)
+        violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
+        # Transactional STARTs close the START/commit window: nothing acked comes back at all.
+        txn = by_mode.get("transactional")
+        if txn is not None and txn.redelivered_after_durable_ack:
+            violations.append(f"transactional: {txn.redelivered_after_durable_ack} delivered after a durable ack")
+        logs = [read_log(c.log_path, c.ending) for c in self.children]
+        total = account([i for ids in self.sent.values() for i in ids], logs, dead).summary()
+        total["violations"] = violations
+        return {"accounting": total, "by_mode": {m: a.summary() for m, a in by_mode.items()},
+                "ok": not violations,
                 "processes": {e: sum(1 for c in self.children if c.ending == e)
                               for e in ("killed", "stopped", "crashed", "running")}}
 
@@ -342,17 +365,21 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=240.0, help="length of the chaos phase")
     ap.add_argument("--trackers", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--transactional-queues", type=int, default=1,
+                    help="how many queues' consumers use transactional STARTs")
     args = ap.parse_args()
     cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
                       chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
+                      transactional_queues=args.transactional_queues,
                       tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
                       rebalances=8)
     with stack(tracker=False, queue_partitions=8, markers_partitions=8,
                visibility_timeout_s=cfg.visibility_s) as (settings, _t, _b):
         result = run_chaos(settings, cfg)
-    print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting")}, indent=1))
+    print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting", "by_mode")}, indent=1))
     cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
-           f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed}")
+           f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
+           f"--transactional-queues {args.transactional_queues}")
     print(f"saved {save('chaos', {'command': cmd, **result})}")
     sys.exit(0 if result["ok"] else 1)
 

@@ -1,6 +1,6 @@
 """One consumer process of a chaos run: receive, settle, and log each step (see bench/chaos_ledger.py).
 
-    python -m bench.chaos_consumer QUEUE LOG_PATH [--release-pct 2] [--reject-pct 1]
+    python -m bench.chaos_consumer QUEUE LOG_PATH [--release-pct 2] [--reject-pct 1] [--transactional-id ID]
 
 Settings come from ``KMQ_*`` variables. Most messages are acked; a message is
 rejected if its id hashes into ``--reject-pct`` percent, released once (on its
@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--reject-pct", type=int, default=1)
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--visibility-s", type=float, default=4.0)
+    ap.add_argument("--transactional-id", help="transactional STARTs, with this stable instance id")
     args = ap.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -60,8 +61,10 @@ def main() -> None:
     log.write(e="start", pid=os.getpid())
     client = kmq.Client()
     # batch_size = what one receive_batch takes: nothing fetched waits unlogged in a buffer.
+    options = {"transactional": True, "transactional_id": args.transactional_id} \
+        if args.transactional_id else {}
     c = client.consumer(args.queue, visibility_timeout_s=args.visibility_s,
-                        max_in_flight=args.batch, batch_size=args.batch)
+                        max_in_flight=args.batch, batch_size=args.batch, **options)
     while not stop.is_set():
         batch = c.receive_batch(args.batch, timeout_s=0.5)
         if not batch:
