@@ -9,9 +9,10 @@ while table changes reach the changelog as they happen, so a worker that takes
 over a partition (after a crash) is handed records whose changes its restored
 table already holds. Applying them again would do harm: a replayed START
 brings back offsets since acked or republished, and a replayed TICK
-republishes them. After each record the table records its offset (same
-changelog, so a restored table says which records it holds); older ones are
-skipped.
+republishes them. After each record that changed it, the table records its
+offset (same changelog, so a restored table says which records it holds);
+older ones are skipped. (Records that changed nothing, e.g. malformed ones or
+idle TICKs, cost no write and are harmless to apply again.)
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ async def track_markers(stream):
         if msg.offset <= part.applied_upto():
             part.replayed += 1  # its changes are in the table already
             continue
+        writes = part.state.store.writes
         await _apply(part, event)
-        part.mark_applied(msg.offset)
+        if part.state.store.writes != writes:  # a record that changed nothing may be applied again
+            part.mark_applied(msg.offset)
 
 
 async def _apply(part, event) -> None:

@@ -88,6 +88,7 @@ def test_100k_random_and_crafted_bad_markers_are_counted_set_aside_and_traffic_f
 
 def test_odd_queue_records_and_unknown_queue_ids_are_set_aside_and_redelivery_goes_on(own_tracker, queue):
     settings = own_tracker.settings
+    before = get_json(own_tracker.url + "/kmq/health")["set_aside"]  # before anything is written
     part = queue_partitions(queue, settings.queue_partitions)[0]
     big = Producer({**settings.client_config(), "message.max.bytes": 5_000_000})
     odd = [
@@ -110,7 +111,6 @@ def test_odd_queue_records_and_unknown_queue_ids_are_set_aside_and_redelivery_go
     big.produce(settings.markers_topic, M.encode([M.Ack(never, 1), M.Release(never, 2, 0)]),
                 ghost.encode(), partition=gp)
     big.flush(30)
-    before = get_json(own_tracker.url + "/kmq/health")["set_aside"]
     client = kmq.Client(settings=settings)
     try:
         with client.consumer(queue, visibility_timeout_s=2) as c:
