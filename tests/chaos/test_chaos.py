@@ -16,8 +16,8 @@ from bench.chaos import ChaosConfig, run_chaos
 def test_nothing_is_lost_under_kills_restarts_and_rebalances(make_settings, artifacts):
     settings = make_settings(queue_partitions=4, markers_partitions=4)
     cfg = ChaosConfig(queues=3, consumers_per_queue=2, trackers=3, messages_per_queue=1500,
-                      kills=55, chaos_s=55.0, tracker_kills=[(0.2, "keep"), (0.55, "wipe")],
-                      rebalances=2, visibility_s=4.0, quiet_s=8.0, transactional_queues=1)
+                      kills=55, chaos_s=45.0, tracker_kills=[(0.2, "keep"), (0.55, "wipe")],
+                      rebalances=2, visibility_s=4.0, quiet_s=6.0, transactional_queues=1)
     result = run_chaos(settings, cfg, artifacts / "chaos-ci", say=print)
     (artifacts / "chaos-ci.json").write_text(json.dumps(result, indent=1))
     acc, chaos = result["accounting"], result["chaos"]
