@@ -104,6 +104,8 @@ def chaos(r: dict) -> list[str]:
     for mode, m in sorted(r.get("by_mode", {}).items()):
         out.append(f"- {mode} STARTs: {m['sent']:,} sent, {m['lost']} lost, {m['duplicates']} duplicates, "
                    f"{m['redelivered_after_durable_ack']} delivered after a durable ack.")
+    out.append(f"- acks in transit at a kill (sent, unconfirmed, never came back): {a['ack_in_transit']}; "
+               f"redeliveries asked for by releases: {a['requested_redeliveries']}.")
     out += ["", f"Chaos phase {c['seconds']:.0f} s, drained in {d['drain_s']:.0f} s; whole run "
             f"{r['elapsed_s']:.0f} s.", "", f"Source: {_source(r)}.", ""]
     return out
