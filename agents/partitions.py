@@ -11,6 +11,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from kmq import entries as E
 from kmq.clock import PartitionClock
 from kmq.gauges import GaugedStore, QueueGauges
 from kmq.rates import RateWindow
@@ -37,11 +38,31 @@ class OwnedPartition:
     gauges_built: bool = False  # rebuilt from the table on the first event after assignment
     # (messages due, seconds) of recent ticks that had something due (benchmarks, views)
     tick_costs: deque = field(default_factory=lambda: deque(maxlen=256))
+    applied_offset: int | None = None  # cached from the table; None: read it first
+    replayed: int = 0  # marker records skipped because the table already held their changes
+
+    def applied_upto(self) -> int:
+        """Offset of the last markers record whose changes the table holds (-1: none)."""
+        if self.applied_offset is None:
+            raw = self.state.store.get(E.applied_key(self.partition))
+            self.applied_offset = -1 if raw is None else E.decode_offset(raw)
+        return self.applied_offset
+
+    def mark_applied(self, offset: int) -> None:
+        """Record, after a record's changes, that the table holds them (same changelog)."""
+        self.state.store.put(E.applied_key(self.partition), E.encode_offset(offset))
+        self.applied_offset = offset
 
     def count(self, queue: str, what: str, n: int) -> None:
         """Count ``n`` messages of ``queue`` that ``what`` happened to (counters and rates)."""
         self.counters[(queue, what)] += n
         self.rates.add((queue, what), n, time.time())
+
+
+# Markers or records the tracker counted and did not act on (besides malformed records):
+# a marker for a range it does not hold, a START naming a queue-topic partition that
+# does not exist, a payload gone from the queue topic or too large to be written again.
+SET_ASIDE = ("unknown-range", "unknown-partition", "payload-expired", "too-large")
 
 
 class OwnedPartitions(dict):
@@ -65,4 +86,12 @@ class OwnedPartitions(dict):
         out: Counter = Counter()
         for part in self.values():
             out.update(part.counters)
+        return out
+
+    def set_aside(self) -> dict[str, int]:
+        """Counts of what was set aside, by reason, on the owned partitions since assignment."""
+        out = {"malformed-marker": sum(p.malformed for p in self.values()), **dict.fromkeys(SET_ASIDE, 0)}
+        for (_queue, what), n in self.totals().items():
+            if what in out:
+                out[what] += n
         return out

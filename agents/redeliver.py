@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kmq import envelope, profiles
 from kmq.errors import DeliveryError
@@ -75,6 +76,8 @@ class Redeliverer:
         self._reader: Consumer | None = None
         self._queue_partitions: int | None = None
         self._errors: list[str] = []
+        self._producer_lock = threading.Lock()  # set_aside runs on the event loop, the rest here
+        self.set_aside_pending = 0
 
     def config(self, queue: str) -> QueueConfig:
         if self._configs is None:
@@ -144,10 +147,26 @@ class Redeliverer:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._end_offsets, queues)
 
-    async def set_aside(self, key: bytes, value: bytes, headers: list) -> None:
-        """Keep a record we could not use (a malformed marker) on the dead-letter topic."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._set_aside, key, value, headers)
+    def set_aside(self, key: bytes, value: bytes, headers: list) -> None:
+        """Queue a record we could not use (a malformed marker) for the dead-letter topic.
+
+        It does not wait for the broker: a flood of garbage must not cost a round
+        trip per record. :meth:`flush_set_aside` (on the next TICK) makes them durable.
+        """
+        producer = self._get_producer()
+        partition = partition_for_key(key, self.settings.dlq_partitions)
+        if not self._produce(producer, self.settings.dlq_topic, key.decode(), value, partition, headers):
+            self._produce(producer, self.settings.dlq_topic, key.decode(), b"", partition,
+                          headers + [("kmq.dlq.size", str(len(value)).encode())])
+        self.set_aside_pending += 1
+        producer.poll(0)
+
+    async def flush_set_aside(self) -> None:
+        """Wait until the records :meth:`set_aside` queued are written (raises DeliveryError)."""
+        if self.set_aside_pending:
+            self.set_aside_pending = 0
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, self._flush, self._get_producer())
 
     # -- in the worker thread ------------------------------------------------------
 
@@ -185,9 +204,12 @@ class Redeliverer:
                     continue
                 headers = [(envelope.ID, d.message_id.encode()),
                            (envelope.ENQUEUED_MS, str(d.due_ms).encode()), *d.headers]
-                self._produce(producer, s.queue_topic, d.queue, d.value,
-                              self._target_partition(d.queue), headers)
-                counts[(d.queue, "scheduled-delivered")] += 1
+                if self._produce(producer, s.queue_topic, d.queue, d.value,
+                                 self._target_partition(d.queue), headers):
+                    counts[(d.queue, "scheduled-delivered")] += 1
+                else:
+                    self._too_large(producer, d.queue, d.value, headers, -1, -1, d.due_ms, now_ms)
+                    counts[(d.queue, "too-large")] += 1
                 continue
             queue = d.range.queue
             cfg = self.config(queue)
@@ -203,6 +225,7 @@ class Redeliverer:
                         d.started_ms, now_ms, d.range.partition, off)
                     self._produce(producer, s.dlq_topic, queue, b"", self._dlq_partition(queue), headers)
                     counts[(queue, "dead-lettered")] += 1
+                    counts[(queue, "payload-expired")] += 1
                     continue
                 value, rec_headers, ts_ms = rec
                 plan = envelope.after_expiry(
@@ -212,13 +235,16 @@ class Redeliverer:
                 if isinstance(plan, (envelope.Republish, envelope.DeadLetter)) and written and \
                         _written_key(plan) in written.get(d.range, ()):
                     counts[(queue, "found-after-crash")] += 1
-                elif isinstance(plan, envelope.Republish):
-                    self._produce(producer, s.queue_topic, queue, value, d.range.partition, plan.headers)
-                    counts[(queue, "redelivered")] += 1
-                elif isinstance(plan, envelope.DeadLetter):
-                    self._produce(producer, s.dlq_topic, queue, value, self._dlq_partition(queue),
-                                  plan.headers)
-                    counts[(queue, "dead-lettered")] += 1
+                elif isinstance(plan, (envelope.Republish, envelope.DeadLetter)):
+                    republish = isinstance(plan, envelope.Republish)
+                    if self._produce(producer, s.queue_topic if republish else s.dlq_topic, queue, value,
+                                     d.range.partition if republish else self._dlq_partition(queue),
+                                     plan.headers):
+                        counts[(queue, "redelivered" if republish else "dead-lettered")] += 1
+                    else:  # a poison record must not stop every later redelivery
+                        self._too_large(producer, queue, value, plan.headers, d.range.partition, off,
+                                        d.started_ms, now_ms)
+                        counts[(queue, "too-large")] += 1
                 elif isinstance(plan, envelope.Defer):
                     grain = max(BACKOFF_GRAIN_MS, plan.delay_ms // BACKOFF_GRAIN_SHARE)
                     deadline = -(-(now_ms + plan.delay_ms) // grain) * grain
@@ -267,25 +293,34 @@ class Redeliverer:
                     found.add((rec.key().decode(errors="replace"), msg_id))
         return found
 
-    def _set_aside(self, key: bytes, value: bytes, headers: list) -> None:
-        producer = self._get_producer()
-        producer.produce(self.settings.dlq_topic, value, key,
-                         partition=partition_for_key(key, self.settings.dlq_partitions),
-                         headers=headers)
-        self._flush(producer)
-
     def _dlq_partition(self, queue: str) -> int:
         # One partition per queue: listing a queue's dead letters reads one partition.
         return partition_for_key(queue.encode(), self.settings.dlq_partitions)
 
     def _produce(self, producer: Producer, topic: str, key: str, value: bytes, partition: int,
-                 headers: list) -> None:
+                 headers: list) -> bool:
+        """Queue one record; False if it is too large to be written (the caller sets it aside)."""
         while True:
             try:
                 producer.produce(topic, value, key.encode(), partition=partition, headers=headers)
-                return
+                return True
             except BufferError:
                 producer.poll(0.05)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise
+                return False
+
+    def _too_large(self, producer: Producer, queue: str, value: bytes, headers: list, partition: int,
+                   offset: int, started_ms: int, now_ms: int) -> None:
+        """Dead-letter a record the broker took but we cannot write again: its headers, no payload."""
+        ours, user = envelope.split(headers)
+        detail = (f"{len(value)} bytes: above what may be written again (KMQ_MAX_MESSAGE_BYTES="
+                  f"{self.settings.max_message_bytes}); the payload stays at the source offset")
+        out = [(k, v) for k, v in ours.items() if not k.startswith("kmq.dlq.") and k != envelope.SOURCE]
+        out += envelope.dead_letter_headers(envelope.REASON_TOO_LARGE, detail, started_ms, now_ms,
+                                            partition, offset) + user
+        self._produce(producer, self.settings.dlq_topic, queue, b"", self._dlq_partition(queue), out)
 
     def _flush(self, producer: Producer, timeout_s: float = 30.0) -> None:
         left = producer.flush(timeout_s)
@@ -300,10 +335,16 @@ class Redeliverer:
             self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
 
     def _get_producer(self) -> Producer:
+        with self._producer_lock:
+            return self._producer or self._new_producer()
+
+    def _new_producer(self) -> Producer:
         if self._producer is None:
             self._producer = Producer({
                 **profiles.producer_config(self.settings),  # acks=all, idempotence
                 "linger.ms": 2,
+                # What the SDK may send, plus the headers a redelivery adds.
+                "message.max.bytes": self.settings.max_message_bytes + 4096,
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,
             })

@@ -3,6 +3,16 @@
 Concurrency 1, one event per marker record, in partition order: a TICK
 appended after a backlog is handled only once the backlog before it is,
 so a freshly assigned partition never redelivers what its backlog acks.
+
+Each record is applied once. Faust commits the markers offsets now and then,
+while table changes reach the changelog as they happen, so a worker that takes
+over a partition (after a crash) is handed records whose changes its restored
+table already holds. Applying them again would do harm: a replayed START
+brings back offsets since acked or republished, and a replayed TICK
+republishes them. After each record that changed it, the table records its
+offset (same changelog, so a restored table says which records it holds);
+older ones are skipped. (Records that changed nothing, e.g. malformed ones or
+idle TICKs, cost no write and are harmless to apply again.)
 """
 
 from __future__ import annotations
@@ -42,31 +52,47 @@ async def track_markers(stream):
         part = owned.get_or_create(msg.partition)
         if not part.gauges_built:
             queue_stats.build_gauges(part)  # after (re)assignment: the table is recovered now
-        try:
-            batch = M.decode(event.value)
-        except MarkerDecodeError as exc:
-            await _set_aside(part, msg, exc)
+        if msg.offset <= part.applied_upto():
+            part.replayed += 1  # its changes are in the table already
             continue
-        if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
-            now_ms = part.clock.observe(int(msg.timestamp * 1000))
-        else:
-            # A consumer's clock is not ours to trust (seed 003): marker time only.
-            now_ms = part.clock.now_ms()
-        for marker in batch:
-            if isinstance(marker, M.Tick):
-                await _tick(part, marker)
+        writes = part.state.store.writes
+        await _apply(part, event)
+        if part.state.store.writes != writes:  # a record that changed nothing may be applied again
+            part.mark_applied(msg.offset)
+
+
+async def _apply(part, event) -> None:
+    """Apply one marker record of ``part``."""
+    msg = event.message
+    try:
+        batch = M.decode(event.value)
+    except MarkerDecodeError as exc:
+        _set_aside(part, msg, exc)
+        return
+    if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
+        now_ms = part.clock.observe(int(msg.timestamp * 1000))
+    else:
+        # A consumer's clock is not ours to trust (seed 003): marker time only.
+        now_ms = part.clock.now_ms()
+    for marker in batch:
+        if isinstance(marker, M.Tick):
+            await _tick(part, marker)
+            continue
+        if isinstance(marker, M.Start):
+            if not 0 <= marker.range.partition < settings.queue_partitions:
+                # Nothing to read back there: the redeliverer would fail on it at every tick.
+                part.count(marker.range.queue, "unknown-partition", marker.mask.bit_count())
                 continue
-            if isinstance(marker, M.Start):
-                marker = _unpurged(marker)
-                if marker is None:
-                    continue
-            applied = part.state.apply(marker, now_ms)
-            if applied is not None:
-                part.count(applied.queue, applied.what, applied.count)
-            if isinstance(marker, M.Purge):
-                # After forgetting, so nothing republished before is above the point.
-                await redeliverer.record_purge_point(marker.queue)
-        part.next_deadline_ms = part.state.next_deadline_ms()
+            marker = _unpurged(marker)
+            if marker is None:
+                continue
+        applied = part.state.apply(marker, now_ms)
+        if applied is not None:
+            part.count(applied.queue, applied.what, applied.count)
+        if isinstance(marker, M.Purge):
+            # After forgetting, so nothing republished before is above the point.
+            await redeliverer.record_purge_point(marker.queue)
+    part.next_deadline_ms = part.state.next_deadline_ms()
 
 
 def _unpurged(start: M.Start) -> M.Start | None:
@@ -93,6 +119,10 @@ async def _tick(part, tick: M.Tick) -> None:
     """
     now_ms = part.clock.observe(tick.now_ms)
     part.tick_pending = False
+    try:
+        await redeliverer.flush_set_aside()
+    except DeliveryError as exc:
+        log.warning("setting malformed markers aside: %s", exc)
     part.last_tick_ms = now_ms
     due_at = now_ms if now_ms - tick.now_ms <= FRESH_TICK_MS else tick.now_ms
     started = time.perf_counter()
@@ -144,13 +174,11 @@ async def _mark_attempts(part, due):
             {r: v for r, v in prior_ranges.items() if v[0] >= 0}, marked)
 
 
-async def _set_aside(part, msg, exc: MarkerDecodeError) -> None:
+def _set_aside(part, msg, exc: MarkerDecodeError) -> None:
     part.malformed += 1
-    log.warning("markers partition %d offset %d: %s; set aside on %s", msg.partition, msg.offset,
-                exc.reason, settings.dlq_topic)
+    if part.malformed <= 10 or part.malformed % 1000 == 0:  # a flood must not flood the log
+        log.warning("markers partition %d offset %d: %s; set aside on %s (%d so far)", msg.partition,
+                    msg.offset, exc.reason, settings.dlq_topic, part.malformed)
     headers = [("kmq.dlq.reason", b"malformed-marker"), ("kmq.dlq.detail", exc.reason.encode()),
                ("kmq.source", f"{settings.markers_topic}:{msg.partition}:{msg.offset}".encode())]
-    try:
-        await redeliverer.set_aside(b"!malformed-markers", exc.data, headers)
-    except DeliveryError as err:
-        log.warning("could not set aside malformed marker: %s", err)
+    redeliverer.set_aside(b"!malformed-markers", exc.data, headers)

@@ -85,6 +85,7 @@ async def _rebuild_gauges_after_assignment(sender: Any, *args: Any, **kwargs: An
     # Another worker may have changed a partition while it was not ours.
     for part in list(owned.values()):
         part.gauges_built = False
+        part.applied_offset = None  # read it again from the (recovered) table
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -181,6 +182,8 @@ async def health(web, request):
     """Liveness and what this worker owns (open: no queue names or counts)."""
     return web.json({"status": "ok", "partitions": sorted(owned), "ready": _ready(),
                      "malformed_markers": sum(p.malformed for p in owned.values()),
+                     "set_aside": owned.set_aside(),
+                     "replayed_markers": sum(p.replayed for p in owned.values()),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "error": scanner.last_error}})
 

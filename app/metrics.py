@@ -124,6 +124,12 @@ class TrackerCollector:
                                         "Marker records set aside as malformed")
         malformed.add_metric([], sum(p.malformed for p in owned.values()))
         yield malformed
+        aside = CounterMetricFamily("kmq_tracker_set_aside",
+                                    "Markers and records counted but not acted on, by reason",
+                                    labels=["reason"])
+        for reason, n in owned.set_aside().items():
+            aside.add_metric([reason], n)
+        yield aside
         scans = CounterMetricFamily("kmq_tracker_depth_scans", "Depth scan passes of this worker")
         scans.add_metric([], scanner.passes)
         yield scans

@@ -84,6 +84,30 @@ def lateness(results: dict[str, dict]) -> list[str]:
     return out + [""] + [f"Source: {_source(r)}." for _, r in rows] + [""]
 
 
+def chaos(r: dict) -> list[str]:
+    c, a, d = r["chaos"], r["accounting"], r["drain"]
+    out = ["## Chaos: kills, restarts, rebalances, exact accounting", "",
+           "Consumers SIGKILLed and restarted, tracker workers SIGKILLed and restarted on their data",
+           "dir (keep) or an empty one (wipe), extra consumers started and stopped (rebalances), while",
+           "messages are sent, acked, released and rejected; then every message id is accounted for",
+           "(rules: docs/reliability.md).", "",
+           "| consumer kills | tracker kills | rebalances | sent | acked | dead-lettered | lost | "
+           "duplicates (after kills) | delivered after a durable ack (all explained by kills) | violations |",
+           "|---|---|---|---|---|---|---|---|---|---|",
+           f"| {c['consumer_kills']} | {c['tracker_kills']} ({', '.join(c['tracker_modes'])}) | "
+           f"{c['rebalances']} | {a['sent']:,} | {a['acked']:,} | {sum(a['dead_lettered'].values()):,} | "
+           f"**{a['lost']}** | {a['duplicates']} ({a['duplicates_after_kill']}) | "
+           f"{a['redelivered_after_durable_ack']} | {len(a['violations'])} |", ""]
+    for mode, m in sorted(r.get("by_mode", {}).items()):
+        out.append(f"- {mode} STARTs: {m['sent']:,} sent, {m['lost']} lost, {m['duplicates']} duplicates, "
+                   f"{m['redelivered_after_durable_ack']} delivered after a durable ack.")
+    out.append(f"- acks in transit at a kill (sent, unconfirmed, never came back): {a['ack_in_transit']}; "
+               f"redeliveries asked for by releases: {a['requested_redeliveries']}.")
+    out += ["", f"Chaos phase {c['seconds']:.0f} s, drained in {d['drain_s']:.0f} s; whole run "
+            f"{r['elapsed_s']:.0f} s.", "", f"Source: {_source(r)}.", ""]
+    return out
+
+
 def tracker_scale(r: dict) -> list[str]:
     out = ["## Tracker scale", "",
            "Messages in flight held by START markers (ranges of `range_size` offsets), then 1,000",
@@ -182,7 +206,7 @@ def render(results: dict[str, dict]) -> str:
            "command that measured it, the machine and the time. All runs use the embedded broker",
            "(Tansu) on loopback, on a shared 2-core machine: ratios against a baseline measured in the",
            "same run are the figures to trust, absolute rates move with the neighbours.", ""]
-    sections = [("throughput", throughput), ("tracker_scale", tracker_scale),
+    sections = [("throughput", throughput), ("chaos", chaos), ("tracker_scale", tracker_scale),
                 ("queues", queues), ("fairness", fairness), ("spark_read", spark)]
     for name, fn in sections:
         if name in results:

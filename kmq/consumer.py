@@ -15,6 +15,11 @@ The flow (numbers match the README):
    and a dead one is noticed within ``visibility_timeout_s``.
 
 At most ``max_in_flight`` messages are held (prefetched or unsettled) at once.
+
+``transactional=True`` (or ``KMQ_TRANSACTIONAL_STARTS=on``) writes STARTs and
+commits offsets in one transaction; ``transactional_id`` names this consumer
+instance stably across restarts, so a restarted instance ends its dead
+predecessor's open transaction at once (see kmq.marker_writer).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class Consumer:
         flush_interval_s: float = 0.02,
         configs: QueueConfigs | None = None,
         transactional: bool | None = None,
+        transactional_id: str | None = None,
         config: dict[str, Any] | None = None,
     ) -> None:
         self.queue = validate_queue_name(queue)
@@ -124,10 +130,14 @@ class Consumer:
             **(config or {}),
         }
         self._kc = KafkaConsumer(conf)
+        transactional = settings.transactional_starts == "on" if transactional is None else transactional
+        if transactional_id is not None and (not transactional or not isinstance(transactional_id, str)
+                                             or not transactional_id.strip()):
+            raise ConfigError(f"transactional_id={transactional_id!r} needs transactional=True "
+                              "(or KMQ_TRANSACTIONAL_STARTS=on) and a non-empty string")
         self._writer = MarkerWriter(
-            settings, self.queue, self._markers_partition,
-            settings.transactional_starts == "on" if transactional is None else transactional,
-            on_error=self._set_error)
+            settings, self.queue, self._markers_partition, transactional,
+            on_error=self._set_error, transactional_id=transactional_id)
         self._producer = self._writer.producer
         self._group_metadata: Any = None  # for transactional offset commits
         self._kc.subscribe([self._topic], on_assign=self._on_assign,

@@ -11,6 +11,7 @@ Formats (version 1, big-endian)::
     range key     := b"R", str16 queue, u32 partition, i64 start, i64 end
     schedule key  := b"S", str16 queue, str16 message_id
     index key     := b"D", i64 deadline_ms, entry key
+    applied key   := b"A", u32 markers partition  -> i64 offset of the last marker record applied
     in-flight     := u8 version=2, i64 started_ms, u32 timeout_ms, i64 indexed_ms,
                      u16 n, group*n, i64 attempt_offset, i64 attempt_dlq_offset
                      (version 1 had no attempt offsets)
@@ -183,6 +184,24 @@ def decode_schedule_key(key: bytes) -> tuple[str, str]:
     queue = key[3:3 + n].decode()
     m = _U16.unpack_from(key, 3 + n)[0]
     return queue, key[5 + n:5 + n + m].decode()
+
+
+def applied_key(markers_partition: int) -> bytes:
+    """Key of the markers partition's last applied record offset (written after each record's
+    changes, in the same changelog: a restored table knows which records it already holds)."""
+    return b"A" + struct.pack(">I", markers_partition)
+
+
+def is_applied_key(key: bytes) -> bool:
+    return key[:1] == b"A"
+
+
+def encode_offset(offset: int) -> bytes:
+    return _I64.pack(offset)
+
+
+def decode_offset(raw: bytes) -> int:
+    return _I64.unpack(raw)[0]
 
 
 INDEX_PREFIX = b"D"

@@ -10,7 +10,7 @@ Queue records carry the payload as value, key = queue id, and these headers
     kmq.enqueued-ms        when it was first enqueued (set on redelivery)
 
 Dead-letter records add ``kmq.dlq.reason`` (``max-deliveries``, ``rejected``,
-``payload-expired``), ``kmq.dlq.detail``, ``kmq.dlq.last-delivery-ms``,
+``payload-expired``, ``payload-too-large``), ``kmq.dlq.detail``, ``kmq.dlq.last-delivery-ms``,
 ``kmq.dlq.at-ms`` and ``kmq.source`` (partition:offset of the expired record).
 Numbers are ASCII decimal so kcat and Spark can read them as they are.
 """
@@ -38,6 +38,7 @@ RESERVED_PREFIX = "kmq."
 REASON_MAX_DELIVERIES = "max-deliveries"
 REASON_REJECTED = "rejected"
 REASON_PAYLOAD_EXPIRED = "payload-expired"
+REASON_TOO_LARGE = "payload-too-large"  # the broker took it, but it cannot be written again
 
 HeaderList = list[tuple[str, bytes]]
 

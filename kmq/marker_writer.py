@@ -13,6 +13,14 @@ offsets their STARTs cover (``send_offsets_to_transaction``). Either both
 happen or neither, so that window is closed; the tracker reads markers
 read_committed. The cost is a transaction per flush interval and
 acknowledgements that become durable at the transaction's commit.
+
+A consumer killed inside a transaction leaves it open, and an open transaction
+holds back every read_committed reader of its markers partition, the tracker
+included, until the broker ends it: when it times out (kept to
+``OPEN_TRANSACTION_LIMIT_MS``), or at once when a producer with the same
+transactional id starts. Give each consumer instance a stable
+``transactional_id`` (e.g. its host or pod name and the queue) and its
+successor ends the dead one's transaction as it starts.
 """
 
 from __future__ import annotations
@@ -30,14 +38,18 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")
 
-TRANSACTION_TIMEOUT_S = 30.0
+TRANSACTION_TIMEOUT_S = 30.0  # how long one transactional call may take
+# How long a dead consumer's open transaction may hold back the tracker (Kafka
+# Streams' default too); markers that miss it are retried in the next transaction.
+OPEN_TRANSACTION_LIMIT_MS = 10_000
 
 
 class MarkerWriter:
     """One queue's marker producer; ``confirm`` entries are ``[end_offset, durable]`` lists."""
 
     def __init__(self, settings: Settings, queue: str, markers_partition: int,
-                 transactional: bool, on_error: Callable[[BaseException], None]) -> None:
+                 transactional: bool, on_error: Callable[[BaseException], None],
+                 transactional_id: str | None = None) -> None:
         self.transactional = transactional
         self._topic = settings.markers_topic
         self._partition = markers_partition
@@ -46,8 +58,9 @@ class MarkerWriter:
         self._on_error = on_error
         conf: dict[str, Any] = {**profiles.producer_config(settings), "linger.ms": 2}
         if transactional:
-            conf["transactional.id"] = f"{settings.group_id(queue)}.{uuid.uuid4().hex[:12]}"
-            conf["transaction.timeout.ms"] = max(60000, conf.get("message.timeout.ms", 0))
+            conf["transactional.id"] = transactional_id or f"{settings.group_id(queue)}.{uuid.uuid4().hex[:12]}"
+            conf["transaction.timeout.ms"] = OPEN_TRANSACTION_LIMIT_MS
+            conf["message.timeout.ms"] = OPEN_TRANSACTION_LIMIT_MS  # librdkafka: <= the above
         self.producer = Producer(conf)
         if transactional:
             self.producer.init_transactions(TRANSACTION_TIMEOUT_S)

@@ -52,8 +52,8 @@ class Message(tuple):
 
     @property
     def value(self) -> bytes:
-        """The payload."""
-        return self[0].value()
+        """The payload (``b""`` for a record with a null value, as on its redeliveries)."""
+        return self[0].value() or b""
 
     @property
     def partition(self) -> int:
@@ -80,7 +80,8 @@ class Message(tuple):
         """The message id: the sender's, or ``partition:offset`` of a plain Kafka record."""
         raw = self._split_headers()[0].get(envelope.ID)
         if raw:
-            return raw.decode()
+            # Any producer can write this header: bytes that are not UTF-8 still name one id.
+            return raw.decode(errors="replace")  # as the tracker and dead-letter reads do
         return envelope.derived_id(self[0].partition(), self[0].offset())
 
     @property

@@ -41,23 +41,28 @@ class TableStore:
         # Every index key has a deadline >= floor_ms: scans start there, past
         # the tombstones RocksDB keeps for settled deadlines.
         self.floor_ms = 0
+        self.writes = 0  # table writes so far (did a record change anything?)
 
     def get(self, key: bytes) -> bytes | None:
         return tracker_state.get(key)
 
     def put(self, key: bytes, value: bytes) -> None:
+        self.writes += 1
         tracker_state[key] = value
 
     def delete(self, key: bytes) -> None:
+        self.writes += 1
         _delete(tracker_state, key)
 
     def index_put(self, key: bytes) -> None:
         deadline_ms, _ = E.decode_index_key(key)
         if deadline_ms < self.floor_ms:
             self.floor_ms = deadline_ms
+        self.writes += 1
         tracker_state[key] = INDEX_VALUE
 
     def index_delete(self, key: bytes) -> None:
+        self.writes += 1
         _delete(tracker_state, key)
 
     def index_scan(self, upto_ms: int) -> Iterator[bytes]:
@@ -155,7 +160,7 @@ def partition_digest(partition: int) -> dict:
             pending += entry.pending.bit_count()
             h.update(k + entry.pending.to_bytes((entry.pending.bit_length() + 7) // 8, "little"))
             indexed.add(E.index_key(entry.indexed_ms, k))
-        else:
+        elif not E.is_applied_key(k):
             schedules += 1
             h.update(k + v)
             indexed.add(E.index_key(E.decode_scheduled(v).indexed_ms, k))

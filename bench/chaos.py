@@ -1,0 +1,388 @@
+"""Chaos harness: a workload over several queues while consumers and trackers are killed, then exact accounting.
+
+What one run does (bounded in time and count, loopback only, and it ends only
+the processes it started, by their pid):
+
+1. Starts ``trackers`` tracker workers (each its own web port and data dir) and
+   ``consumers_per_queue`` consumer processes per queue (``bench/chaos_consumer.py``).
+2. Sends ``messages_per_queue`` messages to each queue, paced over the chaos phase.
+3. Meanwhile: SIGKILLs a random consumer every ~``chaos_s / kills`` seconds and
+   starts a new one in its place; at the times in ``tracker_kills`` SIGKILLs a
+   tracker worker and restarts it on its data dir (``keep``) or an empty one
+   (``wipe``); starts and later stops (SIGTERM) extra consumers (rebalances).
+4. Drains: waits until every sent id is accounted for, then watches for a quiet
+   period (anything acked must not come back), stops everything, and applies
+   the ledger's rules (bench/chaos_ledger.py).
+
+    python -m bench.chaos [--kills 200] [--messages 20000] [--seconds 240]   # writes bench/results/chaos.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import kmq
+from bench.chaos_ledger import account, read_log
+from kmq.deadletters import list_dead_letters
+from kmq.devstack import TrackerProcess, settings_env
+from kmq.embedded import free_port
+from kmq.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ChaosConfig:
+    """The size of a run; every phase has a time bound."""
+
+    queues: int = 3
+    consumers_per_queue: int = 2
+    trackers: int = 3
+    messages_per_queue: int = 2000
+    kills: int = 55                 # consumer SIGKILLs
+    chaos_s: float = 75.0           # the chaos phase lasts about this long (bounded by 2x)
+    # (fraction of the chaos phase, "keep" | "wipe"): tracker SIGKILL + restart
+    tracker_kills: list = field(default_factory=lambda: [(0.25, "keep"), (0.6, "wipe")])
+    rebalances: int = 3             # extra consumers started, and later stopped gracefully
+    visibility_s: float = 4.0
+    max_deliveries: int = 10
+    consumer_session_timeout_ms: int = 3000
+    tracker_ready_s: float = 180.0
+    drain_s: float = 120.0
+    quiet_s: float = 10.0
+    seed: int = 7
+    prefix: str = "chaos"
+    # The first this many queues' consumers write STARTs and offset commits in one
+    # transaction (each consumer slot with a stable transactional id); the rest plainly.
+    transactional_queues: int = 1
+
+
+@dataclass
+class Child:
+    """One consumer process we started."""
+
+    name: str
+    queue: str
+    slot: str
+    log_path: Path
+    popen: subprocess.Popen
+    ending: str = "running"
+
+
+class Harness:
+    """Runs one chaos run; see the module docstring."""
+
+    def __init__(self, settings: Settings, config: ChaosConfig, workdir: Path,
+                 say: Callable[[str], None] = print) -> None:
+        self.s = settings
+        self.cfg = config
+        self.work = Path(workdir)
+        self.say = say
+        self.rng = random.Random(config.seed)
+        self.queues = [f"{config.prefix}-{config.seed}-q{i}" for i in range(config.queues)]
+        self.children: list[Child] = []
+        self.trackers: list[TrackerProcess] = []
+        self.events: list[dict] = []
+        self.sent: dict[str, list[str]] = {q: [] for q in self.queues}
+        self._spawned = 0
+        self._pace = threading.Event()  # never set: waits on it are the chaos pacing
+        (self.work / "logs").mkdir(parents=True, exist_ok=True)
+
+    # -- processes ---------------------------------------------------------------
+
+    def _event(self, kind: str, **info) -> None:
+        self.events.append({"t": round(time.time(), 3), "kind": kind, **info})
+
+    def transactional(self, queue: str) -> bool:
+        return self.queues.index(queue) < self.cfg.transactional_queues
+
+    def spawn(self, queue: str, slot: str | None = None) -> Child:
+        """Start a consumer; a replacement takes its predecessor's ``slot`` (its transactional id)."""
+        self._spawned += 1
+        name = f"{queue}-c{self._spawned}"
+        slot = slot or f"{queue}-slot{self._spawned}"
+        txn = ["--transactional-id", slot] if self.transactional(queue) else []
+        log_path = self.work / "logs" / f"{name}.jsonl"
+        env = {**os.environ, **settings_env(self.s), "PYTHONPATH": str(ROOT),
+               "KMQ_SESSION_TIMEOUT_MS": str(self.cfg.consumer_session_timeout_ms)}
+        out = open(self.work / "logs" / f"{name}.out", "wb")
+        p = subprocess.Popen(
+            [sys.executable, "-m", "bench.chaos_consumer", queue, str(log_path),
+             "--visibility-s", str(self.cfg.visibility_s), *txn],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+        out.close()
+        child = Child(name, queue, slot, log_path, p)
+        self.children.append(child)
+        return child
+
+    def kill(self, child: Child) -> None:
+        """SIGKILL one consumer (by its pid) and note it."""
+        child.popen.kill()
+        child.popen.wait()
+        child.ending = "killed"
+        self._event("consumer-kill", name=child.name)
+
+    def stop(self, child: Child, grace_s: float = 20.0) -> None:
+        """SIGTERM: the consumer settles its batch, closes, exits."""
+        child.popen.send_signal(signal.SIGTERM)
+        try:
+            child.popen.wait(grace_s)
+            child.ending = "stopped" if child.popen.returncode == 0 else "crashed"
+        except subprocess.TimeoutExpired:
+            child.popen.kill()
+            child.popen.wait()
+            child.ending = "killed"
+        self._event("consumer-stop", name=child.name, ending=child.ending)
+
+    def running(self, queue: str | None = None) -> list[Child]:
+        return [c for c in self.children if c.ending == "running" and (queue is None or c.queue == queue)]
+
+    def reap(self) -> int:
+        """Children that exited on their own: noted as crashed and replaced."""
+        n = 0
+        for c in self.running():
+            if c.popen.poll() is not None:
+                c.ending = "crashed"
+                self._event("consumer-crash", name=c.name, returncode=c.popen.returncode)
+                self.spawn(c.queue, c.slot)
+                n += 1
+        return n
+
+    def start_tracker(self, k: int, data_dir: Path) -> TrackerProcess:
+        s = self.s.replace(web_port=free_port(), data_dir=str(data_dir))
+        t = TrackerProcess(s, self.work / f"tracker{k}.log").start(wait=False)
+        return t
+
+    def trackers_ready(self) -> bool:
+        """Every worker answers and together they own every markers partition."""
+        owned: set[int] = set()
+        for t in self.trackers:
+            h = t.health()
+            if h is None or not h.get("ready", False):
+                return False
+            owned.update(h.get("partitions", []))
+        return owned >= set(range(self.s.markers_partitions))
+
+    def wait_until(self, what: str, condition: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"chaos: {what} not reached within {timeout_s:g}s ({self.work})")
+            self._pace.wait(0.25)
+
+    # -- the run -------------------------------------------------------------------
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        t0 = time.monotonic()
+        for k in range(cfg.trackers):
+            self.trackers.append(self.start_tracker(k, self.work / f"tracker{k}-data-0"))
+        client = kmq.Client(settings=self.s)
+        try:
+            for q in self.queues:
+                client.configure_queue(q, max_deliveries=cfg.max_deliveries)
+            self.wait_until("tracker workers ready", self.trackers_ready, cfg.tracker_ready_s)
+            for q in self.queues:
+                for _ in range(cfg.consumers_per_queue):
+                    self.spawn(q)
+            self.say(f"chaos: {cfg.trackers} trackers ready after {time.monotonic() - t0:.0f}s; "
+                     f"{len(self.children)} consumers on {len(self.queues)} queues")
+            chaos = self._chaos(client)
+            drain = self._drain()
+        finally:
+            for c in self.running():
+                self.stop(c)
+            for t in self.trackers:
+                t.stop()
+            client.close()
+        result = self._account()
+        result.update(chaos=chaos, drain=drain, config=asdict(cfg),
+                      elapsed_s=round(time.monotonic() - t0, 1))
+        (self.work / "events.json").write_text(json.dumps(self.events, indent=1))
+        return result
+
+    def _chaos(self, client: kmq.Client) -> dict:
+        cfg = self.cfg
+        start = time.monotonic()
+        hard_end = start + 2 * cfg.chaos_s
+        kill_every_s = cfg.chaos_s / max(1, cfg.kills)
+        next_kill = start + self.rng.uniform(0.5, 1.5) * kill_every_s
+        tracker_plan = sorted((start + f * cfg.chaos_s, mode) for f, mode in cfg.tracker_kills)
+        extra_plan = sorted(start + self.rng.uniform(0.1, 0.8) * cfg.chaos_s for _ in range(cfg.rebalances))
+        extras: list[tuple[float, Child]] = []
+        per_tick = max(1, cfg.messages_per_queue // max(1, int(0.8 * cfg.chaos_s / 0.2)))
+        kills = tracker_kills = crashes = rebalances = 0
+        generation = 0
+        while time.monotonic() < hard_end:
+            now = time.monotonic()
+            sending = any(len(v) < cfg.messages_per_queue for v in self.sent.values())
+            if sending:
+                for q in self.queues:
+                    n = min(per_tick, cfg.messages_per_queue - len(self.sent[q]))
+                    if n:
+                        self.sent[q] += client.send_batch(q, [b"chaos %d" % i for i in range(n)])
+                client.flush()
+            if kills < cfg.kills and now >= next_kill:
+                victim = self.rng.choice(self.running())
+                self.kill(victim)
+                if not any(e is victim for _, e in extras):
+                    self.spawn(victim.queue, victim.slot)
+                kills += 1
+                next_kill = now + self.rng.uniform(0.5, 1.5) * kill_every_s
+            if tracker_plan and now >= tracker_plan[0][0]:
+                _, mode = tracker_plan.pop(0)
+                k = tracker_kills % len(self.trackers)
+                old = self.trackers[k]
+                old.kill()
+                generation += 1
+                data = Path(old.settings.data_dir) if mode == "keep" else \
+                    self.work / f"tracker{k}-data-{generation}"
+                self._event("tracker-kill", worker=k, mode=mode)
+                self.trackers[k] = self.start_tracker(k, data)
+                tracker_kills += 1
+            if extra_plan and now >= extra_plan[0]:
+                extra_plan.pop(0)
+                extras.append((now + self.rng.uniform(3, 8), self.spawn(self.rng.choice(self.queues))))
+                self._event("rebalance-join", name=extras[-1][1].name)
+                rebalances += 1
+            for due, child in list(extras):
+                if now >= due:
+                    extras.remove((due, child))
+                    if child.ending == "running":
+                        self.stop(child)
+                        rebalances += 1
+            crashes += self.reap()
+            done = kills >= cfg.kills and not tracker_plan and not extra_plan and not extras and not sending
+            if done:
+                break
+            self._pace.wait(0.2)
+        return {"consumer_kills": kills, "tracker_kills": tracker_kills, "consumer_crashes": crashes,
+                "rebalances": rebalances, "seconds": round(time.monotonic() - start, 1),
+                "sent": sum(len(v) for v in self.sent.values()),
+                "tracker_modes": [e["mode"] for e in self.events if e["kind"] == "tracker-kill"]}
+
+    def _accounted(self) -> bool:
+        """Every sent id acked, dead-lettered, or acked by a killed process (in transit)."""
+        logs = [read_log(c.log_path, "killed" if c.ending != "running" else "running")
+                for c in self.children]
+        acked = set().union(*(set(lg.acked) for lg in logs), *(lg.acking for lg in logs
+                                                               if lg.ending == "killed"))
+        missing = {i for ids in self.sent.values() for i in ids} - acked
+        if missing:
+            missing -= set(self._dead_letters())
+        self._missing = len(missing)
+        return not missing
+
+    def _dead_letters(self) -> dict[str, str]:
+        out = {}
+        for q in self.queues:
+            for d in list_dead_letters(self.s, q):
+                out[d.id] = d.reason
+        return out
+
+    def _drain(self) -> dict:
+        start = time.monotonic()
+        self.wait_until("tracker workers ready after the chaos", self.trackers_ready,
+                        self.cfg.tracker_ready_s)
+        self._missing = -1
+
+        def settled() -> bool:
+            self.reap()
+            return self._accounted()
+        try:
+            self.wait_until("every sent id accounted for", settled, self.cfg.drain_s)
+        except TimeoutError as exc:
+            self.say(f"{exc}: {self._missing} missing")
+        drained_s = time.monotonic() - start
+        self._pace.wait(self.cfg.quiet_s)  # the quiet period: nothing acked may come back
+        return {"drain_s": round(drained_s, 1), "missing_at_drain_end": self._missing,
+                "tracker_in_flight_at_end": self._tracker_in_flight()}
+
+    def _tracker_in_flight(self) -> int | None:
+        """In-flight messages of this run's queues, as the trackers' list view reports."""
+        for t in self.trackers:
+            try:
+                url = f"{t.url}/kmq/api/queues?prefix={self.cfg.prefix}-{self.cfg.seed}-&limit=1000"
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    return sum(row["in_flight"] for row in json.loads(r.read())["queues"])
+            except (OSError, ValueError, KeyError):
+                continue
+        return None
+
+    def _account(self) -> dict:
+        dead = self._dead_letters()
+        modes = {"transactional": [q for q in self.queues if self.transactional(q)],
+                 "plain": [q for q in self.queues if not self.transactional(q)]}
+        by_mode = {}
+        for mode, queues in modes.items():
+            if queues:
+                logs = [read_log(c.log_path, c.ending) for c in self.children if c.queue in queues]
+                by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead)
+        violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
+        # Transactional STARTs close the START/commit window: nothing acked comes back at all.
+        txn = by_mode.get("transactional")
+        if txn is not None and txn.redelivered_after_durable_ack:
+            violations.append(f"transactional: {txn.redelivered_after_durable_ack} delivered after a durable ack")
+        logs = [read_log(c.log_path, c.ending) for c in self.children]
+        total = account([i for ids in self.sent.values() for i in ids], logs, dead).summary()
+        total["violations"] = violations
+        return {"accounting": total, "by_mode": {m: a.summary() for m, a in by_mode.items()},
+                "ok": not violations,
+                "processes": {e: sum(1 for c in self.children if c.ending == e)
+                              for e in ("killed", "stopped", "crashed", "running")}}
+
+
+def run_chaos(settings: Settings, config: ChaosConfig, workdir: Path | None = None,
+              say: Callable[[str], None] = print) -> dict:
+    """One chaos run against ``settings``' broker (topics must exist); returns the result."""
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="kmq-chaos-"))
+    result = Harness(settings, config, work, say).run()
+    result["workdir"] = str(work)
+    return result
+
+
+def main() -> None:
+    from bench.common import save, stack
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kills", type=int, default=200)
+    ap.add_argument("--messages", type=int, default=20000, help="messages per queue")
+    ap.add_argument("--queues", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=240.0, help="length of the chaos phase")
+    ap.add_argument("--trackers", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--transactional-queues", type=int, default=1,
+                    help="how many queues' consumers use transactional STARTs")
+    args = ap.parse_args()
+    cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
+                      chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
+                      transactional_queues=args.transactional_queues,
+                      tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
+                      rebalances=8)
+    with stack(tracker=False, queue_partitions=8, markers_partitions=8,
+               visibility_timeout_s=cfg.visibility_s) as (settings, _t, _b):
+        result = run_chaos(settings, cfg)
+    print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting", "by_mode")}, indent=1))
+    cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
+           f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
+           f"--transactional-queues {args.transactional_queues}")
+    print(f"saved {save('chaos', {'command': cmd, **result})}")
+    sys.exit(0 if result["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""Exact accounting of a chaos run from what the consumer processes logged (pure, no Kafka).
+
+Each consumer process appends JSON lines to its own file (``bench/chaos_consumer.py``):
+
+- ``{"e": "start", "pid": P, "t": T}`` once;
+- ``{"e": "recv", "m": [[id, delivery_count], ...], "t": T}`` as soon as a batch is received,
+  before anything is done with it;
+- ``{"e": "acking", "ids": [...], "t": T}`` just before those ids are acked;
+- ``{"e": "settled", "acked": [...], "released": [...], "rejected": [...], "t": T}`` only
+  after ``flush()`` returned: those settlements are durable;
+- ``{"e": "stop", "t": T}`` after a graceful close (SIGTERM).
+
+The harness adds how each process ended (``killed``, ``stopped``, ``crashed``) and
+the dead letters it read back. The rules (docs/reliability.md):
+
+1. **lost = 0**: every sent id is durably acked, dead-lettered, or acked by a process
+   that was killed while its ack was in transit (``ack_in_transit``: it sent the ack
+   but died before logging that ``flush()`` returned; such an id never came back).
+2. **acked means gone**: a delivery logged after an id's durable ack is a violation,
+   unless a process that was killed held that id unsettled (the plain START/commit
+   window: a re-fetch by the group and a redelivery by the tracker of one range).
+3. **duplicates** are deliveries beyond the first that nobody asked for (a release
+   asks): each must be explained by a kill (an earlier copy was unsettled in a
+   process that was killed or crashed) or a graceful stop (close() gave it back).
+   Unexplained duplicates are violations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+ENDINGS = ("killed", "stopped", "crashed", "running")
+
+
+@dataclass
+class ProcessLog:
+    """What one consumer process logged, and how it ended."""
+
+    name: str
+    ending: str = "running"
+    recv: list[tuple[float, str, int]] = field(default_factory=list)  # (t, id, delivery_count)
+    acking: set[str] = field(default_factory=set)  # about to be acked
+    acked: dict[str, float] = field(default_factory=dict)  # id -> time its ack was durable
+    released: set[str] = field(default_factory=set)
+    rejected: set[str] = field(default_factory=set)
+
+    def unsettled(self) -> set[str]:
+        """Ids it received and had not durably settled when it ended."""
+        settled = set(self.acked) | self.released | self.rejected
+        return {i for _t, i, _c in self.recv} - settled
+
+
+def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> ProcessLog:
+    """A process's log; a torn last line (SIGKILL mid-write) is ignored."""
+    if ending not in ENDINGS:
+        raise ValueError(f"ending={ending!r}: use one of {ENDINGS}")
+    log = ProcessLog(name, ending)
+    for line in lines:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if ev.get("e") == "recv":
+            log.recv += [(ev["t"], i, c) for i, c in ev["m"]]
+        elif ev.get("e") == "acking":
+            log.acking.update(ev["ids"])
+        elif ev.get("e") == "settled":
+            for i in ev.get("acked", ()):
+                log.acked.setdefault(i, ev["t"])
+            log.released.update(ev.get("released", ()))
+            log.rejected.update(ev.get("rejected", ()))
+    return log
+
+
+def read_log(path: Path, ending: str) -> ProcessLog:
+    """:func:`parse_log` of a file (missing: nothing logged)."""
+    text = path.read_text() if path.exists() else ""
+    return parse_log(path.stem, text.splitlines(), ending)
+
+
+@dataclass
+class Accounting:
+    """The outcome of a run; :attr:`violations` must be empty."""
+
+    sent: int
+    delivered: int
+    acked: int
+    dead_lettered: dict[str, int]
+    ack_in_transit: int
+    lost: list[str]
+    deliveries: int
+    requested_redeliveries: int  # after a release
+    duplicates: int
+    duplicates_after_kill: int
+    duplicates_after_graceful_stop: int
+    unexplained_duplicates: list[str]
+    redelivered_after_durable_ack: int  # all explained by a kill, or listed below
+    unexplained_after_ack: list[str]
+    max_deliveries_of_one_id: int
+    unexpected_ids: list[str]
+
+    @property
+    def violations(self) -> list[str]:
+        out = []
+        if self.lost:
+            out.append(f"{len(self.lost)} lost, e.g. {self.lost[:5]}")
+        if self.unexplained_after_ack:
+            out.append(f"{len(self.unexplained_after_ack)} delivered after a durable ack with no kill "
+                       f"to explain it, e.g. {self.unexplained_after_ack[:5]}")
+        if self.unexplained_duplicates:
+            out.append(f"{len(self.unexplained_duplicates)} unexplained duplicates, e.g. "
+                       f"{self.unexplained_duplicates[:5]}")
+        if self.unexpected_ids:
+            out.append(f"{len(self.unexpected_ids)} ids delivered that were never sent")
+        return out
+
+    def summary(self) -> dict:
+        """JSON-ready figures (lists shortened to counts and a few examples)."""
+        out = {}
+        for k, v in self.__dict__.items():
+            if isinstance(v, list):
+                out[k] = len(v)
+                if v:
+                    out[f"{k}_examples"] = v[:5]
+            else:
+                out[k] = v
+        out["violations"] = self.violations
+        return out
+
+
+def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str, str]) -> Accounting:
+    """Apply the module's rules; ``dead_letters`` maps id -> reason (read from the DLQ topic)."""
+    sent = set(sent)
+    deliveries: dict[str, list[tuple[float, int, int]]] = defaultdict(list)  # id -> (t, log#, count)
+    acked_at: dict[str, float] = {}
+    attempted_ack: set[str] = set()
+    released: dict[str, int] = defaultdict(int)
+    held_at_kill: set[str] = set()
+    held_at_stop: set[str] = set()
+    for n, log in enumerate(logs):
+        for t, i, c in log.recv:
+            deliveries[i].append((t, n, c))
+        for i, t in log.acked.items():
+            acked_at[i] = min(t, acked_at.get(i, t))
+        for i in log.released:
+            released[i] += 1
+        unsettled = log.unsettled()
+        if log.ending in ("killed", "crashed"):
+            held_at_kill |= unsettled
+            attempted_ack |= log.acking & unsettled  # sent an ack it could not confirm
+        elif log.ending == "stopped":
+            held_at_stop |= unsettled
+    delivered = set(deliveries)
+    never_back = {i for i in attempted_ack if len(deliveries[i]) == 1}
+    in_transit = (never_back & sent) - set(acked_at) - set(dead_letters)
+    lost = sorted(sent - set(acked_at) - set(dead_letters) - in_transit)
+
+    dup_kill = dup_stop = dup_other = requested = 0
+    unexplained: list[str] = []
+    after_ack = 0
+    unexplained_after_ack: list[str] = []
+    for i, ds in deliveries.items():
+        ds.sort()
+        extra = len(ds) - 1
+        asked = min(extra, released.get(i, 0))
+        requested += asked
+        rest = extra - asked
+        if rest:
+            if i in held_at_kill:
+                dup_kill += rest
+            elif i in held_at_stop:
+                dup_stop += rest
+            else:
+                dup_other += rest
+                unexplained.append(i)
+        t_ack = acked_at.get(i)
+        if t_ack is not None:
+            late = [d for d in ds if d[0] > t_ack]
+            if late:
+                after_ack += len(late)
+                if i not in held_at_kill:
+                    unexplained_after_ack.append(i)
+    return Accounting(
+        sent=len(sent), delivered=len(delivered & sent), acked=len(set(acked_at) & sent),
+        dead_lettered=_count_by(dead_letters, sent), ack_in_transit=len(in_transit), lost=lost,
+        deliveries=sum(len(d) for d in deliveries.values()), requested_redeliveries=requested,
+        duplicates=dup_kill + dup_stop + dup_other,
+        duplicates_after_kill=dup_kill, duplicates_after_graceful_stop=dup_stop,
+        unexplained_duplicates=sorted(unexplained), redelivered_after_durable_ack=after_ack,
+        unexplained_after_ack=sorted(unexplained_after_ack),
+        max_deliveries_of_one_id=max((len(d) for d in deliveries.values()), default=0),
+        unexpected_ids=sorted(delivered - sent))
+
+
+def _count_by(dead_letters: dict[str, str], sent: set[str]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for i, reason in dead_letters.items():
+        if i in sent:
+            out[reason] += 1
+    return dict(out)

@@ -1,0 +1,25 @@
+"""Fixtures of the chaos and robustness tests (the broker and settings come from tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from kmq.devstack import TrackerProcess
+
+
+@pytest.fixture(scope="module")
+def own_tracker(make_settings, artifacts, request):
+    """A tracker worker with its own topics, for tests that would disturb the shared one."""
+    settings = make_settings(max_deliveries=5)
+    t = TrackerProcess(settings, artifacts / f"tracker-{request.module.__name__.split('.')[-1]}.log")
+    t.start(timeout_s=120)
+    yield t
+    t.stop()
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())

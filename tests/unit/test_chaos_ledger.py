@@ -1,0 +1,76 @@
+"""The chaos run's accounting rules catch what they are meant to catch (bench/chaos_ledger.py)."""
+
+import json
+
+from bench.chaos_consumer import fate
+from bench.chaos_ledger import account, parse_log
+
+
+def lines(*events):
+    return [json.dumps(e) for e in events]
+
+
+def recv(t, *ids, count=1):
+    return {"e": "recv", "m": [[i, count] for i in ids], "t": t}
+
+
+def settled(t, acked=(), released=(), rejected=()):
+    return {"e": "settled", "acked": list(acked), "released": list(released),
+            "rejected": list(rejected), "t": t}
+
+
+def test_a_clean_run_has_no_violations():
+    a = parse_log("a", lines(recv(1, "m1", "m2"), {"e": "acking", "ids": ["m1", "m2"], "t": 1},
+                             settled(2, acked=["m1", "m2"])))
+    acc = account(["m1", "m2"], [a], {})
+    assert acc.violations == [] and acc.acked == 2 and acc.duplicates == 0
+
+
+def test_a_message_nobody_acked_or_dead_lettered_is_lost():
+    a = parse_log("a", lines(recv(1, "m1", "m2"), settled(2, acked=["m1"])), "killed")
+    acc = account(["m1", "m2"], [a], {})
+    assert acc.lost == ["m2"] and acc.violations
+
+
+def test_an_ack_in_transit_at_a_kill_that_never_came_back_is_not_lost():
+    a = parse_log("a", lines(recv(1, "m1"), {"e": "acking", "ids": ["m1"], "t": 1}), "killed")
+    acc = account(["m1"], [a], {})
+    assert acc.lost == [] and acc.ack_in_transit == 1
+
+
+def test_delivery_after_a_durable_ack_is_a_violation_unless_a_kill_held_it():
+    a = parse_log("a", lines(recv(1, "m1"), settled(2, acked=["m1"])), "stopped")
+    b = parse_log("b", lines(recv(3, "m1", count=2), settled(4, acked=["m1"])), "stopped")
+    acc = account(["m1"], [a, b], {})
+    assert acc.unexplained_after_ack == ["m1"] and acc.unexplained_duplicates == ["m1"]
+    killed = parse_log("k", lines(recv(0.5, "m1")), "killed")
+    acc = account(["m1"], [killed, a, b], {})
+    assert acc.violations == [] and acc.redelivered_after_durable_ack == 1
+    assert acc.duplicates_after_kill == 2
+
+
+def test_a_release_asks_for_the_redelivery_it_gets():
+    a = parse_log("a", lines(recv(1, "m1"), settled(2, released=["m1"])), "stopped")
+    b = parse_log("b", lines(recv(3, "m1", count=2), settled(4, acked=["m1"])), "stopped")
+    acc = account(["m1"], [a, b], {})
+    assert acc.violations == [] and acc.requested_redeliveries == 1 and acc.duplicates == 0
+
+
+def test_dead_letters_account_for_rejected_messages_and_torn_lines_are_ignored():
+    text = lines(recv(1, "m1"), settled(2, rejected=["m1"])) + ['{"e": "recv", "m": [["m2"']
+    a = parse_log("a", text, "killed")
+    acc = account(["m1"], [a], {"m1": "rejected"})
+    assert acc.violations == [] and acc.dead_lettered == {"rejected": 1}
+
+
+def test_ids_nobody_sent_are_reported():
+    a = parse_log("a", lines(recv(1, "x"), settled(2, acked=["x"])))
+    assert account([], [a], {}).unexpected_ids == ["x"]
+
+
+def test_the_workload_fate_is_deterministic_and_releases_only_a_first_delivery():
+    ids = [f"id-{n}" for n in range(2000)]
+    fates = [fate(i, 1, 1, 2) for i in ids]
+    assert fates == [fate(i, 1, 1, 2) for i in ids]
+    assert 0 < fates.count("reject") < 60 and 0 < fates.count("release") < 100
+    assert all(fate(i, 2, 1, 2) != "release" for i in ids)
