@@ -87,6 +87,7 @@ def test_sends_receives_and_acks_during_an_outage_complete_when_it_returns(proxi
         with client.consumer(queue, visibility_timeout_s=10) as c:
             held = []
             wait_for(lambda: held.extend(c.receive_batch(50, 0.2)) or len(held) >= 50, 30, what="50")
+            assert sorted(m.id for m in held) == sorted(before)
             restored = outage(proxy, OUTAGE_S)
             during = client.send_batch(queue, [b"during %d" % i for i in range(50)])  # buffered
             for m in held:
