@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Callable
 import pytest
 
 from kmq.admin import ensure_topics
-from kmq.devstack import TrackerProcess
+from kmq.devstack import TrackerProcess, settings_env
 from kmq.embedded import EmbeddedBroker, free_port
 from kmq.settings import Settings
 
@@ -37,6 +39,18 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, interval_
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+def kill_when_ready(script: Path, args: list[str], settings: Settings) -> None:
+    """Run a helper script with ``settings`` in its environment until it prints "ready",
+    then SIGKILL it (a consumer dying at the point the helper stops at)."""
+    env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, str(script), *args], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready", f"{script.name} did not get ready"
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.fixture(scope="session")

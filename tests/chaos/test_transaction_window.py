@@ -10,18 +10,13 @@ transactional id starts: the consumer's successor, given a stable
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from kmq.devstack import settings_env
 from kmq.placement import markers_partition
-from tests.conftest import wait_for
+from tests.conftest import kill_when_ready, wait_for
 
 HELPER = Path(__file__).parent / "helpers" / "open_transaction_then_die.py"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def neighbour(queue: str, partitions: int) -> str:
@@ -36,15 +31,8 @@ def test_a_successor_with_the_same_transactional_id_unblocks_the_tracker_at_once
     client = make_client(s)
     ids = client.send_batch(queue, [b"m%d" % i for i in range(10)])
     client.flush()
-    env = {**os.environ, **settings_env(s), "PYTHONPATH": str(ROOT)}
     tid = f"{queue}-instance-0"
-    child = subprocess.Popen([sys.executable, str(HELPER), queue, "10", tid], env=env,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "ready"
-    finally:
-        child.kill()
-        child.wait()
+    kill_when_ready(HELPER, [queue, "10", tid], s)
     # The successor (same instance id) fences the dead one's transaction when it starts.
     with client.consumer(queue, visibility_timeout_s=30, transactional=True, transactional_id=tid) as c:
         other = neighbour(queue, s.markers_partitions)

@@ -7,20 +7,15 @@ START and the commit are one transaction: the window is closed.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from kmq.devstack import settings_env
-from tests.conftest import wait_for
+from tests.conftest import kill_when_ready, wait_for
 
 HELPER = Path(__file__).parent / "helpers" / "start_then_die.py"
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.usefixtures("tracker")
 
@@ -29,14 +24,7 @@ def deliveries_after_death(make_client, settings, queue: str, n: int, mode: str)
     client = make_client(settings)
     ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
     client.flush()
-    env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, str(HELPER), queue, str(n), mode], env=env,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "ready"
-    finally:
-        child.kill()
-        child.wait()
+    kill_when_ready(HELPER, [queue, str(n), mode], settings)
     seen: Counter = Counter()
     with client.consumer(queue, visibility_timeout_s=30) as c:
         def all_back():
