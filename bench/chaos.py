@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from bench.chaos_ledger import account, read_log
 from kmq.deadletters import list_dead_letters
 from kmq.devstack import TrackerProcess, settings_env
 from kmq.embedded import free_port
+from kmq.placement import queue_partitions
 from kmq.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +70,11 @@ class ChaosConfig:
     # The first this many queues' consumers write STARTs and offset commits in one
     # transaction (each consumer slot with a stable transactional id); the rest plainly.
     transactional_queues: int = 1
+    # > 0: a queue's consumer is killed only when its group holds the queue's partitions
+    # and its last kill is this long ago (the embedded broker can leave a group assigning
+    # a partition to a dead member forever when members die mid-rebalance; see
+    # docs/reliability.md). 0: kill at any moment.
+    queue_kill_gap_s: float = 0.0
 
 
 @dataclass
@@ -98,8 +105,12 @@ class Harness:
         self.events: list[dict] = []
         self.sent: dict[str, list[str]] = {q: [] for q in self.queues}
         self._spawned = 0
+        self._last_kill: dict[str, float] = {}  # queue -> monotonic time of its last consumer kill
         self._pace = threading.Event()  # never set: waits on it are the chaos pacing
-        (self.work / "logs").mkdir(parents=True, exist_ok=True)
+        # A run reusing a directory starts empty: trackers' data dirs from an earlier run
+        # (another broker) are ahead of this broker's changelog and Faust refuses them.
+        shutil.rmtree(self.work, ignore_errors=True)
+        (self.work / "logs").mkdir(parents=True)
 
     # -- processes ---------------------------------------------------------------
 
@@ -199,8 +210,13 @@ class Harness:
             for q in self.queues:
                 for _ in range(cfg.consumers_per_queue):
                     self.spawn(q)
-            self.say(f"chaos: {cfg.trackers} trackers ready after {time.monotonic() - t0:.0f}s; "
-                     f"{len(self.children)} consumers on {len(self.queues)} queues")
+            # Failures start once each queue's group has formed (a deployment running, then
+            # failing): on the embedded broker a member killed during a brand-new group's
+            # first join left that group never assigning again (docs/reliability.md).
+            self.wait_until("every queue fetched by one of its consumers", self._groups_formed,
+                            cfg.tracker_ready_s)
+            self.say(f"chaos: {cfg.trackers} trackers ready, {len(self.queues)} groups formed after "
+                     f"{time.monotonic() - t0:.0f}s; {len(self.children)} consumers")
             chaos = self._chaos(client)
             drain = self._drain()
         finally:
@@ -236,9 +252,11 @@ class Harness:
                     if n:
                         self.sent[q] += client.send_batch(q, [b"chaos %d" % i for i in range(n)])
                 client.flush()
-            if kills < cfg.kills and now >= next_kill:
-                victim = self.rng.choice(self.running())
+            victims = self._killable(now) if kills < cfg.kills and now >= next_kill else []
+            if victims:
+                victim = self.rng.choice(victims)
                 self.kill(victim)
+                self._last_kill[victim.queue] = now
                 if not any(e is victim for _, e in extras):
                     self.spawn(victim.queue, victim.slot)
                 kills += 1
@@ -275,6 +293,34 @@ class Harness:
                 "sent": sum(len(v) for v in self.sent.values()),
                 "tracker_modes": [e["mode"] for e in self.events if e["kind"] == "tracker-kill"]}
 
+    def _group_formed(self, queue: str) -> bool:
+        """The queue's partitions are fetched by its running consumers (their "assigned" lines)."""
+        held: set[int] = set()
+        for c in self.running(queue):
+            held.update(self._last_assignment(c) or [])
+        return held >= set(queue_partitions(queue, self.s.queue_partitions, 1))
+
+    def _groups_formed(self) -> bool:
+        return all(self._group_formed(q) for q in self.queues)
+
+    def _killable(self, now: float) -> list[Child]:
+        """Consumers that may be killed now (all, unless ``queue_kill_gap_s`` paces the kills)."""
+        gap = self.cfg.queue_kill_gap_s
+        if gap <= 0:
+            return self.running()
+        queues = [q for q in self.queues
+                  if now - self._last_kill.get(q, -gap) >= gap and self._group_formed(q)]
+        return [c for q in queues for c in self.running(q)]
+
+    @staticmethod
+    def _last_assignment(child: Child) -> list[int] | None:
+        lines = [ln for ln in child.log_path.read_text().splitlines() if '"assigned"' in ln] \
+            if child.log_path.exists() else []
+        try:
+            return json.loads(lines[-1])["p"] if lines else None
+        except (ValueError, KeyError):  # a torn last line of a killed process
+            return None
+
     def _accounted(self) -> bool:
         """Every sent id acked, dead-lettered, or acked by a killed process (in transit)."""
         logs = [read_log(c.log_path, "killed" if c.ending != "running" else "running")
@@ -308,9 +354,30 @@ class Harness:
         except TimeoutError as exc:
             self.say(f"{exc}: {self._missing} missing")
         drained_s = time.monotonic() - start
+        groups = self._group_states() if self._missing else None
         self._pace.wait(self.cfg.quiet_s)  # the quiet period: nothing acked may come back
         return {"drain_s": round(drained_s, 1), "missing_at_drain_end": self._missing,
-                "tracker_in_flight_at_end": self._tracker_in_flight()}
+                "tracker_in_flight_at_end": self._tracker_in_flight(), "groups_at_drain_end": groups}
+
+    def _group_states(self) -> dict:
+        """For diagnosis of a drain that did not finish: each queue's group as the broker sees
+        it, and which partitions the consumers fetch (their last "assigned" lines)."""
+        from kmq.admin import admin_client
+        out: dict = {}
+        groups = [self.s.group_id(q) for q in self.queues]
+        try:
+            futures = admin_client(self.s).describe_consumer_groups(groups, request_timeout=10)
+            for gid, fut in futures.items():
+                try:
+                    d = fut.result(15)
+                    out[gid] = {"state": str(d.state), "members": len(d.members)}
+                except Exception as exc:  # noqa: BLE001 - a diagnosis, never a failure of its own
+                    out[gid] = {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            out["error"] = str(exc)
+        for c in self.running():
+            out.setdefault("members", {})[c.name] = self._last_assignment(c)
+        return out
 
     def _tracker_in_flight(self) -> int | None:
         """In-flight messages of this run's queues, as the trackers' list view reports."""
@@ -348,7 +415,9 @@ class Harness:
 
 def run_chaos(settings: Settings, config: ChaosConfig, workdir: Path | None = None,
               say: Callable[[str], None] = print) -> dict:
-    """One chaos run against ``settings``' broker (topics must exist); returns the result."""
+    """One chaos run against ``settings``' broker (topics must exist); returns the result.
+
+    ``workdir`` (a new temporary directory if None) is emptied first: it holds this run only."""
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="kmq-chaos-"))
     result = Harness(settings, config, work, say).run()
     result["workdir"] = str(work)

@@ -63,10 +63,16 @@ def main() -> None:
     # batch_size = what one receive_batch takes: nothing fetched waits unlogged in a buffer.
     options = {"transactional": True, "transactional_id": args.transactional_id} \
         if args.transactional_id else {}
+    if os.environ.get("KMQ_CHAOS_DEBUG"):  # librdkafka debug contexts, e.g. "cgrp" (to stderr)
+        options["config"] = {"debug": os.environ["KMQ_CHAOS_DEBUG"]}
     c = client.consumer(args.queue, visibility_timeout_s=args.visibility_s,
                         max_in_flight=args.batch, batch_size=args.batch, **options)
+    assigned: frozenset[int] | None = None
     while not stop.is_set():
         batch = c.receive_batch(args.batch, timeout_s=0.5)
+        if c.assignment != assigned:  # for diagnosis: when this member got its share
+            assigned = c.assignment
+            log.write(e="assigned", p=sorted(assigned))
         if not batch:
             continue
         log.write(e="recv", m=[[m.id, m.delivery_count] for m in batch])

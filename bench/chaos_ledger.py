@@ -8,7 +8,8 @@ Each consumer process appends JSON lines to its own file (``bench/chaos_consumer
 - ``{"e": "acking", "ids": [...], "t": T}`` just before those ids are acked;
 - ``{"e": "settled", "acked": [...], "released": [...], "rejected": [...], "t": T}`` only
   after ``flush()`` returned: those settlements are durable;
-- ``{"e": "stop", "t": T}`` after a graceful close (SIGTERM).
+- ``{"e": "stop", "t": T}`` after a graceful close (SIGTERM);
+- ``{"e": "assigned", "p": [partitions], "t": T}`` when the consumer's share changes (diagnosis only).
 
 The harness adds how each process ended (``killed``, ``stopped``, ``crashed``) and
 the dead letters it read back. The rules (docs/reliability.md):

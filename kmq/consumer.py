@@ -658,12 +658,21 @@ class Consumer:
         with self._lock:
             self._advance_commits(asynchronous=False)
         self._kc.close()
+        # Threads and callbacks make this object part of reference cycles; dropping the
+        # producer here ends its connections now, not at some later garbage collection.
+        self._producer = self._writer.producer = None
 
     def __enter__(self) -> "Consumer":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def assignment(self) -> frozenset[int]:
+        """Queue-topic partitions this consumer fetches now (its group share holding the queue)."""
+        with self._lock:
+            return frozenset(self._assigned)
 
     @property
     def in_flight(self) -> int:

@@ -69,12 +69,12 @@ def test_unreachable_broker_is_a_clear_error_naming_the_address_and_the_wait(pro
     settings, proxy = proxied
     proxy.cut()
     try:
-        client = kmq.Client(settings=settings)  # makes no connection yet
-        started = time.monotonic()
-        with pytest.raises(BrokerUnavailableError) as info:
-            client.partition_count(settings.queue_topic, timeout_s=2.0)
-        assert time.monotonic() - started < 10
-        assert settings.bootstrap_servers in str(info.value) and "within 2s" in str(info.value)
+        with kmq.Client(settings=settings) as client:  # makes no connection yet
+            started = time.monotonic()
+            with pytest.raises(BrokerUnavailableError) as info:
+                client.partition_count(settings.queue_topic, timeout_s=2.0)
+            assert time.monotonic() - started < 10
+            assert settings.bootstrap_servers in str(info.value) and "within 2s" in str(info.value)
     finally:
         proxy.restore()
 

@@ -74,3 +74,30 @@ def test_the_workload_fate_is_deterministic_and_releases_only_a_first_delivery()
     assert fates == [fate(i, 1, 1, 2) for i in ids]
     assert 0 < fates.count("reject") < 60 and 0 < fates.count("release") < 100
     assert all(fate(i, 2, 1, 2) != "release" for i in ids)
+
+
+def test_paced_kills_wait_for_the_group_to_hold_the_queue_and_for_the_gap(tmp_path):
+    from bench.chaos import ChaosConfig, Child, Harness
+    from kmq.placement import queue_partitions
+    from kmq.settings import Settings
+
+    class Alive:  # stands in for a running process
+        def poll(self):
+            return None
+
+    settings = Settings.from_env({}, queue_partitions=4)
+    h = Harness(settings, ChaosConfig(queues=1, queue_kill_gap_s=4.0), tmp_path)
+    (queue,) = h.queues
+    (part,) = queue_partitions(queue, 4, 1)
+    a, b = (Child(n, queue, n, tmp_path / f"{n}.jsonl", Alive()) for n in ("a", "b"))
+    h.children += [a, b]
+    a.log_path.write_text(json.dumps({"e": "assigned", "p": [], "t": 1}) + "\n")
+    assert h._killable(100.0) == [], "nobody holds the queue's partition yet: its group is forming"
+    b.log_path.write_text(json.dumps({"e": "assigned", "p": [part], "t": 2}) + "\n{torn")
+    assert h._killable(100.0) == [a, b]
+    h._last_kill[queue] = 98.0
+    assert h._killable(100.0) == [], "within the gap after the queue's last kill"
+    assert h._killable(102.0) == [a, b]
+    unpaced = Harness(settings, ChaosConfig(queues=1), tmp_path / "u")
+    unpaced.children.append(Child("c", unpaced.queues[0], "c", tmp_path / "none.jsonl", Alive()))
+    assert unpaced._killable(0.0) == unpaced.children
