@@ -623,6 +623,9 @@ class Consumer:
         if this process dies the next moment: the acks are on the markers
         topic and the source offsets covering them are committed.
         """
+        if self._closed:  # close() already sent and committed everything recorded before it
+            raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed: "
+                                      "settle messages before close(), which flushes them")
         with self._lock:
             self._flush_settlements()
         left = self._producer.flush(timeout_s)
