@@ -106,6 +106,7 @@ class Harness:
         self.sent: dict[str, list[str]] = {q: [] for q in self.queues}
         self._spawned = 0
         self._last_kill: dict[str, float] = {}  # queue -> monotonic time of its last consumer kill
+        self._shares: dict[str, tuple[int, list[int] | None]] = {}  # child -> (log bytes read, share)
         self._pace = threading.Event()  # never set: waits on it are the chaos pacing
         # A run reusing a directory starts empty: trackers' data dirs from an earlier run
         # (another broker) are ahead of this broker's changelog and Faust refuses them.
@@ -312,14 +313,25 @@ class Harness:
                   if now - self._last_kill.get(q, -gap) >= gap and self._group_formed(q)]
         return [c for q in queues for c in self.running(q)]
 
-    @staticmethod
-    def _last_assignment(child: Child) -> list[int] | None:
-        lines = [ln for ln in child.log_path.read_text().splitlines() if '"assigned"' in ln] \
-            if child.log_path.exists() else []
+    def _last_assignment(self, child: Child) -> list[int] | None:
+        """The partitions ``child`` last said it fetches; reads only what its log gained
+        since the previous call (the pacing asks several times a second)."""
+        read_bytes, share = self._shares.get(child.name, (0, None))
         try:
-            return json.loads(lines[-1])["p"] if lines else None
-        except (ValueError, KeyError):  # a torn last line of a killed process
-            return None
+            with open(child.log_path, "rb") as f:
+                f.seek(read_bytes)
+                new = f.read()
+        except FileNotFoundError:
+            return share
+        complete = new[:new.rfind(b"\n") + 1]  # a torn last line waits for its end
+        for line in complete.splitlines():
+            if b'"assigned"' in line:
+                try:
+                    share = json.loads(line)["p"]
+                except (ValueError, KeyError):  # a torn line of a killed process
+                    continue
+        self._shares[child.name] = (read_bytes + len(complete), share)
+        return share
 
     def _accounted(self) -> bool:
         """Every sent id acked, dead-lettered, or acked by a killed process (in transit)."""

@@ -98,6 +98,9 @@ def test_paced_kills_wait_for_the_group_to_hold_the_queue_and_for_the_gap(tmp_pa
     h._last_kill[queue] = 98.0
     assert h._killable(100.0) == [], "within the gap after the queue's last kill"
     assert h._killable(102.0) == [a, b]
+    with open(b.log_path, "a") as f:  # the log grows: only the new part is read
+        f.write("}\n" + json.dumps({"e": "assigned", "p": [], "t": 3}) + "\n")
+    assert h._killable(110.0) == [], "b gave the partition up: the group is rebalancing"
     unpaced = Harness(settings, ChaosConfig(queues=1), tmp_path / "u")
     unpaced.children.append(Child("c", unpaced.queues[0], "c", tmp_path / "none.jsonl", Alive()))
     assert unpaced._killable(0.0) == unpaced.children
