@@ -70,10 +70,10 @@ class ChaosConfig:
     # The first this many queues' consumers write STARTs and offset commits in one
     # transaction (each consumer slot with a stable transactional id); the rest plainly.
     transactional_queues: int = 1
-    # > 0: a queue's consumer is killed only when its group holds the queue's partitions
-    # and its last kill is this long ago (the embedded broker can leave a group assigning
-    # a partition to a dead member forever when members die mid-rebalance; see
-    # docs/reliability.md). 0: kill at any moment.
+    # > 0: a queue's consumer is killed only when its group is settled (every running
+    # member joined, their shares cover the topic) and its last kill is this long ago.
+    # The embedded broker can leave a group assigning a partition to a dead member forever
+    # when members die mid-rebalance (docs/reliability.md). 0: kill at any moment.
     queue_kill_gap_s: float = 0.0
 
 
@@ -106,7 +106,7 @@ class Harness:
         self.sent: dict[str, list[str]] = {q: [] for q in self.queues}
         self._spawned = 0
         self._last_kill: dict[str, float] = {}  # queue -> monotonic time of its last consumer kill
-        self._shares: dict[str, tuple[int, list[int] | None]] = {}  # child -> (log bytes read, share)
+        self._shares: dict[str, tuple[int, tuple]] = {}  # child -> (log bytes read, its shares)
         self._pace = threading.Event()  # never set: waits on it are the chaos pacing
         # A run reusing a directory starts empty: trackers' data dirs from an earlier run
         # (another broker) are ahead of this broker's changelog and Faust refuses them.
@@ -214,8 +214,7 @@ class Harness:
             # Failures start once each queue's group has formed (a deployment running, then
             # failing): on the embedded broker a member killed during a brand-new group's
             # first join left that group never assigning again (docs/reliability.md).
-            self.wait_until("every queue fetched by one of its consumers", self._groups_formed,
-                            cfg.tracker_ready_s)
+            self.wait_until("every queue's group settled", self._groups_settled, cfg.tracker_ready_s)
             self.say(f"chaos: {cfg.trackers} trackers ready, {len(self.queues)} groups formed after "
                      f"{time.monotonic() - t0:.0f}s; {len(self.children)} consumers")
             chaos = self._chaos(client)
@@ -279,7 +278,8 @@ class Harness:
                 self._event("rebalance-join", name=extras[-1][1].name)
                 rebalances += 1
             for due, child in list(extras):
-                if now >= due:
+                # Paced like kills: an extra leaves a settled group, not one mid-rebalance.
+                if now >= due and (self.cfg.queue_kill_gap_s <= 0 or self._group_settled(child.queue)):
                     extras.remove((due, child))
                     if child.ending == "running":
                         self.stop(child)
@@ -294,15 +294,25 @@ class Harness:
                 "sent": sum(len(v) for v in self.sent.values()),
                 "tracker_modes": [e["mode"] for e in self.events if e["kind"] == "tracker-kill"]}
 
-    def _group_formed(self, queue: str) -> bool:
+    def _queue_held(self, queue: str) -> bool:
         """The queue's partitions are fetched by its running consumers (their "assigned" lines)."""
         held: set[int] = set()
         for c in self.running(queue):
-            held.update(self._last_assignment(c) or [])
+            held.update(self._share(c)[0] or [])
         return held >= set(queue_partitions(queue, self.s.queue_partitions, 1))
 
-    def _groups_formed(self) -> bool:
-        return all(self._group_formed(q) for q in self.queues)
+    def _group_settled(self, queue: str) -> bool:
+        """The queue's group is between rebalances: every running member has joined, their
+        shares split the whole topic with nothing missing (a dead member still counted by
+        the broker holds a share nobody running has), and the queue's partitions are fetched."""
+        shares = [self._share(c)[1] for c in self.running(queue)]
+        if not shares or any(not g for g in shares):
+            return False
+        everything = [p for g in shares for p in g]
+        return sorted(everything) == list(range(self.s.queue_partitions)) and self._queue_held(queue)
+
+    def _groups_settled(self) -> bool:
+        return all(self._group_settled(q) for q in self.queues)
 
     def _killable(self, now: float) -> list[Child]:
         """Consumers that may be killed now (all, unless ``queue_kill_gap_s`` paces the kills)."""
@@ -310,13 +320,13 @@ class Harness:
         if gap <= 0:
             return self.running()
         queues = [q for q in self.queues
-                  if now - self._last_kill.get(q, -gap) >= gap and self._group_formed(q)]
+                  if now - self._last_kill.get(q, -gap) >= gap and self._group_settled(q)]
         return [c for q in queues for c in self.running(q)]
 
-    def _last_assignment(self, child: Child) -> list[int] | None:
-        """The partitions ``child`` last said it fetches; reads only what its log gained
-        since the previous call (the pacing asks several times a second)."""
-        read_bytes, share = self._shares.get(child.name, (0, None))
+    def _share(self, child: Child) -> tuple[list[int] | None, list[int] | None]:
+        """What ``child`` last said it fetches and what its group gave it; reads only what
+        its log gained since the previous call (the pacing asks several times a second)."""
+        read_bytes, share = self._shares.get(child.name, (0, (None, None)))
         try:
             with open(child.log_path, "rb") as f:
                 f.seek(read_bytes)
@@ -327,7 +337,8 @@ class Harness:
         for line in complete.splitlines():
             if b'"assigned"' in line:
                 try:
-                    share = json.loads(line)["p"]
+                    rec = json.loads(line)
+                    share = (rec["p"], rec.get("g"))
                 except (ValueError, KeyError):  # a torn line of a killed process
                     continue
         self._shares[child.name] = (read_bytes + len(complete), share)
@@ -369,7 +380,7 @@ class Harness:
         groups = self._group_states() if self._missing else None
         # Queues whose partition no live member fetches even after the whole drain: the
         # embedded broker's group fault (docs/reliability.md), reported apart from loss.
-        stranded = [q for q in self.queues if not self._group_formed(q)] if self._missing else []
+        stranded = [q for q in self.queues if not self._queue_held(q)] if self._missing else []
         self._pace.wait(self.cfg.quiet_s)  # the quiet period: nothing acked may come back
         return {"drain_s": round(drained_s, 1), "missing_at_drain_end": self._missing,
                 "tracker_in_flight_at_end": self._tracker_in_flight(), "groups_at_drain_end": groups,
@@ -378,7 +389,7 @@ class Harness:
     def _group_states(self) -> dict:
         """For diagnosis of a drain that did not finish: the partitions each live consumer
         fetches (its last "assigned" line). Tansu 0.6.0 answers no DescribeGroups."""
-        return {"members": {c.name: self._last_assignment(c) for c in self.running()}}
+        return {"members": {c.name: self._share(c) for c in self.running()}}
 
     def _tracker_in_flight(self) -> int | None:
         """In-flight messages of this run's queues, as the trackers' list view reports."""

@@ -67,12 +67,12 @@ def main() -> None:
         options["config"] = {"debug": os.environ["KMQ_CHAOS_DEBUG"]}
     c = client.consumer(args.queue, visibility_timeout_s=args.visibility_s,
                         max_in_flight=args.batch, batch_size=args.batch, **options)
-    assigned: frozenset[int] | None = None
+    shares: tuple | None = None
     while not stop.is_set():
         batch = c.receive_batch(args.batch, timeout_s=0.5)
-        if c.assignment != assigned:  # for diagnosis: when this member got its share
-            assigned = c.assignment
-            log.write(e="assigned", p=sorted(assigned))
+        if (c.assignment, c.group_share) != shares:  # the harness paces kills by these
+            shares = (c.assignment, c.group_share)
+            log.write(e="assigned", p=sorted(shares[0]), g=sorted(shares[1]))
         if not batch:
             continue
         log.write(e="recv", m=[[m.id, m.delivery_count] for m in batch])

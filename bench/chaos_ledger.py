@@ -9,7 +9,9 @@ Each consumer process appends JSON lines to its own file (``bench/chaos_consumer
 - ``{"e": "settled", "acked": [...], "released": [...], "rejected": [...], "t": T}`` only
   after ``flush()`` returned: those settlements are durable;
 - ``{"e": "stop", "t": T}`` after a graceful close (SIGTERM);
-- ``{"e": "assigned", "p": [partitions], "t": T}`` when the consumer's share changes (diagnosis only).
+- ``{"e": "assigned", "p": [partitions], "g": [partitions], "t": T}`` when the consumer's
+  share changes: ``p`` the queue's partitions it fetches, ``g`` everything the group gave it
+  (the harness paces kills by these; the ledger ignores them).
 
 The harness adds how each process ended (``killed``, ``stopped``, ``crashed``) and
 the dead letters it read back. The rules (docs/reliability.md):

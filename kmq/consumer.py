@@ -608,6 +608,8 @@ class Consumer:
             for tp in partitions:
                 self._commits.pop(tp.partition, None)
             self._assigned -= {tp.partition for tp in partitions}
+            revoked = {tp.partition for tp in partitions}
+            self._group_partitions = [p for p in self._group_partitions if p not in revoked]
         try:
             kc.unassign()
         except Exception:  # already unassigned by a lost session
@@ -676,6 +678,13 @@ class Consumer:
         """Queue-topic partitions this consumer fetches now (its group share holding the queue)."""
         with self._lock:
             return frozenset(self._assigned)
+
+    @property
+    def group_share(self) -> frozenset[int]:
+        """Every queue-topic partition the group gave this member now, the queue's and
+        others' alike; :attr:`assignment` is the part of it this consumer fetches."""
+        with self._lock:
+            return frozenset(self._group_partitions)
 
     @property
     def in_flight(self) -> int:

@@ -1,10 +1,11 @@
 """The chaos run in CI: consumers SIGKILLed >= 50 times, trackers killed with and without
 their data dirs, rebalances; then every message id is accounted for (bench/chaos.py).
 
-Kills are paced per queue (a queue's consumer dies only once its group holds the queue's
-partitions again and 4 s after its previous kill): on the embedded broker, members
-SIGKILLed in quick succession mid-rebalance intermittently left a group assigning the
-queue's partition to no live member for good (docs/reliability.md, "What remains").
+Membership changes are paced per queue: a queue's consumer is SIGKILLed, and an extra
+member leaves, only while the queue's group is settled (every running member joined and
+their shares cover the topic), and kills 4 s apart. On the embedded broker, membership
+changes landing mid-rebalance intermittently left a group assigning the queue's
+partition to no live member for good (docs/reliability.md, "What remains").
 Plain STARTs here; transactional kill windows are tested one at a time
 (tests/chaos/test_transaction_window.py, tests/integration/test_crash_windows.py)."""
 

@@ -76,7 +76,7 @@ def test_the_workload_fate_is_deterministic_and_releases_only_a_first_delivery()
     assert all(fate(i, 2, 1, 2) != "release" for i in ids)
 
 
-def test_paced_kills_wait_for_the_group_to_hold_the_queue_and_for_the_gap(tmp_path):
+def test_paced_kills_wait_for_a_settled_group_and_for_the_gap(tmp_path):
     from bench.chaos import ChaosConfig, Child, Harness
     from kmq.placement import queue_partitions
     from kmq.settings import Settings
@@ -85,22 +85,32 @@ def test_paced_kills_wait_for_the_group_to_hold_the_queue_and_for_the_gap(tmp_pa
         def poll(self):
             return None
 
+    def share(p, g):
+        return json.dumps({"e": "assigned", "p": p, "g": g, "t": 1}) + "\n"
+
     settings = Settings.from_env({}, queue_partitions=4)
     h = Harness(settings, ChaosConfig(queues=1, queue_kill_gap_s=4.0), tmp_path)
     (queue,) = h.queues
     (part,) = queue_partitions(queue, 4, 1)
+    others = [p for p in range(4) if p != part]
     a, b = (Child(n, queue, n, tmp_path / f"{n}.jsonl", Alive()) for n in ("a", "b"))
     h.children += [a, b]
-    a.log_path.write_text(json.dumps({"e": "assigned", "p": [], "t": 1}) + "\n")
-    assert h._killable(100.0) == [], "nobody holds the queue's partition yet: its group is forming"
-    b.log_path.write_text(json.dumps({"e": "assigned", "p": [part], "t": 2}) + "\n{torn")
+    a.log_path.write_text(share([], []))
+    b.log_path.write_text(share([part], [part, others[0]]) + "{torn")
+    assert h._killable(100.0) == [], "a has not joined yet: its group is forming"
+    with open(a.log_path, "a") as f:  # the log grows: only the new part is read
+        f.write(share([], others[1:2]))
+    assert h._killable(100.0) == [], "a partition is still with a member that is gone"
+    with open(a.log_path, "a") as f:
+        f.write(share([], others[1:]))
     assert h._killable(100.0) == [a, b]
     h._last_kill[queue] = 98.0
     assert h._killable(100.0) == [], "within the gap after the queue's last kill"
     assert h._killable(102.0) == [a, b]
-    with open(b.log_path, "a") as f:  # the log grows: only the new part is read
-        f.write("}\n" + json.dumps({"e": "assigned", "p": [], "t": 3}) + "\n")
-    assert h._killable(110.0) == [], "b gave the partition up: the group is rebalancing"
+    with open(b.log_path, "a") as f:  # the torn line ends; b's share is revoked
+        f.write("}\n" + share([], []))
+    assert h._killable(110.0) == [], "b gave its share up: the group is rebalancing"
+    assert not h._queue_held(queue)
     unpaced = Harness(settings, ChaosConfig(queues=1), tmp_path / "u")
     unpaced.children.append(Child("c", unpaced.queues[0], "c", tmp_path / "none.jsonl", Alive()))
     assert unpaced._killable(0.0) == unpaced.children
