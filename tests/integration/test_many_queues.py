@@ -72,6 +72,14 @@ def test_growing_a_queues_spread_loses_nothing_in_flight_or_enqueued(make_client
             return acked >= set(before) | set(after)
         wait_for(step, 90, what="every message, old and new")
         assert set(seen) == set(before) | set(after)
+
+        def shares_cover_the_topic():
+            for c in (c1, c2):
+                assert len(c.receive_batch(10, 0.05)) == 0  # all acked; this polls the group too
+            return c1.group_share | c2.group_share == set(range(n)) and not c1.group_share & c2.group_share
+        wait_for(shares_cover_the_topic, 30, what="the group's shares covering the topic")
+        # Each fetches only the queue's partitions among what the group gave it.
+        assert c1.assignment == c1.group_share & parts_used and c2.assignment == c2.group_share & parts_used
     finally:
         c1.close()
         c2.close()
