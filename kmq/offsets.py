@@ -60,3 +60,27 @@ def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
         c.close()
 
 
+
+
+class EndLowerBounds:
+    """Recent end offsets kept as lower bounds of the true ends.
+
+    A partition's end only grows, so an end read a moment ago is still a
+    lower bound of it now: where the tracker only needs that (the point a
+    redelivery attempt began, looked up from after a crash), an answer up to
+    ``max_age_s`` old spares a broker round trip on the redelivery path. The
+    price is scanning at most that much more of the partition after a crash.
+    """
+
+    def __init__(self, max_age_s: float) -> None:
+        self.max_age_s = max_age_s
+        self._ends: dict[tuple[str, int], tuple[int, float]] = {}  # -> (end, read at, s)
+
+    def get(self, topic: str, partition: int, now_s: float, read_end) -> int:
+        """The cached end if fresh enough, else ``read_end(topic, partition)`` (kept)."""
+        hit = self._ends.get((topic, partition))
+        if hit is not None and now_s - hit[1] <= self.max_age_s:
+            return hit[0]
+        end = max(0, read_end(topic, partition))
+        self._ends[(topic, partition)] = (end, now_s)
+        return end
