@@ -607,8 +607,8 @@ class Consumer:
             self._advance_commits(asynchronous=False)
             for tp in partitions:
                 self._commits.pop(tp.partition, None)
-            self._assigned -= {tp.partition for tp in partitions}
             revoked = {tp.partition for tp in partitions}
+            self._assigned -= revoked
             self._group_partitions = [p for p in self._group_partitions if p not in revoked]
         try:
             kc.unassign()

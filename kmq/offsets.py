@@ -60,8 +60,6 @@ def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
         c.close()
 
 
-
-
 class EndLowerBounds:
     """Recent end offsets kept as lower bounds of the true ends.
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: one embedded broker per test session, tracker workers as subprocesses.
+"""Shared fixtures: one embedded broker per test session (per pytest-xdist worker), tracker
+workers as subprocesses.
 
 Integration tests talk to a real Kafka-protocol broker (Tansu) on a free
 loopback port; nothing about Kafka is mocked. Each test uses its own queue
@@ -25,6 +26,8 @@ from kmq.embedded import EmbeddedBroker, free_port
 from kmq.settings import Settings
 
 ARTIFACTS = Path(os.environ.get("KMQ_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
+if os.environ.get("PYTEST_XDIST_WORKER"):  # each pytest-xdist worker (its own broker) apart
+    ARTIFACTS = ARTIFACTS / os.environ["PYTEST_XDIST_WORKER"]
 _counter = itertools.count()
 
 
