@@ -374,19 +374,22 @@ class Redeliverer:
         topic = topic or self.settings.queue_topic
         reader.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + 60.0
-        while time.monotonic() < deadline:
-            batch = reader.consume(10000, 0.2)
-            for rec in batch:
-                err = rec.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
-                        reader.assign([TopicPartition(topic, partition, max(low, start))])
-                    continue
-                yield rec.offset(), rec
-        raise DeliveryError(f"could not read {topic}[{partition}] to its end within 60 s")
+        try:
+            while time.monotonic() < deadline:
+                batch = reader.consume(10000, 0.2)
+                for rec in batch:
+                    err = rec.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            return
+                        if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                            low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
+                            reader.assign([TopicPartition(topic, partition, max(low, start))])
+                        continue
+                    yield rec.offset(), rec
+            raise DeliveryError(f"could not read {topic}[{partition}] to its end within 60 s")
+        finally:
+            reader.unassign()  # an assigned partition would be prefetched on and on
 
     def _read(self, partition: int, offsets: list[int]) -> dict[int, tuple[bytes, Any, int]]:
         """Records at ``offsets`` of one queue partition; missing ones have left the log."""
@@ -430,4 +433,7 @@ class Redeliverer:
                     if off >= hi:
                         done = True
                         break
+        # Left assigned, the partition (often the busiest) would be prefetched on and
+        # on, up to librdkafka's queue bounds, for nothing.
+        reader.unassign()
         return out
