@@ -25,6 +25,7 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kmq import envelope, profiles
+from kmq.backpressure import produce_when_room
 from kmq.errors import DeliveryError
 from kmq.markers import RangeRef, mask_offsets
 from kmq.placement import partition_for_key, queue_partitions
@@ -299,16 +300,13 @@ class Redeliverer:
     def _produce(self, producer: Producer, topic: str, key: str, value: bytes, partition: int,
                  headers: list) -> bool:
         """Queue one record; False if it is too large to be written (the caller sets it aside)."""
-        while True:
-            try:
-                producer.produce(topic, value, key.encode(), partition=partition, headers=headers)
-                return True
-            except BufferError:
-                producer.poll(0.05)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise
-                return False
+        try:
+            produce_when_room(producer, topic, value, key.encode(), partition=partition, headers=headers)
+            return True
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                raise
+            return False
 
     def _too_large(self, producer: Producer, queue: str, value: bytes, headers: list, partition: int,
                    offset: int, started_ms: int, now_ms: int) -> None:

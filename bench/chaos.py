@@ -279,7 +279,7 @@ class Harness:
                 rebalances += 1
             for due, child in list(extras):
                 # Paced like kills: an extra leaves a settled group, not one mid-rebalance.
-                if now >= due and (self.cfg.queue_kill_gap_s <= 0 or self._group_settled(child.queue)):
+                if now >= due and (not self._paced or self._group_settled(child.queue)):
                     extras.remove((due, child))
                     if child.ending == "running":
                         self.stop(child)
@@ -294,31 +294,35 @@ class Harness:
                 "sent": sum(len(v) for v in self.sent.values()),
                 "tracker_modes": [e["mode"] for e in self.events if e["kind"] == "tracker-kill"]}
 
-    def _queue_held(self, queue: str) -> bool:
+    def _queue_held(self, queue: str, shares: list[tuple] | None = None) -> bool:
         """The queue's partitions are fetched by its running consumers (their "assigned" lines)."""
-        held: set[int] = set()
-        for c in self.running(queue):
-            held.update(self._share(c)[0] or [])
+        shares = shares if shares is not None else [self._share(c) for c in self.running(queue)]
+        held = {p for fetched, _ in shares for p in fetched or []}
         return held >= set(queue_partitions(queue, self.s.queue_partitions, 1))
 
     def _group_settled(self, queue: str) -> bool:
         """The queue's group is between rebalances: every running member has joined, their
         shares split the whole topic with nothing missing (a dead member still counted by
         the broker holds a share nobody running has), and the queue's partitions are fetched."""
-        shares = [self._share(c)[1] for c in self.running(queue)]
-        if not shares or any(not g for g in shares):
+        shares = [self._share(c) for c in self.running(queue)]
+        if not shares or any(not given for _, given in shares):
             return False
-        everything = [p for g in shares for p in g]
-        return sorted(everything) == list(range(self.s.queue_partitions)) and self._queue_held(queue)
+        everything = sorted(p for _, given in shares for p in given)
+        return everything == list(range(self.s.queue_partitions)) and self._queue_held(queue, shares)
 
     def _groups_settled(self) -> bool:
         return all(self._group_settled(q) for q in self.queues)
 
+    @property
+    def _paced(self) -> bool:
+        """Membership changes wait for a settled group (``queue_kill_gap_s`` > 0)."""
+        return self.cfg.queue_kill_gap_s > 0
+
     def _killable(self, now: float) -> list[Child]:
-        """Consumers that may be killed now (all, unless ``queue_kill_gap_s`` paces the kills)."""
-        gap = self.cfg.queue_kill_gap_s
-        if gap <= 0:
+        """Consumers that may be killed now (all, unless the run is paced)."""
+        if not self._paced:
             return self.running()
+        gap = self.cfg.queue_kill_gap_s
         queues = [q for q in self.queues
                   if now - self._last_kill.get(q, -gap) >= gap and self._group_settled(q)]
         return [c for q in queues for c in self.running(q)]
@@ -387,8 +391,8 @@ class Harness:
                 "stranded_queues": stranded}
 
     def _group_states(self) -> dict:
-        """For diagnosis of a drain that did not finish: the partitions each live consumer
-        fetches (its last "assigned" line). Tansu 0.6.0 answers no DescribeGroups."""
+        """For diagnosis of a drain that did not finish: each live consumer's last
+        (fetched, given by the group) partitions. Tansu 0.6.0 answers no DescribeGroups."""
         return {"members": {c.name: self._share(c) for c in self.running()}}
 
     def _tracker_in_flight(self) -> int | None:

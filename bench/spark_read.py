@@ -29,6 +29,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import median, save, stack
+from kmq.backpressure import produce_when_room
 
 PARTITIONS = 4
 
@@ -41,12 +42,7 @@ def fill(bootstrap: str, topic: str, n: int, size: int) -> float:
     value = b"x" * size
     t0 = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value, b"k%07d" % (i % 1000), partition=i % PARTITIONS)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_when_room(p, topic, value, b"k%07d" % (i % 1000), partition=i % PARTITIONS)
     assert p.flush(300) == 0
     return n / (time.perf_counter() - t0)
 

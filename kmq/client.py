@@ -27,6 +27,7 @@ from confluent_kafka import KafkaException, Producer
 from kmq import deadletters, envelope, profiles
 from kmq import markers as M
 from kmq.admin import topic_partition_counts
+from kmq.backpressure import produce_when_room
 from kmq.consumer import Consumer
 from kmq.deadletters import DeadLetter
 from kmq.offsets import true_end_offsets
@@ -278,14 +279,10 @@ class Client:
 
     def _produce(self, producer: Producer, topic: str, value: bytes, key: str, partition: int,
                  headers: list | None) -> None:
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=partition, headers=headers)
-                break
-            except BufferError:
-                producer.poll(0.05)
-            except KafkaException as exc:
-                raise DeliveryError(f"could not enqueue on {topic}: {exc}") from exc
+        try:
+            produce_when_room(producer, topic, value, key, partition=partition, headers=headers)
+        except KafkaException as exc:
+            raise DeliveryError(f"could not enqueue on {topic}: {exc}") from exc
         self._sent_since_poll += 1
         if self._sent_since_poll >= 1000:
             self._sent_since_poll = 0

@@ -33,6 +33,7 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from kmq import markers as M
 from kmq import profiles
+from kmq.backpressure import produce_when_room
 from kmq.errors import DeliveryError
 from kmq.settings import Settings
 
@@ -92,13 +93,8 @@ class MarkerWriter:
         self._produce(value, delivered)
 
     def _produce(self, value: bytes, on_delivery: Callable | None = None) -> None:
-        while True:
-            try:
-                self.producer.produce(self._topic, value, self._key, partition=self._partition,
-                                      on_delivery=on_delivery)
-                break
-            except BufferError:
-                self.producer.poll(0.01)
+        produce_when_room(self.producer, self._topic, value, self._key, partition=self._partition,
+                          on_delivery=on_delivery)
         self.records += 1
 
     # -- transactional ----------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from kmq.backpressure import produce_when_room
 from kmq.devstack import settings_env
 from kmq.placement import queue_partitions
 
@@ -35,12 +36,7 @@ def test_a_consumer_never_holds_more_than_max_in_flight_and_its_memory_stays_bou
     part = queue_partitions(queue, s.queue_partitions)[0]
     payload = b"x" * SIZE_BYTES
     for _ in range(BACKLOG):
-        while True:
-            try:
-                p.produce(s.queue_topic, payload, queue.encode(), partition=part)
-                break
-            except BufferError:  # librdkafka's local queue is full: let deliveries drain it
-                p.poll(0.1)
+        produce_when_room(p, s.queue_topic, payload, queue.encode(), partition=part)
     assert p.flush(60) == 0
     env = {**os.environ, **settings_env(s), "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, str(HELPER), queue, str(BACKLOG), str(MAX_IN_FLIGHT),
