@@ -24,6 +24,7 @@ RUN pip install ".[tracker]"
 COPY app/ app/
 COPY agents/ agents/
 COPY tables/ tables/
+COPY web/ web/
 
 # Inside a container the web view listens on every interface; compose
 # publishes it on the host's loopback only.

@@ -11,12 +11,13 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from kmq import entries as E
-from kmq.clock import PartitionClock
-from kmq.gauges import GaugedStore, QueueGauges
-from kmq.rates import RateWindow
-from kmq.state import PartitionState
-from tables.store import TableStore
+from kmq.protocol import entries as E
+from kmq.protocol.clock import PartitionClock
+from kmq.stats.gauges import GaugedStore, QueueGauges
+from kmq.stats.rates import RateWindow
+from kmq.protocol.state import PartitionState
+from tables.store import TableStore, partition_items
+from tables.tracker import tracker_state
 
 
 @dataclass
@@ -32,7 +33,7 @@ class OwnedPartition:
     last_tick_ms: int = 0
     malformed: int = 0
     counters: Counter = field(default_factory=Counter)  # (queue, what) -> messages
-    # Views (agents/queue_stats.py): gauges follow every table write; rates per time bucket.
+    # Views (web/queue_stats.py): gauges follow every table write; rates per time bucket.
     gauges: QueueGauges = field(default_factory=QueueGauges)
     rates: RateWindow = field(default_factory=RateWindow)
     gauges_built: bool = False  # rebuilt from the table on the first event after assignment
@@ -52,6 +53,11 @@ class OwnedPartition:
         """Record, after a record's changes, that the table holds them (same changelog)."""
         self.state.store.put(E.applied_key(self.partition), E.encode_offset(offset))
         self.applied_offset = offset
+
+    def build_gauges(self) -> None:
+        """Rebuild the gauges by one scan of the partition's table entries (after assignment)."""
+        self.gauges.rebuild(partition_items(tracker_state, self.partition))
+        self.gauges_built = True
 
     def count(self, queue: str, what: str, n: int) -> None:
         """Count ``n`` messages of ``queue`` that ``what`` happened to (counters and rates)."""

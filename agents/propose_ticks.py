@@ -10,7 +10,7 @@ from __future__ import annotations
 from agents.track_markers import owned
 from app import app, settings
 from app.topics import markers_topic
-from kmq import markers as M
+from kmq.protocol import markers as M
 
 TICK_RETRY_MS = 5000  # a TICK lost in a rebalance is proposed again after this
 

@@ -2,7 +2,7 @@
 
 An expired offset's payload is read back from the queue topic (DESIGN:
 redelivery is rare, and copying payloads into every START would double the
-bytes written), then ``kmq.envelope.after_expiry`` decides: back on the queue
+bytes written), then ``kmq.protocol.envelope.after_expiry`` decides: back on the queue
 with delivery count + 1, or to the dead-letter topic with the reason. A
 scheduled send is published to the queue. Everything is acknowledged by the
 broker before this returns, so the markers agent only forgets what is durable.
@@ -24,15 +24,16 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kmq import envelope, profiles
-from kmq.backpressure import produce_when_room
+from kmq.protocol import envelope
+from kmq.kafka import profiles
+from kmq.kafka.backpressure import produce_when_room
 from kmq.errors import DeliveryError
-from kmq.markers import RangeRef, mask_offsets
-from kmq.placement import partition_for_key, queue_partitions
-from kmq.offsets import EndLowerBounds, true_end_offsets
+from kmq.protocol.markers import RangeRef, mask_offsets
+from kmq.protocol.placement import partition_for_key, queue_partitions
+from kmq.kafka.offsets import EndLowerBounds, true_end_offsets
 from kmq.queue_config import QueueConfig, QueueConfigs, write_config
 from kmq.settings import Settings
-from kmq.state import Due, DueSend, Expiry
+from kmq.protocol.state import Due, DueSend, Expiry
 
 log = logging.getLogger("kmq.tracker.redeliver")
 

@@ -20,15 +20,14 @@ from __future__ import annotations
 import logging
 import time
 
-from agents import queue_stats
 from agents.partitions import OwnedPartitions
 from agents.redeliver import Execution, Redeliverer
 from app import app, settings
 from app.topics import markers_topic
-from kmq import markers as M
+from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.queue_config import QueueConfigs
-from kmq.state import DueSend, Expiry, StaleIndexKey
+from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
 
 log = logging.getLogger("kmq.tracker.markers")
 
@@ -51,7 +50,7 @@ async def track_markers(stream):
         msg = event.message
         part = owned.get_or_create(msg.partition)
         if not part.gauges_built:
-            queue_stats.build_gauges(part)  # after (re)assignment: the table is recovered now
+            part.build_gauges()  # after (re)assignment: the table is recovered now
         if msg.offset <= part.applied_upto():
             part.replayed += 1  # its changes are in the table already
             continue

@@ -21,7 +21,7 @@ import faust  # noqa: E402
 
 from app import consumer_tuning  # noqa: E402
 from app.settings import faust_options  # noqa: E402
-from kmq.admin import ensure_topics  # noqa: E402
+from kmq.kafka.admin import ensure_topics  # noqa: E402
 from kmq.queue_config import publish_auth  # noqa: E402
 from kmq.settings import Settings  # noqa: E402
 
@@ -45,7 +45,7 @@ class TrackerApp(faust.App):
 
 app = TrackerApp(
     settings.app_id,
-    autodiscover=["agents", "app.views", "app.api", "app.dashboard", "app.metrics", "app.commands"],
+    autodiscover=["agents", "web", "app.commands"],
     origin="app",
     **faust_options(settings),
 )

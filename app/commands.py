@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app import app, settings
-from kmq.admin import ensure_topics
+from kmq.kafka.admin import ensure_topics
 
 
 @app.command()

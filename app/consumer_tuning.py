@@ -14,7 +14,7 @@ Both are private attributes of aiokafka's consumer, read when it starts.
 And table recovery: Faust reads a changelog up to ListOffsets' end, which
 the embedded broker undercounts for multi-record batches (BROKER.md:
 39,994 of 40,000 keys restored). ``highwaters`` is made to answer the true
-end (``kmq.offsets``), so recovery is exact with normal changelog batching.
+end (``kmq.kafka.offsets``), so recovery is exact with normal changelog batching.
 
 This module is the one place that reaches into Faust's internals.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kmq.offsets import true_end_offsets
+from kmq.kafka.offsets import true_end_offsets
 from kmq.settings import Settings
 
 RECOVERY_END_TIMEOUT_S = 300.0

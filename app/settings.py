@@ -1,9 +1,9 @@
 """The Faust configuration of the tracker, derived from the one kmq :class:`~kmq.Settings`.
 
-Durability and group timeouts per profile come from ``kmq.profiles`` (the
+Durability and group timeouts per profile come from ``kmq.kafka.profiles`` (the
 same place the SDK's and the tracker's librdkafka clients get theirs); this
 module adds what only the Faust app has: the broker URLs, RocksDB storage,
-the web server, and the SASL/SSL credentials built from ``kmq.security``.
+the web server, and the SASL/SSL credentials built from ``kmq.kafka.security``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from kmq import profiles, security
+from kmq.kafka import profiles
+from kmq.kafka import security
 from kmq.settings import Settings
 
 # RocksDB per table partition: Faust's defaults (2 GiB block cache, 3 x 64 MiB

@@ -37,10 +37,10 @@ from typing import Callable
 
 import kmq
 from bench.chaos_ledger import account, read_log
-from kmq.deadletters import list_dead_letters
-from kmq.devstack import TrackerProcess, settings_env
-from kmq.embedded import free_port
-from kmq.placement import queue_partitions
+from kmq.ops.deadletters import list_dead_letters
+from kmq.dev.devstack import TrackerProcess, settings_env
+from kmq.dev.embedded import free_port
+from kmq.protocol.placement import queue_partitions
 from kmq.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

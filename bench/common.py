@@ -11,9 +11,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from kmq.admin import ensure_topics
-from kmq.devstack import TrackerProcess
-from kmq.embedded import EmbeddedBroker, free_port
+from kmq.kafka.admin import ensure_topics
+from kmq.dev.devstack import TrackerProcess
+from kmq.dev.embedded import EmbeddedBroker, free_port
 from kmq.settings import Settings
 
 RESULTS = Path(__file__).parent / "results"

@@ -27,9 +27,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 import kmq
 from bench.common import save, stack
-from kmq import envelope
-from kmq import markers as M
-from kmq.placement import markers_partition, queue_partitions
+from kmq.protocol import envelope
+from kmq.protocol import markers as M
+from kmq.protocol.placement import markers_partition, queue_partitions
 
 
 def percentile(xs: list[float], q: float) -> float:

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer
 
 import kmq
 from bench.common import save, stack
-from kmq.placement import queue_partitions
+from kmq.protocol.placement import queue_partitions
 
 
 def _payload(size: int) -> bytes:

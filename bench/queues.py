@@ -27,8 +27,8 @@ from confluent_kafka import Producer
 
 import kmq
 from bench.common import save, stack
-from kmq import markers as M
-from kmq.placement import markers_partition, queue_partitions
+from kmq.protocol import markers as M
+from kmq.protocol.placement import markers_partition, queue_partitions
 
 
 def run_one(q_count: int, messages: int) -> dict:

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import median, save, stack
-from kmq.backpressure import produce_when_room
+from kmq.kafka.backpressure import produce_when_room
 
 PARTITIONS = 4
 

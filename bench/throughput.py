@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 import kmq
 from bench.common import median, save, stack
-from kmq.placement import queue_partitions
+from kmq.protocol.placement import queue_partitions
 
 
 def cpu_self() -> float:

@@ -29,9 +29,9 @@ import psutil
 from confluent_kafka import Producer
 
 from bench.common import save, stack
-from kmq import markers as M
-from kmq.devstack import TrackerProcess
-from kmq.placement import markers_partition, queue_partitions
+from kmq.protocol import markers as M
+from kmq.dev.devstack import TrackerProcess
+from kmq.protocol.placement import markers_partition, queue_partitions
 
 DUE = 1000
 

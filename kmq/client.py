@@ -24,18 +24,20 @@ from typing import Any, Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 
-from kmq import deadletters, envelope, profiles
-from kmq import markers as M
-from kmq.admin import topic_partition_counts
-from kmq.backpressure import produce_when_room
+from kmq.ops import deadletters
+from kmq.protocol import envelope
+from kmq.kafka import profiles
+from kmq.protocol import markers as M
+from kmq.kafka.admin import topic_partition_counts
+from kmq.kafka.backpressure import produce_when_room
 from kmq.consumer import Consumer
-from kmq.deadletters import DeadLetter
-from kmq.offsets import true_end_offsets
+from kmq.ops.deadletters import DeadLetter
+from kmq.kafka.offsets import true_end_offsets
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
-from kmq.placement import markers_partition, queue_partitions, validate_queue_name
+from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
 from kmq.queue_config import QueueConfig, QueueConfigs, write_config, write_tenant
-from kmq.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
+from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                          validate_tenant_name)
 from kmq.settings import Settings
 
@@ -147,12 +149,12 @@ class Client:
     # -- dead letters and purges --------------------------------------------------
 
     def dead_letters(self, queue: str, **filters: Any) -> list[DeadLetter]:
-        """The queue's dead letters, oldest first; see :func:`kmq.deadletters.list_dead_letters`."""
+        """The queue's dead letters, oldest first; see :func:`kmq.ops.deadletters.list_dead_letters`."""
         self._authorize(validate_queue_name(queue))
         return deadletters.list_dead_letters(self.settings, queue, **filters)
 
     def redrive(self, queue: str, **options: Any) -> deadletters.RedriveResult:
-        """Move dead letters back to ``queue`` exactly once; see :func:`kmq.deadletters.redrive`."""
+        """Move dead letters back to ``queue`` exactly once; see :func:`kmq.ops.deadletters.redrive`."""
         self._authorize(validate_queue_name(queue))
         return deadletters.redrive(self.settings, queue, **options)
 

@@ -24,7 +24,7 @@ import math
 import time
 from typing import Any
 
-from kmq import envelope
+from kmq.protocol import envelope
 from kmq.errors import ConfigError, MessageSettledError
 
 

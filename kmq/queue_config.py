@@ -23,9 +23,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmq.backoff import Backoff
 from kmq.errors import BrokerUnavailableError, ConfigError
-from kmq.placement import validate_queue_name
+from kmq.protocol.placement import validate_queue_name
 from kmq.settings import Settings
-from kmq.tenancy import (AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify,
+from kmq.ops.tenancy import (AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify,
                          validate_tenant_name)
 
 log = logging.getLogger("kmq.queue_config")
@@ -302,13 +302,13 @@ def write_tenant(settings: Settings, tenant: Tenant, timeout_s: float = 15.0) ->
 
 def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
     """Tracker start: publish whether this deployment has auth on (and the admin hash)."""
-    from kmq.tenancy import encode_auth
+    from kmq.ops.tenancy import encode_auth
     value = encode_auth(settings.admin_token) if settings.auth_on else None
     _write(settings, AUTH_KEY, value, "the auth record", timeout_s)
 
 
 def _write(settings: Settings, key: bytes, value: bytes | None, what: str, timeout_s: float) -> None:
-    from kmq.profiles import producer_config
+    from kmq.kafka.profiles import producer_config
     p = Producer(producer_config(settings))
     errors: list[str] = []
     p.produce(settings.queues_topic, value, key,

@@ -8,8 +8,8 @@ Profiles: ``embedded`` applies what the embedded Tansu broker needs (short
 group timeouts, short fetch waits (Tansu answers a fetch only when its wait is over),
 replication factor 1); ``production`` is for a durable Kafka cluster
 (replication factor 3, min.insync.replicas 2, acks=all). What each profile
-gives librdkafka and Faust is defined in one place, ``kmq.profiles``; the
-SASL/SSL passthrough and its checks are in ``kmq.security``.
+gives librdkafka and Faust is defined in one place, ``kmq.kafka.profiles``; the
+SASL/SSL passthrough and its checks are in ``kmq.kafka.security``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from kmq import security
+from kmq.kafka import security
 from kmq.errors import ConfigError
 
 PROFILES = ("embedded", "production")
@@ -165,7 +165,7 @@ class Settings:
             raise ConfigError(f"KMQ_TRANSACTIONAL_STARTS={self.transactional_starts!r}: use on or off")
         if self.auth == "on" and len(self.admin_token) < 16:
             raise ConfigError("KMQ_AUTH=on needs KMQ_ADMIN_TOKEN of at least 16 characters "
-                              "(e.g. from `python -c 'import kmq.tenancy as t; print(t.new_token())'`)")
+                              "(e.g. from `python -c 'import kmq.ops.tenancy as t; print(t.new_token())'`)")
         self._check_durability()
         security.check(self)
 
@@ -249,8 +249,8 @@ class Settings:
         return f"{self.group_prefix}{queue}"
 
     def client_config(self) -> dict[str, Any]:
-        """librdkafka settings every kmq client shares (address, security): see kmq.profiles."""
-        from kmq.profiles import client_config
+        """librdkafka settings every kmq client shares (address, security): see kmq.kafka.profiles."""
+        from kmq.kafka.profiles import client_config
         return client_config(self)
 
 
@@ -280,5 +280,5 @@ def reference_markdown() -> str:
     for f in dataclasses.fields(Settings):
         default = f.default if f.default != "" else "(empty)"
         rows.append(f"| `{f.metadata['env']}` | `{default}` | {f.metadata['doc']} |")
-    from kmq.profiles import reference_markdown as profiles_markdown
+    from kmq.kafka.profiles import reference_markdown as profiles_markdown
     return "\n".join(rows) + "\n\n" + profiles_markdown()

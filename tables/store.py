@@ -1,4 +1,4 @@
-"""``kmq.state.Store`` over the tracker tables, for one markers partition.
+"""``kmq.protocol.state.Store`` over the tracker tables, for one markers partition.
 
 Writes go through the Faust tables (so they reach the changelog, on the
 current event's partition); ordered scans of the deadline index read the
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from kmq import entries as E
-from kmq.placement import markers_partition
+from kmq.protocol import entries as E
+from kmq.protocol.placement import markers_partition
 from tables.tracker import INDEX_VALUE, tracker_state
 
 _FAUST_KEY_PREFIX = b"__faust"  # Faust keeps its persisted offset in the same DB

@@ -1,18 +1,18 @@
 """The tracker's changelogged RocksDB table, co-partitioned with the markers topic.
 
-One table holds in-flight range entries, scheduled sends (``kmq.entries``
+One table holds in-flight range entries, scheduled sends (``kmq.protocol.entries``
 codec) and the deadline index (keys ``D`` + big-endian deadline + entry key,
 so RocksDB iterates them in time order and a tick costs O(due)). One table
 means one changelog: after a crash the state is a prefix of one ordered log
-(see ``kmq.state.Store``). Raw bytes keys and values: the changelog holds
-exactly what ``kmq.entries`` encodes, and Spark decodes it with that module.
+(see ``kmq.protocol.state.Store``). Raw bytes keys and values: the changelog holds
+exactly what ``kmq.protocol.entries`` encodes, and Spark decodes it with that module.
 """
 
 from __future__ import annotations
 
 from app import app, settings
 from app.settings import ROCKSDB_OPTIONS
-from kmq.profiles import topic_durability_config
+from kmq.kafka.profiles import topic_durability_config
 
 INDEX_VALUE = b"\x01"  # a present, non-null value (null is a changelog tombstone)
 

@@ -20,9 +20,9 @@ from typing import Callable
 
 import pytest
 
-from kmq.admin import ensure_topics
-from kmq.devstack import TrackerProcess, settings_env
-from kmq.embedded import EmbeddedBroker, free_port
+from kmq.kafka.admin import ensure_topics
+from kmq.dev.devstack import TrackerProcess, settings_env
+from kmq.dev.embedded import EmbeddedBroker, free_port
 from kmq.settings import Settings
 
 ARTIFACTS = Path(os.environ.get("KMQ_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))

@@ -7,7 +7,7 @@ and a record with a null value (a tombstone) deletes the key. Two codecs:
   ``"__faust": {"ns": ...}`` whose module part depends on how the worker
   was launched, so nothing here relies on it): :func:`decode_faust_json`.
 - kmq's tracker changelog ``<app id>-tracker-changelog`` (raw bytes in the
-  ``kmq.entries`` codec): :func:`tracker_entries` and :func:`inflight_state`.
+  ``kmq.protocol.entries`` codec): :func:`tracker_entries` and :func:`inflight_state`.
 
 :func:`membership_digest` recomputes, from the changelog, the per-partition
 hash the tracker reports at ``GET /kmq/debug/state``, so the two can be
@@ -23,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kmq import entries as E
+from kmq.protocol import entries as E
 from kmq.spark.arrow import BINARY, INT, LONG, STRING, array_of, arrow_schema, struct
 
 TRACKER_ENTRY_SCHEMA = struct(

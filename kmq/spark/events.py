@@ -1,6 +1,6 @@
 """Records of kmq's topics as Spark columns: markers as events, queue and dead-letter headers.
 
-Marker records are decoded with :mod:`kmq.markers` (the one codec) inside
+Marker records are decoded with :mod:`kmq.protocol.markers` (the one codec) inside
 ``mapInArrow``; a record that does not decode becomes one ``malformed``
 event, so jobs count it and skip it. Range markers are exploded into one
 event per offset, which is what per-message questions (how long did this
@@ -15,8 +15,8 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from kmq import envelope
-from kmq import markers as M
+from kmq.protocol import envelope
+from kmq.protocol import markers as M
 from kmq.errors import MarkerDecodeError
 from kmq.spark.arrow import INT, LONG, STRING, arrow_schema, struct
 

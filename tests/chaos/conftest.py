@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from kmq.devstack import TrackerProcess
+from kmq.dev.devstack import TrackerProcess
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import Producer
 
 import kmq
-from kmq import markers as M
+from kmq.protocol import markers as M
 from kmq.errors import MarkerDecodeError
-from kmq.placement import markers_partition, queue_partitions
+from kmq.protocol.placement import markers_partition, queue_partitions
 from tests.chaos.conftest import get_json
 from tests.conftest import wait_for
 from tests.integration.dlq import read_topic

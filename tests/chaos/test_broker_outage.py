@@ -13,11 +13,11 @@ import uuid
 import pytest
 
 import kmq
-from kmq.admin import ensure_topics
-from kmq.devstack import TrackerProcess
-from kmq.embedded import broker_binary, free_port
+from kmq.kafka.admin import ensure_topics
+from kmq.dev.devstack import TrackerProcess
+from kmq.dev.embedded import broker_binary, free_port
 from kmq.errors import BrokerUnavailableError
-from kmq.processes import terminate
+from kmq.dev.processes import terminate
 from kmq.settings import Settings
 from tests.chaos.tcp_proxy import TcpProxy
 from tests.conftest import wait_for

@@ -16,9 +16,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kmq import envelope
-from kmq import markers as M
-from kmq.placement import markers_partition, queue_partitions
+from kmq.protocol import envelope
+from kmq.protocol import markers as M
+from kmq.protocol.placement import markers_partition, queue_partitions
 from tests.conftest import wait_for
 
 VISIBILITY_MS = 3000

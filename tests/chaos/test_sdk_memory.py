@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kmq.backpressure import produce_when_room
-from kmq.devstack import settings_env
-from kmq.placement import queue_partitions
+from kmq.kafka.backpressure import produce_when_room
+from kmq.dev.devstack import settings_env
+from kmq.protocol.placement import queue_partitions
 
 HELPER = Path(__file__).parent / "helpers" / "bounded_consumer.py"
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 import kmq
-from kmq import envelope
-from kmq.devstack import TrackerProcess
-from kmq.placement import queue_partitions
+from kmq.protocol import envelope
+from kmq.dev.devstack import TrackerProcess
+from kmq.protocol.placement import queue_partitions
 from tests.chaos.conftest import get_json
 from tests.conftest import wait_for
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from kmq.placement import markers_partition
+from kmq.protocol.placement import markers_partition
 from tests.conftest import kill_when_ready, wait_for
 
 HELPER = Path(__file__).parent / "helpers" / "open_transaction_then_die.py"

@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kmq import envelope
+from kmq.protocol import envelope
 from kmq.settings import Settings
 
 

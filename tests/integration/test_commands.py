@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kmq.admin import topic_partition_counts
-from kmq.devstack import service_root, settings_env
+from kmq.kafka.admin import topic_partition_counts
+from kmq.dev.devstack import service_root, settings_env
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

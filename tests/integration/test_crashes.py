@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kmq import markers as M
-from kmq.devstack import TrackerProcess, settings_env
-from kmq.placement import markers_partition
+from kmq.protocol import markers as M
+from kmq.dev.devstack import TrackerProcess, settings_env
+from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
 
 HELPER = Path(__file__).parent / "helpers" / "consume_then_hang.py"

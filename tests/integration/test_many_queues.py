@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 import kmq
-from kmq.devstack import TrackerProcess
+from kmq.dev.devstack import TrackerProcess
 from kmq.errors import PermissionDeniedError
-from kmq.placement import queue_partitions
+from kmq.protocol.placement import queue_partitions
 from tests.conftest import wait_for
 
 

@@ -10,8 +10,8 @@ with producer_acks=-1, standby replicas and batched changelog writes.
 from __future__ import annotations
 
 import kmq
-from kmq import profiles
-from kmq.devstack import TrackerProcess
+from kmq.kafka import profiles
+from kmq.dev.devstack import TrackerProcess
 from tests.conftest import wait_for
 
 

@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import Producer
 
 import kmq
-from kmq import markers as M
-from kmq.placement import markers_partition
+from kmq.protocol import markers as M
+from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
 from tests.integration.dlq import dead_letters
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import kmq
-from agents.queue_scan import QueueScanner
-from kmq.placement import queue_partitions
+from web.queue_scan import QueueScanner
+from kmq.protocol.placement import queue_partitions
 from kmq.queue_config import QueueConfig
 from tests.conftest import wait_for
 

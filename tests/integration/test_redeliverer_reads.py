@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agents.redeliver import Redeliverer
-from kmq.placement import queue_partitions
+from kmq.protocol.placement import queue_partitions
 
 
 def test_reading_payloads_back_returns_the_records_and_leaves_nothing_assigned(make_client, shared_settings,

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 import kmq
 from kmq.cli import main
-from kmq.devstack import TrackerProcess
+from kmq.dev.devstack import TrackerProcess
 from tests.conftest import wait_for
 
 ADMIN = "admin-token-for-tests-0123456789"

@@ -8,9 +8,9 @@ import urllib.error
 import urllib.request
 
 import kmq
-from kmq.devstack import TrackerProcess
-from kmq.embedded import free_port
-from kmq.placement import markers_partition
+from kmq.dev.devstack import TrackerProcess
+from kmq.dev.embedded import free_port
+from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from kmq import entries as E
-from kmq import markers as M
-from kmq.state import MemoryStore, PartitionState
+from kmq.protocol import entries as E
+from kmq.protocol import markers as M
+from kmq.protocol.state import MemoryStore, PartitionState
 
 queues = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
 

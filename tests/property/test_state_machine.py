@@ -12,9 +12,9 @@ from __future__ import annotations
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kmq.entries import Cause
-from kmq.markers import Ack, Extend, RangeRef, Reject, Release, Start
-from kmq.state import Expiry, MemoryStore, PartitionState
+from kmq.protocol.entries import Cause
+from kmq.protocol.markers import Ack, Extend, RangeRef, Reject, Release, Start
+from kmq.protocol.state import Expiry, MemoryStore, PartitionState
 
 RANGES = [RangeRef("a", 0, 0, 8), RangeRef("a", 0, 8, 20), RangeRef("b", 1, 0, 5)]
 

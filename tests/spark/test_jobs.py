@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from kmq import entries as E
-from kmq import envelope as H
-from kmq import markers as M
+from kmq.protocol import entries as E
+from kmq.protocol import envelope as H
+from kmq.protocol import markers as M
 from kmq.spark import jobs
 from kmq.spark.changelog import inflight_state
 from kmq.spark.events import dead_letters, marker_events, queue_records

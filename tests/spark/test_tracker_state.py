@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from kmq.devstack import TrackerProcess
+from kmq.dev.devstack import TrackerProcess
 from kmq.spark.changelog import inflight_state, membership_digest, tracker_changelog_topic
 from kmq.spark.session import kafka_reader
 from tests.conftest import wait_for

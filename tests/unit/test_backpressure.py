@@ -2,7 +2,7 @@
 
 import pytest
 
-from kmq.backpressure import produce_when_room
+from kmq.kafka.backpressure import produce_when_room
 
 
 class FullThenRoom:

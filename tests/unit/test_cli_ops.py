@@ -68,7 +68,7 @@ def test_routed_views_hash_the_queue_key_like_kmq_placement():
     # serializer and hashes it with the producer's partitioner: that must be
     # murmur2 of the utf-8 queue id, the markers partition kmq writes to.
     code = ("import app.topics as t; from aiokafka.partitioner import DefaultPartitioner as P; "
-            "from kmq.placement import markers_partition as mp; ps=list(range(8)); "
+            "from kmq.protocol.placement import markers_partition as mp; ps=list(range(8)); "
             "qs=['orders','emails','a','queue-%d'*3,'x.y_z~1']; "
             "print(all(P()(t.markers_topic.prepare_key(q, None)[0], ps, ps) == mp(q, 8) for q in qs))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,

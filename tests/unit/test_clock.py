@@ -1,6 +1,6 @@
 """The deadline clock: trusted marker time plus monotonic time, never backwards."""
 
-from kmq.clock import PartitionClock
+from kmq.protocol.clock import PartitionClock
 
 
 class FakeMonotonic:

@@ -2,7 +2,7 @@
 
 Given the committed deployment files, parsed as Docker would read them, then:
 three KRaft brokers replicate three ways with two in sync; the topics job
-creates exactly the topics ``kmq.admin.topic_specs`` derives from the
+creates exactly the topics ``kmq.kafka.admin.topic_specs`` derives from the
 workers' ``KMQ_*`` settings; every ``KMQ_*`` variable is a real setting; two
 workers run ``faust -A app worker`` with their own data volume and web port;
 the image runs the same command from the service tree as a non-root user.
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kmq import profiles
-from kmq.admin import topic_specs
+from kmq.kafka import profiles
+from kmq.kafka.admin import topic_specs
 from kmq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

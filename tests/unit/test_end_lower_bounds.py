@@ -2,7 +2,7 @@
 
 from hypothesis import given, strategies as st
 
-from kmq.offsets import EndLowerBounds
+from kmq.kafka.offsets import EndLowerBounds
 
 
 def test_an_end_is_reused_until_it_is_older_than_max_age_then_read_again():

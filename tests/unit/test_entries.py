@@ -1,7 +1,7 @@
 """The table record codec: versions, keys that sort by deadline."""
 
-from kmq import entries as E
-from kmq.markers import RangeRef
+from kmq.protocol import entries as E
+from kmq.protocol.markers import RangeRef
 
 
 def test_version_1_in_flight_entries_are_still_read():

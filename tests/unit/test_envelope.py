@@ -1,7 +1,7 @@
 """What an expired delivery becomes: republished with count + 1, or dead-lettered."""
 
-from kmq import envelope as V
-from kmq.entries import Cause
+from kmq.protocol import envelope as V
+from kmq.protocol.entries import Cause
 
 
 def decide(headers, cause=Cause.TIMEOUT, reason="", max_deliveries=3):

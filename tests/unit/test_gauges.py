@@ -8,10 +8,10 @@ from collections import Counter
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kmq import entries as E
-from kmq.gauges import GaugedStore, QueueGauges
-from kmq.markers import Ack, Extend, Purge, RangeRef, Reject, Release, Schedule, Start
-from kmq.state import MemoryStore, PartitionState
+from kmq.protocol import entries as E
+from kmq.stats.gauges import GaugedStore, QueueGauges
+from kmq.protocol.markers import Ack, Extend, Purge, RangeRef, Reject, Release, Schedule, Start
+from kmq.protocol.state import MemoryStore, PartitionState
 
 RANGES = [RangeRef("a", 0, 0, 8), RangeRef("a", 0, 8, 20), RangeRef("b", 1, 0, 5)]
 

@@ -3,9 +3,9 @@
 from collections import deque
 from types import SimpleNamespace
 
-from kmq.held import HeldRange
-from kmq.keepalive import keepalive_round
-from kmq.markers import Extend, RangeRef
+from kmq.consumer.held import HeldRange
+from kmq.consumer.keepalive import keepalive_round
+from kmq.protocol.markers import Extend, RangeRef
 
 R = RangeRef("q", 0, 10, 13)
 

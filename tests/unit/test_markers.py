@@ -2,7 +2,7 @@
 
 import pytest
 
-from kmq import markers as M
+from kmq.protocol import markers as M
 from kmq.errors import MarkerDecodeError
 
 R = M.RangeRef("orders", 3, 100, 110)

@@ -1,7 +1,7 @@
 """A received message's kmq headers come from any producer: odd values never break reading it."""
 
-from kmq.held import HeldRange
-from kmq.markers import RangeRef
+from kmq.consumer.held import HeldRange
+from kmq.protocol.markers import RangeRef
 from kmq.message import Message
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from kmq.errors import InvalidQueueNameError
-from kmq.placement import markers_partition, murmur2, queue_partitions, validate_queue_name
+from kmq.protocol.placement import markers_partition, murmur2, queue_partitions, validate_queue_name
 
 
 @pytest.mark.parametrize("key, expected", [

@@ -1,6 +1,6 @@
 """The production profile's client configs, and that every kmq client is built from them.
 
-The dicts given to librdkafka and Faust come from ``kmq.profiles``; these
+The dicts given to librdkafka and Faust come from ``kmq.kafka.profiles``; these
 tests read them directly, hand them to real librdkafka clients (which reject
 unknown or inconsistent properties at construction, no broker needed), and
 capture what the SDK and the tracker actually pass to librdkafka.
@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import Producer as RdProducer
 
-from kmq import profiles
-from kmq.admin import topic_specs
+from kmq.kafka import profiles
+from kmq.kafka.admin import topic_specs
 from kmq.errors import ConfigError
 from kmq.settings import Settings
 
@@ -159,13 +159,13 @@ def test_the_sdk_producer_is_built_from_the_profile(monkeypatch):
 
 
 def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
-    import kmq.consumer
+    import kmq.consumer.facade
 
     consumers: list = []
     producers: list = []
-    monkeypatch.setattr(kmq.consumer, "KafkaConsumer", capture(consumers, then_raise=False))
-    import kmq.marker_writer
-    monkeypatch.setattr(kmq.marker_writer, "Producer", capture(producers, then_raise=True))
+    monkeypatch.setattr(kmq.consumer.facade, "KafkaConsumer", capture(consumers, then_raise=False))
+    import kmq.consumer.marker_writer
+    monkeypatch.setattr(kmq.consumer.marker_writer, "Producer", capture(producers, then_raise=True))
     s = production()
     with pytest.raises(Captured):
         kmq.consumer.Consumer(s, "orders", queue_topic_partitions=8, markers_topic_partitions=8)

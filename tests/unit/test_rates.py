@@ -1,6 +1,6 @@
 """RateWindow: per-bucket counts over a sliding window, bounded memory, mergeable across workers."""
 
-from kmq.rates import OTHER, RateWindow, merge_histories
+from kmq.stats.rates import OTHER, RateWindow, merge_histories
 
 
 def test_events_in_the_last_minute_are_counted_and_older_ones_forgotten():

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer as RdProducer
 
-from kmq import profiles, security
+from kmq.kafka import profiles
+from kmq.kafka import security
 from kmq.errors import ConfigError
 from kmq.settings import Settings
 

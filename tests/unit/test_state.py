@@ -1,8 +1,8 @@
 """The tracker's state machine, given/when/then, with time passed in."""
 
-from kmq.entries import Cause
-from kmq.markers import Ack, Extend, RangeRef, Reject, Release, Schedule, Start, Tick
-from kmq.state import DueSend, Expiry, MemoryStore, PartitionState
+from kmq.protocol.entries import Cause
+from kmq.protocol.markers import Ack, Extend, RangeRef, Reject, Release, Schedule, Start, Tick
+from kmq.protocol.state import DueSend, Expiry, MemoryStore, PartitionState
 
 R = RangeRef("orders", 0, 100, 110)
 ALL = R.full_mask
@@ -64,7 +64,7 @@ def test_extending_every_pending_offset_keeps_a_single_group():
     s.apply(Start(R, 1000, ALL), now_ms=0)
     for t in range(1, 50):
         s.apply(Extend(R, ALL, 1000), now_ms=t * 100)
-    from kmq.entries import decode_inflight, range_key
+    from kmq.protocol.entries import decode_inflight, range_key
     assert len(decode_inflight(s.store.get(range_key(R))).groups) == 1
 
 
@@ -142,7 +142,7 @@ def test_ticks_do_not_change_state():
 
 
 def test_a_purge_forgets_every_range_and_schedule_of_its_queue_only():
-    from kmq.markers import Purge
+    from kmq.protocol.markers import Purge
     store = MemoryStore()
     s = PartitionState(store)
     other = RangeRef("orders-2", 0, 0, 5)

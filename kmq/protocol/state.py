@@ -22,9 +22,9 @@ import bisect
 from dataclasses import dataclass
 from typing import Iterator, Protocol, Union
 
-from kmq import entries as E
-from kmq.entries import Cause, Group, InFlight, Scheduled
-from kmq.markers import (Ack, Extend, Marker, Purge, RangeRef, Reject, Release, Schedule, Start,
+from kmq.protocol import entries as E
+from kmq.protocol.entries import Cause, Group, InFlight, Scheduled
+from kmq.protocol.markers import (Ack, Extend, Marker, Purge, RangeRef, Reject, Release, Schedule, Start,
                          Tick)
 
 

@@ -18,13 +18,13 @@ from typing import Any, Iterator
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from agents.queue_stats import RATE_EVENTS
+from web.queue_stats import RATE_EVENTS
 from agents.track_markers import owned
 from app import app, settings
-from app.api import caller_of, denied, scanner, stats
+from web.api import caller_of, denied, scanner, stats
 from kmq.errors import PermissionDeniedError
-from kmq.rates import OTHER
-from kmq.tenancy import Caller, require_admin
+from kmq.stats.rates import OTHER
+from kmq.ops.tenancy import Caller, require_admin
 
 RESELECT_S = 300.0
 GAUGES = {

@@ -2,8 +2,8 @@
 
 ``kmq dev`` is the README's main job: embedded broker + tracker worker +
 web view + a demo workload; Ctrl-C stops everything it started.
-``kmq send | receive | stats | dlq`` (kmq/cli_ops.py) and ``kmq bench``
-(kmq/cli_bench.py) are the everyday tools; ``kmq spark`` the report jobs.
+``kmq send | receive | stats | dlq`` (kmq/cli/ops.py) and ``kmq bench``
+(kmq/dev/bench.py) are the everyday tools; ``kmq spark`` the report jobs.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ def main() -> None:
               help="Tracker data dir (default: a fresh temporary one).")
 def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) -> None:
     """Embedded broker + tracker worker + web view (+ demo workload)."""
-    from kmq.admin import ensure_topics
+    from kmq.kafka.admin import ensure_topics
     from kmq.client import Client
-    from kmq.devstack import TrackerProcess
-    from kmq.embedded import EmbeddedBroker, free_port
+    from kmq.dev.devstack import TrackerProcess
+    from kmq.dev.embedded import EmbeddedBroker, free_port
     from kmq.settings import Settings
 
     stop = threading.Event()
@@ -62,7 +62,7 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
         click.echo(f"web view   {tracker.url}/kmq/ui   (API {tracker.url}/kmq/api/queues, "
                    f"metrics {tracker.url}/metrics)")
         if demo and not stop.is_set():
-            from kmq.demo import run_demo
+            from kmq.dev.demo import run_demo
             click.echo("demo       sending to orders, emails, payments ...")
             with Client(settings=settings) as client:
                 report = run_demo(client)
@@ -108,8 +108,8 @@ def _port_free(port: int) -> bool:
 
 
 # `kmq send | receive | stats | dlq | bench` (rich is imported when they print).
-from kmq.cli_bench import bench as _bench  # noqa: E402
-from kmq.cli_ops import COMMANDS as _ops  # noqa: E402
+from kmq.dev.bench import bench as _bench  # noqa: E402
+from kmq.cli.ops import COMMANDS as _ops  # noqa: E402
 for _command in (*_ops, _bench):
     main.add_command(_command)
 

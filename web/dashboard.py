@@ -1,7 +1,7 @@
 """The HTML dashboard: ``GET /kmq/ui`` (queue table) and ``GET /kmq/ui/queue/{queue}`` (one queue).
 
 One self-contained page (inline CSS and JS, no CDN: it works offline) that
-reads the JSON API of app/api.py every 2 seconds and draws the rate chart as
+reads the JSON API of web/api.py every 2 seconds and draws the rate chart as
 inline SVG. With auth on, the token is entered once (a form, or
 ``#token=...`` in the address, which the page removes at once), kept in the
 tab's sessionStorage and sent as ``Authorization: Bearer``.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition
 
-from kmq import envelope
+from kmq.protocol import envelope
 from kmq.client import Client
 
 QUEUES = ("orders", "emails", "payments")

@@ -19,7 +19,7 @@ from kmq.errors import KmqError
 
 def bench_root() -> Path:
     """The checkout holding ``bench/`` (the same one as the tracker service)."""
-    from kmq.devstack import service_root
+    from kmq.dev.devstack import service_root
 
     root = service_root()
     if not (root / "bench" / "__init__.py").is_file() and not (root / "bench").is_dir():

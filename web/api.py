@@ -22,17 +22,17 @@ import logging
 import time
 from typing import Any
 
-from agents.queue_scan import QueueScanner
-from agents.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
+from web.queue_scan import QueueScanner
+from web.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
 from agents.track_markers import owned, redeliverer
 from app import app, settings
 from app.topics import markers_topic
-from kmq import envelope
-from kmq.deadletters import list_dead_letters
+from kmq.protocol import envelope
+from kmq.ops.deadletters import list_dead_letters
 from kmq.errors import KmqError, PermissionDeniedError
 from kmq.queue_config import QueueConfigs
-from kmq.rates import merge_histories
-from kmq.tenancy import Caller, hash_token, identify, require_queue_access
+from kmq.stats.rates import merge_histories
+from kmq.ops.tenancy import Caller, hash_token, identify, require_queue_access
 
 log = logging.getLogger("kmq.tracker.api")
 

@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
-from kmq import markers as M
-from kmq import profiles
-from kmq.backpressure import produce_when_room
+from kmq.protocol import markers as M
+from kmq.kafka import profiles
+from kmq.kafka.backpressure import produce_when_room
 from kmq.errors import DeliveryError
 from kmq.settings import Settings
 

@@ -1,7 +1,7 @@
 """Web views of the tracker for checks (JSON): counters since start, table digests.
 
-The API proper (queues, health, readiness) is app/api.py; the dashboard app/dashboard.py;
-Prometheus metrics app/metrics.py.
+The API proper (queues, health, readiness) is web/api.py; the dashboard web/dashboard.py;
+Prometheus metrics web/metrics.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ async def stats(web, request):
 
     Names every queue: with auth on it needs the admin token.
     """
-    from app.api import caller_of, denied
+    from web.api import caller_of, denied
     from kmq.errors import PermissionDeniedError
-    from kmq.tenancy import require_admin
+    from kmq.ops.tenancy import require_admin
     try:
         require_admin(caller_of(request), "/kmq/stats")
     except PermissionDeniedError as exc:

@@ -18,7 +18,7 @@ BROKER.md) and counts keys:
 - **sent**: records of the queue appended since the previous pass (sends,
   delayed sends when due, redeliveries, redrives), counted once each.
 - **dead letters** now on the dead-letter topic (not redriven, not purged),
-  folded incrementally from the dead-letter partitions (``kmq.deadletters``
+  folded incrementally from the dead-letter partitions (``kmq.ops.deadletters``
   events).
 
 A pass costs a read of the backlog plus what was appended since the last
@@ -41,10 +41,10 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from kmq.deadletters import CONTROL, CONTROL_OFFSET
-from kmq.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
+from kmq.ops.deadletters import CONTROL, CONTROL_OFFSET
+from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
-from kmq.rates import RateWindow
+from kmq.stats.rates import RateWindow
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.queue_scan")

@@ -4,12 +4,12 @@ Every Kafka client kmq creates starts from these functions, so durability and
 group timeouts cannot differ between them:
 
 - :func:`producer_config`: the SDK's producers (``kmq/client.py``,
-  ``kmq/consumer.py``) and the tracker's republisher (``agents/redeliver.py``);
+  ``kmq/consumer/``) and the tracker's republisher (``agents/redeliver.py``);
 - :func:`group_consumer_config`: the SDK's per-queue group consumers;
 - :func:`client_config`: address and security, for the admin client and
   the tracker's payload reader (no group);
 - :func:`faust_options`: the tracker's Faust app (``app/settings.py``);
-- :func:`topic_durability_config`: kmq's topics (``kmq/admin.py``) and the
+- :func:`topic_durability_config`: kmq's topics (``kmq/kafka/admin.py``) and the
   tracker's changelog (``tables/tracker.py``).
 
 ``production`` (a durable Apache Kafka cluster): every write waits for all
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kmq import security
+from kmq.kafka import security
 from kmq.settings import PROFILES, REQUEST_TIMEOUT_MS, Settings
 
 MAX_POLL_INTERVAL_MS = 300_000       # the Java client's default
@@ -158,7 +158,7 @@ def reference_markdown() -> str:
     rows = [
         "## Profiles",
         "",
-        "`KMQ_PROFILE` picks the client settings below (`kmq/profiles.py`, the one place",
+        "`KMQ_PROFILE` picks the client settings below (`kmq/kafka/profiles.py`, the one place",
         "they are defined), shown with every other variable at its default. Each row",
         "names the variable that drives it, if any.",
         "",

@@ -69,7 +69,7 @@ def check_broker(settings: Settings, timeout_s: float) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from kmq.profiles import client_config
+    from kmq.kafka.profiles import client_config
 
     admin = AdminClient({**client_config(settings), "log_level": 0,  # our error says it all
                          "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000))})

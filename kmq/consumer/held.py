@@ -13,7 +13,7 @@ import time
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from kmq import markers as M
+from kmq.protocol import markers as M
 from kmq.message import ACKED, Message
 
 if TYPE_CHECKING:  # pragma: no cover

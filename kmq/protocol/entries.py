@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from kmq.markers import RangeRef
+from kmq.protocol.markers import RangeRef
 
 ENTRY_VERSION = 1          # scheduled entries
 INFLIGHT_VERSION = 2       # in-flight entries (v1 is still read)

@@ -23,9 +23,9 @@ from typing import Callable, Iterator
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from kmq import envelope
+from kmq.protocol import envelope
 from kmq.errors import BrokerUnavailableError, ConfigError
-from kmq.placement import partition_for_key, queue_partitions, validate_queue_name
+from kmq.protocol.placement import partition_for_key, queue_partitions, validate_queue_name
 from kmq.settings import Settings
 
 CONTROL = "kmq.dlq.control"   # header naming a control event: redriven | purged
@@ -176,7 +176,7 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
         raise ConfigError(f"rate_per_s={rate_per_s!r} must be a positive number")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
-    from kmq.profiles import producer_config
+    from kmq.kafka.profiles import producer_config
 
     conf = producer_config(settings)
     producer = Producer({**conf,
@@ -235,7 +235,7 @@ def purge_dead_letters(settings: Settings, queue: str) -> int:
     validate_queue_name(queue)
     folded = _fold(settings, queue)
     dropped = len(folded.pending())
-    from kmq.profiles import producer_config
+    from kmq.kafka.profiles import producer_config
 
     p = Producer(producer_config(settings))
     p.produce(settings.dlq_topic, b"", queue.encode(), partition=dlq_partition(settings, queue),

@@ -19,7 +19,7 @@ At most ``max_in_flight`` messages are held (prefetched or unsettled) at once.
 ``transactional=True`` (or ``KMQ_TRANSACTIONAL_STARTS=on``) writes STARTs and
 commits offsets in one transaction; ``transactional_id`` names this consumer
 instance stably across restarts, so a restarted instance ends its dead
-predecessor's open transaction at once (see kmq.marker_writer).
+predecessor's open transaction at once (see kmq.consumer.marker_writer).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from typing import Any
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, TopicPartition
 
-from kmq import markers as M
-from kmq import profiles
+from kmq.protocol import markers as M
+from kmq.kafka import profiles
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
-from kmq.held import HeldRange, MessageBatch, rels_mask
-from kmq.keepalive import keepalive_round
-from kmq.marker_writer import MarkerWriter, RetryTransaction
+from kmq.consumer.held import HeldRange, MessageBatch, rels_mask
+from kmq.consumer.keepalive import keepalive_round
+from kmq.consumer.marker_writer import MarkerWriter, RetryTransaction
 from kmq.message import RELEASED, Message
-from kmq.placement import markers_partition, queue_partitions, validate_queue_name
+from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
 from kmq.queue_config import QueueConfig, QueueConfigs
 from kmq.settings import Settings
 
@@ -116,7 +116,7 @@ class Consumer:
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
         conf = {
-            # Group timeouts and security of the profile (kmq.profiles).
+            # Group timeouts and security of the profile (kmq.kafka.profiles).
             **profiles.group_consumer_config(settings, settings.group_id(self.queue)),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -526,7 +526,7 @@ class Consumer:
                 log.info("queue %s: commit failed: %s", self.queue, exc)
 
     def _keepalive(self) -> None:
-        """Extend what this consumer still holds; count what lapsed (see kmq.keepalive)."""
+        """Extend what this consumer still holds; count what lapsed (see kmq.consumer.keepalive)."""
         out, lapsed = keepalive_round(
             list(self._held.values()), now=time.monotonic(), visibility_s=self.visibility_timeout_s,
             max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s,

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmq.errors import BrokerUnavailableError, ConfigError
-from kmq.profiles import client_config, topic_durability_config
+from kmq.kafka.profiles import client_config, topic_durability_config
 from kmq.settings import Settings
 
 

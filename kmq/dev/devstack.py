@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
-from kmq.processes import terminate
+from kmq.dev.processes import terminate
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.settings import Settings
 

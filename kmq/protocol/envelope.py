@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from kmq.backoff import Backoff, compute_backoff
-from kmq.entries import Cause
+from kmq.protocol.entries import Cause
 
 ID = "kmq.id"
 DELIVERIES = "kmq.deliveries"

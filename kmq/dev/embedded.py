@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kmq.processes import terminate
+from kmq.dev.processes import terminate
 from kmq.errors import BrokerUnavailableError, ConfigError
 
 

@@ -1,9 +1,9 @@
 """What the web views and metrics show per queue, from the partitions this worker owns.
 
 A queue lives on one markers partition, so one worker (its owner) knows all
-of its tracker state: the gauges of that partition (``kmq.gauges``, kept up
+of its tracker state: the gauges of that partition (``kmq.stats.gauges``, kept up
 at every table write), its counters and per-time-bucket rates (``part.count``
-in the markers agent) and what the :class:`~agents.queue_scan.QueueScanner`
+in the markers agent) and what the :class:`~web.queue_scan.QueueScanner`
 read from the queue and dead-letter topics. Nothing here scans the table
 per request, except one queue's own ranges for its detail.
 """
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from agents.partitions import OwnedPartition, OwnedPartitions
-from agents.queue_scan import QueueScanner
-from kmq import entries as E
-from kmq.placement import markers_partition
+from web.queue_scan import QueueScanner
+from kmq.protocol import entries as E
+from kmq.protocol.placement import markers_partition
 from kmq.queue_config import QueueConfig, QueueConfigs
-from kmq.rates import merge_histories
-from kmq.tenancy import Caller
+from kmq.stats.rates import merge_histories
+from kmq.ops.tenancy import Caller
 
 # The row fields counted per minute, and the tracker's event names behind them.
 RATE_EVENTS = {
@@ -51,15 +51,6 @@ def _per_queue(window: Counter) -> dict[str, Counter]:
                 c = out[q] = Counter()
             c[field_name] += n
     return out
-
-
-def build_gauges(part: OwnedPartition) -> None:
-    """Rebuild a partition's gauges by one scan of its table entries (after assignment)."""
-    from tables.store import partition_items
-    from tables.tracker import tracker_state
-
-    part.gauges.rebuild(partition_items(tracker_state, part.partition))
-    part.gauges_built = True
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Operations on a deployment: dead letters (list, redrive, purge) and tenants."""

@@ -1,0 +1,1 @@
+"""Read models of the tracker's views, pure: per-queue gauges and per-minute rates."""
