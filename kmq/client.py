@@ -130,7 +130,7 @@ class Client:
 
         Settings: ``visibility_timeout_s``, ``max_deliveries``, ``max_processing_s``,
         ``backoff`` (a :class:`kmq.Backoff`), ``dead_letter`` (bool), ``spread``,
-        ``tenant`` (admin only). ``None`` restores the global default. Validated
+        ``dispatch`` ("shared" or "partition"), ``tenant`` (admin only). ``None`` restores the global default. Validated
         before anything is written.
         """
         queue = validate_queue_name(queue)
@@ -139,7 +139,7 @@ class Client:
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
             require_admin(configs.caller(self.settings.token or None), "changing a queue's tenant")
         spread = changes.pop("spread", None)
-        new = cfg.changed(**changes)
+        new = cfg.changed(**changes).switched(self.settings, cfg)
         if spread is not None and spread != cfg.spread:
             new = self._spread(queue, new, spread)
         write_config(self.settings, queue, new)
@@ -335,11 +335,15 @@ class Client:
     def consumer(self, queue: str, **options: Any) -> Consumer:
         """A consumer of ``queue``; see :class:`kmq.Consumer` for the options."""
         queue = validate_queue_name(queue)
+        configs = self.queue_configs()
+        shared = configs.get(queue).dispatch_mode(self.settings) == "shared"
         return Consumer(
             self.settings, queue,
             queue_topic_partitions=self.partition_count(self.settings.queue_topic),
             markers_topic_partitions=self.partition_count(self.settings.markers_topic),
-            configs=self.queue_configs(), **options)
+            deliveries_topic_partitions=(self.partition_count(self.settings.deliveries_topic)
+                                         if shared else None),
+            configs=configs, **options)
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Flush what was sent and let go of the connections."""

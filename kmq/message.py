@@ -22,10 +22,20 @@ from __future__ import annotations
 
 import math
 import time
+from enum import Enum
 from typing import Any
 
 from kmq.protocol import envelope
 from kmq.errors import ConfigError, MessageSettledError
+
+
+class Verb(Enum):
+    """What a consumer said of a message, besides ``ack`` (kept apart: it is the hot path)."""
+
+    RELEASE = "release"   # argument: delay in ms (-1: the queue's backoff)
+    RETURN = "return"     # never reached user code: released uncounted
+    REJECT = "reject"     # argument: the reason
+    EXTEND = "extend"     # argument: timeout in ms; the message stays held
 
 
 # Settlement states, one byte per offset of a range (HeldRange.state).
@@ -57,11 +67,13 @@ class Message(tuple):
 
     @property
     def partition(self) -> int:
-        return self[0].partition()
+        """The queue-topic partition of the message (a shared queue's copy says where it came from)."""
+        return self[1].ref.partition
 
     @property
     def offset(self) -> int:
-        return self[0].offset()
+        """The message's offset on its queue-topic partition."""
+        return self[1].ref.start + self[2]
 
     def _split_headers(self) -> tuple[dict[str, bytes], list]:
         meta = self[1].meta
@@ -82,7 +94,7 @@ class Message(tuple):
         if raw:
             # Any producer can write this header: bytes that are not UTF-8 still name one id.
             return raw.decode(errors="replace")  # as the tracker and dead-letter reads do
-        return envelope.derived_id(self[0].partition(), self[0].offset())
+        return envelope.derived_id(self[1].ref.partition, self[1].ref.start + self[2])
 
     @property
     def delivery_count(self) -> int:
@@ -141,10 +153,10 @@ class Message(tuple):
 
         Without ``delay_s`` the queue's backoff policy decides (at once if it has none).
         """
-        consumer = self[1].consumer
-        delay_ms = -1 if delay_s is None else _seconds_to_ms("delay_s", delay_s, consumer.max_delay_s)
+        held = self[1]
+        delay_ms = -1 if delay_s is None else _seconds_to_ms("delay_s", delay_s, held.consumer.max_delay_s)
         self._settle(RELEASED)
-        consumer._verbs.append((self, "release", delay_ms))
+        held.log.verbs.append((self, Verb.RELEASE, delay_ms))
 
     def reject(self, reason: str = "") -> None:
         """Never deliver again: dead-letter this message with ``reason``."""
@@ -153,7 +165,7 @@ class Message(tuple):
         if len(reason.encode()) > 4096:
             raise ConfigError("reason is longer than 4096 bytes: shorten it")
         self._settle(REJECTED)
-        self[1].consumer._verbs.append((self, "reject", reason))
+        self[1].log.verbs.append((self, Verb.REJECT, reason))
 
     def extend(self, seconds: float) -> None:
         """Keep this message invisible for ``seconds`` from now (it stays held)."""
@@ -164,7 +176,7 @@ class Message(tuple):
                 f"message {self.id} of queue {self.queue!r} was already {self.settled}; "
                 "it cannot be extended")
         held.holds[self[2]] = time.monotonic() + timeout_ms / 1000
-        held.consumer._verbs.append((self, "extend", timeout_ms))
+        held.log.verbs.append((self, Verb.EXTEND, timeout_ms))
 
 
 def _seconds_to_ms(name: str, value: Any, limit_s: float) -> int:

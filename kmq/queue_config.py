@@ -33,6 +33,7 @@ log = logging.getLogger("kmq.queue_config")
 CONFIG_VERSION = 1
 MAX_VISIBILITY_S = 12 * 3600.0
 MAX_PROCESSING_S = 7 * 24 * 3600.0
+DISPATCH_MODES = ("shared", "partition")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,14 @@ class QueueConfig:
     # Partitions added by growing the spread: where this queue's records begin on
     # each (a new consumer starts there, not at the partition's beginning).
     partition_starts: dict[int, int] = field(default_factory=dict)
+    # "shared": the tracker dispatches to any number of consumers; "partition": the
+    # consumers form a group over the queue's partitions; None: KMQ_DISPATCH.
+    dispatch: str | None = None
+    # Shared -> partition: the tracker records where its dispatcher stopped (handover,
+    # partition -> offset) and clears handover_pending; group consumers wait for that.
+    handover_pending: bool = False
+    handover: dict[int, int] = field(default_factory=dict)
+    dispatch_since_ms: int = 0  # when the queue's mode last changed (0: never)
     updated_at_ms: int = 0
 
     def __post_init__(self) -> None:
@@ -70,6 +79,9 @@ class QueueConfig:
             raise ConfigError(f"spread={self.spread!r} must be a whole number from 1 to 1024")
         if self.tenant is not None:
             validate_tenant_name(self.tenant)
+        if self.dispatch not in (None, *DISPATCH_MODES):
+            raise ConfigError(f"dispatch={self.dispatch!r}: use one of {', '.join(map(repr, DISPATCH_MODES))} "
+                              "(or None for the KMQ_DISPATCH default)")
 
     # -- resolved values ------------------------------------------------------
 
@@ -84,6 +96,10 @@ class QueueConfig:
     def deliveries(self, settings: Settings) -> int:
         return settings.max_deliveries if self.max_deliveries is None else self.max_deliveries
 
+    def dispatch_mode(self, settings: Settings) -> str:
+        """"shared" or "partition": this queue's setting, else the deployment's default."""
+        return self.dispatch or settings.dispatch
+
     # -- codec ----------------------------------------------------------------
 
     def encode(self) -> bytes:
@@ -91,6 +107,7 @@ class QueueConfig:
         d["backoff"] = self.backoff.to_dict()
         d["purged_before"] = {str(p): o for p, o in self.purged_before.items()}
         d["partition_starts"] = {str(p): o for p, o in self.partition_starts.items()}
+        d["handover"] = {str(p): o for p, o in self.handover.items()}
         return json.dumps({"v": CONFIG_VERSION, **d}, sort_keys=True).encode()
 
     @classmethod
@@ -103,6 +120,7 @@ class QueueConfig:
         d["backoff"] = Backoff.from_dict(d.get("backoff") or {})
         d["purged_before"] = {int(p): int(o) for p, o in (d.get("purged_before") or {}).items()}
         d["partition_starts"] = {int(p): int(o) for p, o in (d.get("partition_starts") or {}).items()}
+        d["handover"] = {int(p): int(o) for p, o in (d.get("handover") or {}).items()}
         return cls(**d)
 
     def spread_to(self, spread: int, starts: dict[int, int]) -> "QueueConfig":
@@ -121,9 +139,24 @@ class QueueConfig:
             merged[p] = max(off, merged.get(p, 0))
         return replace(self, purged_before=merged, updated_at_ms=int(time.time() * 1000))
 
+    def switched(self, settings: Settings, before: "QueueConfig") -> "QueueConfig":
+        """This config, marked as a mode change from ``before`` if its effective mode differs.
+
+        To partition mode, group consumers wait for the tracker's handover (where its
+        dispatcher stopped); to shared mode, the dispatcher waits a grace period for the
+        group's members to see the change (kmq.protocol.dispatch.SWITCH_GRACE_MS).
+        """
+        old, new = before.dispatch_mode(settings), self.dispatch_mode(settings)
+        if old == new:
+            return self
+        return replace(self, dispatch_since_ms=self.updated_at_ms or int(time.time() * 1000),
+                       handover_pending=new == "partition")
+
     def changed(self, **changes: Any) -> "QueueConfig":
         """A copy with ``changes`` applied and validated; unknown names are an error."""
-        known = {f.name for f in fields(self)} - {"updated_at_ms", "purged_before", "partition_starts"}
+        known = {f.name for f in fields(self)} - {"updated_at_ms", "purged_before", "partition_starts",
+                                                   "handover_pending", "handover",
+                                                   "dispatch_since_ms"}
         unknown = set(changes) - known
         if unknown:
             raise ConfigError(f"unknown queue setting(s) {', '.join(sorted(unknown))}: "

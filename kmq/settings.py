@@ -38,6 +38,7 @@ class TopicNames:
     markers: str
     dlq: str
     queues: str
+    deliveries: str
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,17 @@ class Settings:
     dlq_topic: str = _setting("kmq.dlq", "KMQ_DLQ_TOPIC", "Dead-letter topic")
     queues_topic: str = _setting(
         "kmq.queues", "KMQ_QUEUES_TOPIC", "Compacted topic of per-queue settings (configure_queue)")
+    deliveries_topic: str = _setting(
+        "kmq.deliveries", "KMQ_DELIVERIES_TOPIC",
+        "Topic the tracker hands shared queues' messages out on (one lane = one partition per consumer)")
     queue_partitions: int = _setting(8, "KMQ_QUEUE_PARTITIONS", "Partitions of the queue topic")
     markers_partitions: int = _setting(
         8, "KMQ_MARKERS_PARTITIONS", "Partitions of the markers topic (= tracker table partitions)")
     dlq_partitions: int = _setting(4, "KMQ_DLQ_PARTITIONS", "Partitions of the dead-letter topic")
     queues_partitions: int = _setting(1, "KMQ_QUEUES_PARTITIONS", "Partitions of the queues topic")
+    deliveries_partitions: int = _setting(
+        32, "KMQ_DELIVERIES_PARTITIONS",
+        "Lanes of the deliveries topic; give at least as many as shared-queue consumers run at once")
     replication_factor: int = _setting(
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(
@@ -74,6 +81,13 @@ class Settings:
         7 * 24 * 3600 * 1000, "KMQ_MARKERS_RETENTION_MS", "Markers topic retention")
     dlq_retention_ms: int = _setting(
         14 * 24 * 3600 * 1000, "KMQ_DLQ_RETENTION_MS", "Dead-letter topic retention")
+    deliveries_retention_ms: int = _setting(
+        24 * 3600 * 1000, "KMQ_DELIVERIES_RETENTION_MS",
+        "Deliveries topic retention (a delivery older than its visibility timeout is redelivered anyway)")
+    dispatch: str = _setting(
+        "partition", "KMQ_DISPATCH",
+        "Dispatch mode of queues that do not set one: `shared` (any number of consumers, the tracker "
+        "dispatches) or `partition` (a consumer group over the queue's partitions)")
     visibility_timeout_s: float = _setting(
         30.0, "KMQ_VISIBILITY_TIMEOUT_S", "Default time a received message stays invisible")
     max_deliveries: int = _setting(
@@ -161,6 +175,8 @@ class Settings:
             raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
         if self.auth not in ("on", "off"):
             raise ConfigError(f"KMQ_AUTH={self.auth!r}: use on or off")
+        if self.dispatch not in ("shared", "partition"):
+            raise ConfigError(f"KMQ_DISPATCH={self.dispatch!r}: use shared or partition")
         if self.transactional_starts not in ("on", "off"):
             raise ConfigError(f"KMQ_TRANSACTIONAL_STARTS={self.transactional_starts!r}: use on or off")
         if self.auth == "on" and len(self.admin_token) < 16:
@@ -218,7 +234,8 @@ class Settings:
     @property
     def topics(self) -> TopicNames:
         """The one mapping from settings to topic names."""
-        return TopicNames(self.queue_topic, self.markers_topic, self.dlq_topic, self.queues_topic)
+        return TopicNames(self.queue_topic, self.markers_topic, self.dlq_topic, self.queues_topic,
+                          self.deliveries_topic)
 
     @property
     def effective_replication_factor(self) -> int:

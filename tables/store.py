@@ -160,7 +160,7 @@ def partition_digest(partition: int) -> dict:
             pending += entry.pending.bit_count()
             h.update(k + entry.pending.to_bytes((entry.pending.bit_length() + 7) // 8, "little"))
             indexed.add(E.index_key(entry.indexed_ms, k))
-        elif not E.is_applied_key(k):
+        elif E.is_schedule_key(k):
             schedules += 1
             h.update(k + v)
             indexed.add(E.index_key(E.decode_scheduled(v).indexed_ms, k))

@@ -17,7 +17,8 @@ from kmq.protocol import markers as M
 from kmq.message import ACKED, Message
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kmq.consumer import Consumer
+    from kmq.consumer.facade import Consumer
+    from kmq.consumer.settlement import SettlementLog
 
 ACKED_RUN = bytes([ACKED])
 
@@ -33,13 +34,14 @@ class HeldRange:
     here rather than on each Message.
     """
 
-    __slots__ = ("ref", "consumer", "acks", "recs", "rels", "state", "outstanding", "handed",
+    __slots__ = ("ref", "consumer", "log", "acks", "recs", "rels", "state", "outstanding", "handed",
                  "handouts", "lapsed", "holds", "meta")
 
-    def __init__(self, ref: M.RangeRef, consumer: "Consumer") -> None:
+    def __init__(self, ref: M.RangeRef, consumer: "Consumer", log: "SettlementLog") -> None:
         self.ref = ref
-        self.consumer = consumer
-        self.acks = consumer._acks
+        self.consumer = consumer  # the verbs' limits (max_delay_s, max_extend_s)
+        self.log = log
+        self.acks = log.acks  # Message.ack appends here directly: the hot path
         self.recs: list[Any] = []
         self.rels: range | list[int] = range(0)
         self.state = bytearray(ref.end - ref.start)  # settlement per offset (kmq.message)
@@ -76,17 +78,6 @@ class HeldRange:
         return out
 
 
-def rels_mask(rels: list[int], length: int) -> int:
-    """Bit mask of distinct relative offsets, built in linear time (O(1) for a run)."""
-    lo, hi = min(rels), max(rels)
-    if hi - lo + 1 == len(rels):
-        return ((1 << len(rels)) - 1) << lo
-    ba = bytearray((length + 7) >> 3)
-    for r in rels:
-        ba[r >> 3] |= 1 << (r & 7)
-    return int.from_bytes(ba, "little")
-
-
 class MessageBatch(list):
     """Messages returned by :meth:`Consumer.receive_batch`.
 
@@ -109,7 +100,7 @@ class MessageBatch(list):
             lo, hi = rels[0], rels[-1] + 1
             if isinstance(rels, range) and state.count(0, lo, hi) == hi - lo:
                 state[lo:hi] = ACKED_RUN * (hi - lo)
-                held.consumer._ack_runs.append((held, lo, hi))
+                held.log.ack_runs.append((held, lo, hi))
                 done += hi - lo
                 continue
             for k, rel in enumerate(rels):  # mixed: some were settled one by one

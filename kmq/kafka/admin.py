@@ -33,6 +33,10 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
         NewTopic(settings.dlq_topic, settings.dlq_partitions, rf,
                  config={**common, "retention.ms": str(settings.dlq_retention_ms),
                          "max.message.bytes": str(settings.max_message_bytes + 4096)}),
+        # Shared queues' deliveries: copies of queue records, read once, soon useless.
+        NewTopic(settings.deliveries_topic, settings.deliveries_partitions, rf,
+                 config={**common, "retention.ms": str(settings.deliveries_retention_ms),
+                         "max.message.bytes": str(settings.max_message_bytes + 4096)}),
         # The latest record per queue is its configuration: compact, never expire.
         NewTopic(settings.queues_topic, settings.queues_partitions, rf,
                  config={**common, "cleanup.policy": "compact"}),

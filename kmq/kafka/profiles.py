@@ -118,6 +118,20 @@ def group_consumer_config(s: Settings, group_id: str) -> dict[str, Any]:
     }
 
 
+def lane_fetch_wait_ms(s: Settings) -> int:
+    """How long a shared queue's consumer waits on its lane per fetch.
+
+    Apache Kafka answers a fetch as soon as records arrive, so a long wait costs no
+    latency; the embedded broker answers only when the wait is over (BROKER.md).
+    """
+    return 20 if s.embedded else 500
+
+
+def dispatcher_fetch_wait_ms(s: Settings) -> int:
+    """How long the tracker's dispatcher waits per fetch of a queue partition (as above)."""
+    return 10 if s.embedded else 100
+
+
 # -- Faust / aiokafka -------------------------------------------------------------
 
 

@@ -12,6 +12,9 @@ Formats (version 1, big-endian)::
     schedule key  := b"S", str16 queue, str16 message_id
     index key     := b"D", i64 deadline_ms, entry key
     applied key   := b"A", u32 markers partition  -> i64 offset of the last marker record applied
+    cursor key    := b"C", str16 queue, u32 partition -> i64 fetched-upto: the queue's records
+                     below it on that queue partition were fetched (START) or dispatched (ACQUIRE)
+    epoch key     := b"E", u32 markers partition  -> u64 epoch of its current dispatcher (BEGIN)
     in-flight     := u8 version=2, i64 started_ms, u32 timeout_ms, i64 indexed_ms,
                      u16 n, group*n, i64 attempt_offset, i64 attempt_dlq_offset
                      (version 1 had no attempt offsets)
@@ -168,6 +171,10 @@ def is_range_key(key: bytes) -> bool:
     return key[:1] == b"R"
 
 
+def is_schedule_key(key: bytes) -> bool:
+    return key[:1] == b"S"
+
+
 def decode_range_key(key: bytes) -> RangeRef:
     if key[:1] != b"R":
         raise ValueError(f"not a range key: {key[:16]!r}")
@@ -194,6 +201,31 @@ def applied_key(markers_partition: int) -> bytes:
 
 def is_applied_key(key: bytes) -> bool:
     return key[:1] == b"A"
+
+
+def cursor_key(queue: str, partition: int) -> bytes:
+    q = queue.encode()
+    return b"C" + _U16.pack(len(q)) + q + _U32.pack(partition)
+
+
+CURSOR_PREFIX = b"C"
+
+
+def decode_cursor_key(key: bytes) -> tuple[str, int]:
+    n = _U16.unpack_from(key, 1)[0]
+    return key[3:3 + n].decode(), _U32.unpack_from(key, 3 + n)[0]
+
+
+def epoch_key(markers_partition: int) -> bytes:
+    return b"E" + _U32.pack(markers_partition)
+
+
+def encode_epoch(epoch: int) -> bytes:
+    return struct.pack(">Q", epoch)
+
+
+def decode_epoch(raw: bytes) -> int:
+    return struct.unpack(">Q", raw)[0]
 
 
 def encode_offset(offset: int) -> bytes:

@@ -23,6 +23,14 @@ Wire format (version 1, big-endian)::
     SCHEDULE := str16 queue, str16 message_id, i64 due_ms, bytes32 value, u16 n, (str16 key, bytes32 value)*n
     TICK     := i64 now_ms
     PURGE    := str16 queue
+    CREDIT   := str16 queue, str16 consumer_id, u32 lane, u64 epoch, u64 seq, u32 free, u32 lease_ms,
+                u32 timeout_ms
+    ACQUIRE  := range, u32 timeout_ms, mask (0 bytes = every offset), u64 epoch
+    BEGIN    := u64 epoch
+
+CREDIT, ACQUIRE and BEGIN belong to shared queues (docs/shared-queues.md): a consumer
+asks for work with CREDIT; the tracker's dispatcher records what it hands out with
+ACQUIRE (a START written by the tracker itself) and announces itself with BEGIN.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ class MarkerType(IntEnum):
     SCHEDULE = 6
     TICK = 7
     PURGE = 8
+    CREDIT = 9
+    ACQUIRE = 10
+    BEGIN = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +152,60 @@ class Purge:
     queue: str
 
 
-Marker = Union[Start, Ack, Extend, Release, Reject, Schedule, Tick, Purge]
-RANGE_MARKERS = (Start, Ack, Extend, Release, Reject)
+@dataclass(frozen=True, slots=True)
+class Credit:
+    """A shared queue's consumer asks for work and says it is alive.
+
+    As of having received delivery ``seq`` of dispatcher ``epoch`` (0, 0: none yet), it can
+    take ``free`` more messages, on lane ``lane`` (a partition of the deliveries topic),
+    and stays alive ``lease_ms`` unless it asks again (``lease_ms = 0``: it is leaving). What
+    it is handed stays invisible ``timeout_ms`` (its visibility timeout).
+    """
+
+    queue: str
+    consumer_id: str
+    lane: int
+    epoch: int
+    seq: int
+    free: int
+    lease_ms: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Acquire:
+    """Tracker-internal: the dispatcher of ``epoch`` handed the offsets in ``mask`` out.
+
+    Applied like a START (the offsets are in flight from then on); an ACQUIRE of another
+    epoch than the partition's current one (a dispatcher that lost its partition) is fenced.
+    """
+
+    range: RangeRef
+    timeout_ms: int
+    mask: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    """Tracker-internal: a dispatcher starts on this markers partition with ``epoch``.
+
+    Everything before it in the partition is applied by the time the agent reaches it, so
+    the dispatcher's starting positions are final; later ACQUIREs of other epochs are fenced.
+    """
+
+    epoch: int
+
+
+Marker = Union[Start, Ack, Extend, Release, Reject, Schedule, Tick, Purge, Credit, Acquire, Begin]
+RANGE_MARKERS = (Start, Ack, Extend, Release, Reject, Acquire)
 
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
+_U64 = struct.Struct(">Q")
+_CREDIT_TAIL = struct.Struct(">IQQIII")
 _RANGE_TAIL = struct.Struct(">Iqq")
 
 
@@ -238,6 +296,20 @@ def encode(markers: list[Marker] | tuple[Marker, ...]) -> bytes:
         elif isinstance(m, Purge):
             w.parts.append(_U8.pack(MarkerType.PURGE))
             w.str16(m.queue)
+        elif isinstance(m, Credit):
+            w.parts.append(_U8.pack(MarkerType.CREDIT))
+            w.str16(m.queue)
+            w.str16(m.consumer_id)
+            w.parts.append(_CREDIT_TAIL.pack(m.lane, m.epoch, m.seq, m.free, m.lease_ms, m.timeout_ms))
+        elif isinstance(m, Acquire):
+            w.parts.append(_U8.pack(MarkerType.ACQUIRE))
+            w.range(m.range)
+            w.parts.append(_U32.pack(m.timeout_ms))
+            w.mask(m.range, m.mask, allow_full_shorthand=True)
+            w.parts.append(_U64.pack(m.epoch))
+        elif isinstance(m, Begin):
+            w.parts.append(_U8.pack(MarkerType.BEGIN))
+            w.parts.append(_U64.pack(m.epoch))
         else:
             raise TypeError(f"not a marker: {m!r}")
     return b"".join(w.parts)
@@ -342,6 +414,17 @@ def decode(data: bytes) -> list[Marker]:
             out.append(Tick(r.unpack(_I64)))
         elif kind == MarkerType.PURGE:
             out.append(Purge(r.str16()))
+        elif kind == MarkerType.CREDIT:
+            queue = r.str16()
+            consumer_id = r.str16()
+            out.append(Credit(queue, consumer_id, *_CREDIT_TAIL.unpack(r.take(_CREDIT_TAIL.size))))
+        elif kind == MarkerType.ACQUIRE:
+            rng = r.range()
+            timeout_ms = r.unpack(_U32)
+            mask = r.mask(rng, allow_full_shorthand=True)
+            out.append(Acquire(rng, timeout_ms, mask, r.unpack(_U64)))
+        elif kind == MarkerType.BEGIN:
+            out.append(Begin(r.unpack(_U64)))
         else:
             raise MarkerDecodeError(f"unknown marker type {kind} at byte {r.pos - 1}", data)
     if r.pos != len(data):

@@ -24,8 +24,8 @@ from typing import Iterator, Protocol, Union
 
 from kmq.protocol import entries as E
 from kmq.protocol.entries import Cause, Group, InFlight, Scheduled
-from kmq.protocol.markers import (Ack, Extend, Marker, Purge, RangeRef, Reject, Release, Schedule, Start,
-                         Tick)
+from kmq.protocol.markers import (Ack, Acquire, Begin, Extend, Marker, Purge, RangeRef, Reject, Release,
+                                  Schedule, Start, Tick)
 
 
 class Store(Protocol):
@@ -111,8 +111,9 @@ GIVEABLE = (Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED, Cause.RELEASED_BACKOF
 class PartitionState:
     """In-flight ranges and scheduled sends of one markers partition."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, markers_partition: int = 0) -> None:
         self.store = store
+        self.markers_partition = markers_partition
 
     # -- 4. markers in ------------------------------------------------------
 
@@ -120,6 +121,13 @@ class PartitionState:
         """Fold one consumer marker into the state (TICKs are handled by due/settle)."""
         if isinstance(marker, Start):
             return self._start(marker, now_ms)
+        if isinstance(marker, Acquire):
+            if marker.epoch != self.epoch():
+                return Applied(marker.range.queue, "fenced", marker.mask.bit_count())
+            return self._start(Start(marker.range, marker.timeout_ms, marker.mask), now_ms)
+        if isinstance(marker, Begin):
+            self.store.put(E.epoch_key(self.markers_partition), E.encode_epoch(marker.epoch))
+            return None
         if isinstance(marker, Schedule):
             return self._schedule(marker)
         if isinstance(marker, Tick):
@@ -165,7 +173,32 @@ class PartitionState:
             # a consumer died before committing): it is a fresh delivery.
             entry.indexed_ms = E.decode_inflight(old).indexed_ms
         self._store_range(key, entry, reindex=True)
+        self._advance_cursor(m.range)
         return Applied(m.range.queue, "started", m.mask.bit_count())
+
+    def _advance_cursor(self, r: RangeRef) -> None:
+        """Remember that the queue's records below ``r.end`` on its partition were fetched."""
+        key = E.cursor_key(r.queue, r.partition)
+        raw = self.store.get(key)
+        if raw is None or E.decode_offset(raw) < r.end:
+            self.store.put(key, E.encode_offset(r.end))
+
+    # -- shared queues' dispatcher -----------------------------------------------
+
+    def epoch(self) -> int:
+        """The epoch of this partition's current dispatcher (0: none began yet)."""
+        raw = self.store.get(E.epoch_key(self.markers_partition))
+        return 0 if raw is None else E.decode_epoch(raw)
+
+    def cursors(self) -> dict[tuple[str, int], int]:
+        """(queue, queue partition) -> offset below which the queue's records were fetched or
+        dispatched: where a dispatcher that begins now starts reading."""
+        out = {}
+        for key in self.store.scan_prefix(E.CURSOR_PREFIX):
+            raw = self.store.get(key)
+            if raw is not None:
+                out[E.decode_cursor_key(key)] = E.decode_offset(raw)
+        return out
 
     def _schedule(self, m: Schedule) -> Applied:
         key = E.schedule_key(m.queue, m.message_id)

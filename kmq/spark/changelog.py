@@ -134,7 +134,7 @@ def _decode_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
         cols = batch.to_pydict()
         for part, off, key, value in zip(cols["partition"], cols["offset"], cols["key"],
                                          cols["value"]):
-            if value is None or E.is_index_key(key) or E.is_applied_key(key):
+            if value is None or not (E.is_range_key(key) or E.is_schedule_key(key)):
                 continue
             row = dict.fromkeys(("queue_partition", "start", "end", "message_id", "pending_count",
                                  "pending", "started_ms", "timeout_ms", "next_deadline_ms",

@@ -1,17 +1,17 @@
 """The consumer's keepalive round (pure: time passed in)."""
 
-from collections import deque
 from types import SimpleNamespace
 
 from kmq.consumer.held import HeldRange
 from kmq.consumer.keepalive import keepalive_round
+from kmq.consumer.settlement import SettlementLog
 from kmq.protocol.markers import Extend, RangeRef
 
 R = RangeRef("q", 0, 10, 13)
 
 
 def held(handed: int, handed_at: float) -> HeldRange:
-    h = HeldRange(R, SimpleNamespace(_acks=deque()))  # the consumer only lends its ack queue
+    h = HeldRange(R, SimpleNamespace(), SettlementLog())
     h.recs = [object()] * 3
     h.rels = range(3)
     h.outstanding = 3

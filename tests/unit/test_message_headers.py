@@ -1,6 +1,7 @@
 """A received message's kmq headers come from any producer: odd values never break reading it."""
 
 from kmq.consumer.held import HeldRange
+from kmq.consumer.settlement import SettlementLog
 from kmq.protocol.markers import RangeRef
 from kmq.message import Message
 
@@ -28,12 +29,8 @@ class Record:
         return (1, 1234)
 
 
-class Owner:
-    _acks = None
-
-
 def message(headers, value=b"v") -> Message:
-    held = HeldRange(RangeRef("q", 3, 17, 18), Owner())
+    held = HeldRange(RangeRef("q", 3, 17, 18), None, SettlementLog())
     return Message((Record(headers, value), held, 0))
 
 

@@ -159,13 +159,13 @@ def test_the_sdk_producer_is_built_from_the_profile(monkeypatch):
 
 
 def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
-    import kmq.consumer.facade
+    import kmq.consumer.marker_writer
+    import kmq.consumer.partition_source
 
     consumers: list = []
     producers: list = []
-    monkeypatch.setattr(kmq.consumer.facade, "KafkaConsumer", capture(consumers, then_raise=False))
-    import kmq.consumer.marker_writer
-    monkeypatch.setattr(kmq.consumer.marker_writer, "Producer", capture(producers, then_raise=True))
+    monkeypatch.setattr(kmq.consumer.partition_source, "KafkaConsumer", capture(consumers, then_raise=True))
+    monkeypatch.setattr(kmq.consumer.marker_writer, "Producer", capture(producers, then_raise=False))
     s = production()
     with pytest.raises(Captured):
         kmq.consumer.Consumer(s, "orders", queue_topic_partitions=8, markers_topic_partitions=8)

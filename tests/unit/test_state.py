@@ -1,6 +1,6 @@
 """The tracker's state machine, given/when/then, with time passed in."""
 
-from kmq.protocol.entries import Cause
+from kmq.protocol.entries import Cause, cursor_key
 from kmq.protocol.markers import Ack, Extend, RangeRef, Reject, Release, Schedule, Start, Tick
 from kmq.protocol.state import DueSend, Expiry, MemoryStore, PartitionState
 
@@ -40,13 +40,14 @@ def test_unacked_offsets_come_due_at_the_deadline_once():
     assert s.next_deadline_ms() is None
 
 
-def test_a_fully_acked_range_leaves_no_state():
+def test_a_fully_acked_range_leaves_no_state_but_the_queue_partitions_cursor():
     store = MemoryStore()
     s = PartitionState(store)
     s.apply(Start(R, 1000, ALL), now_ms=0)
     s.apply(Ack(R, 0b1111), now_ms=1)
     s.apply(Ack(R, ALL & ~0b1111), now_ms=2)
-    assert store.entries == {} and store.index == []
+    assert list(store.entries) == [cursor_key(R.queue, R.partition)] and store.index == []
+    assert s.cursors() == {(R.queue, R.partition): R.end}
 
 
 def test_extend_moves_the_deadline_of_the_offsets_it_names():

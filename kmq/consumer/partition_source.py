@@ -1,0 +1,301 @@
+"""Where a ``dispatch="partition"`` queue's messages come from: its consumer group (step 2).
+
+The queue's consumers form the Kafka group ``kmq.<queue>`` (round-robin); each member
+fetches only those of its partitions that hold the queue, writes one START marker per
+fetched partition run (a bit mask marks the queue's offsets) and commits the source
+offsets once the broker has acknowledged the START covering them (:class:`CommitLedger`),
+so a fetch never waits on a flush. With transactional STARTs both go in one transaction.
+
+A partition the queue grew onto (``spread``) starts where the queue began on it; after a
+period of shared dispatch it starts where the dispatcher stopped (``handover``), unless the
+group committed a position beyond.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import KafkaError, TopicPartition
+
+from kmq.consumer.commits import CommitLedger
+from kmq.consumer.marker_writer import RetryTransaction
+from kmq.consumer.settlement import rels_mask
+from kmq.errors import DeliveryError
+from kmq.kafka import profiles
+from kmq.protocol import markers as M
+from kmq.protocol.placement import queue_partitions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.consumer.facade import Consumer
+
+log = logging.getLogger("kmq.consumer")
+
+
+class PartitionSource:
+    """Fetches a queue's partitions as a member of its consumer group."""
+
+    mode = "partition"
+
+    def __init__(self, consumer: "Consumer", config: dict[str, Any] | None = None) -> None:
+        c = self._c = consumer
+        s = c._settings
+        self._topic = s.queue_topic
+        self._spread = c._queue_config.spread
+        self._partitions = frozenset(queue_partitions(c.queue, c._queue_topic_partitions, self._spread))
+        self._commits = CommitLedger()
+        self._commit_due = False  # a START was confirmed: its offsets can be committed
+        self._assigned: set[int] = set()
+        self._group_partitions: list[int] = []  # what the group gave us (all topics' partitions)
+        self._group_metadata: Any = None  # for transactional offset commits
+        self._subscribed = False
+        self._kc = KafkaConsumer({
+            # Group timeouts and security of the profile (kmq.kafka.profiles).
+            **profiles.group_consumer_config(s, s.group_id(c.queue)),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "roundrobin",
+            # Low fetch wait and queue backoff: the librdkafka defaults stall
+            # a queue consumer for up to a second (DESIGN.md).
+            "fetch.wait.max.ms": 100,
+            "fetch.queue.backoff.ms": 10,
+            "enable.partition.eof": False,
+            **(config or {}),
+        })
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        # After shared dispatch, wait until the tracker says where the dispatcher stopped.
+        if self._subscribed or self._c._queue_config.handover_pending:
+            return
+        self._kc.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_revoke)
+        self._subscribed = True
+
+    # -- fetching (the receiving thread) --------------------------------------------
+
+    def fetch(self, room: int, timeout_s: float) -> int:
+        """Fetch up to ``room`` records; hold the queue's, START them. Returns how many."""
+        c = self._c
+        if self._commit_due:
+            self._commit_confirmed()
+        if not self._subscribed:
+            self._subscribe()
+            if not self._subscribed:
+                c._stop.wait(min(timeout_s, 0.1))
+                return 0
+        first = self._kc.poll(timeout_s)
+        if first is None:
+            return 0
+        recs = [first]
+        if room > 1:
+            recs += self._kc.consume(room - 1, 0)
+        qkey = c._qkey
+        # Ours by partition, in offset order; everything else (other queues on a
+        # shared partition, error events) is rare and handled apart.
+        if len(self._assigned) == 1:  # spread 1: every record is from that partition
+            ours = [r for r in recs if r.key() == qkey]
+            ours_by_part = {next(iter(self._assigned)): ours}
+            others = [r for r in recs if r.key() != qkey] if len(ours) != len(recs) else []
+        else:
+            ours_by_part = {}
+            others = []
+            for rec in recs:
+                if rec.key() == qkey:
+                    p = rec.partition()
+                    lst = ours_by_part.get(p)
+                    if lst is None:
+                        ours_by_part[p] = [rec]
+                    else:
+                        lst.append(rec)
+                else:
+                    others.append(rec)
+        purged = c._purged_before
+        if purged:
+            for p, ours in list(ours_by_part.items()):
+                floor = purged.get(p, 0)
+                if ours and ours[0].offset() < floor:
+                    # Purged: not delivered, committed like other queues' records.
+                    others += [r for r in ours if r.offset() < floor]
+                    ours_by_part[p] = [r for r in ours if r.offset() >= floor]
+        ends: dict[int, int] = {}
+        for rec in others:
+            if rec.error() is not None:
+                self._on_record_error(rec)
+            else:
+                ends[rec.partition()] = rec.offset() + 1
+        starts: list[M.Marker] = []
+        confirm: list[list] = []
+        fresh = 0
+        timeout_ms = c._timeout_ms
+        with c._lock:
+            for p, ours in ours_by_part.items():
+                if not ours:
+                    continue
+                first_off = ours[0].offset()
+                last_off = ours[-1].offset()
+                length = last_off + 1 - first_off
+                ref = M.RangeRef(c.queue, p, first_off, last_off + 1)
+                n = len(ours)
+                if n == length:
+                    rels = range(n)
+                    mask = ref.full_mask
+                else:
+                    rels = [r.offset() - first_off for r in ours]
+                    mask = rels_mask(rels, length)
+                c._hold(ref, ours, rels)
+                fresh += n
+                starts.append(M.Start(ref, timeout_ms, mask))
+                confirm.append(self._commits.add(p, max(last_off + 1, ends.pop(p, 0)), False))
+            for p, end in ends.items():  # only other queues' records: commit when order allows
+                self._commits.add(p, end, True)
+            markers = c._drain_settlements() + starts
+            if markers:
+                c._writer.send(markers, confirm, on_confirmed=self._flag_commit_due)
+                c.stats["markers"] += 1
+        return fresh
+
+    def _on_record_error(self, rec: Any) -> None:
+        err = rec.error()
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        c = self._c
+        if err.fatal():
+            c._set_error(DeliveryError(f"consumer of queue {c.queue!r} failed: {err}"))
+        else:
+            log.warning("queue %s: consumer error: %s", c.queue, err)
+
+    def _flag_commit_due(self) -> None:
+        self._commit_due = True  # picked up by the receiving thread
+        self._c._attention = True
+
+    # -- committing -------------------------------------------------------------------
+
+    def on_receiving_thread(self) -> None:
+        """Commit what the confirmed STARTs cover (only the polling thread may)."""
+        if self._commit_due:
+            self._commit_confirmed()
+
+    def _commit_confirmed(self, asynchronous: bool = True) -> None:
+        self._commit_due = False
+        with self._c._lock:
+            self._advance_commits(asynchronous)
+
+    def _committable(self) -> tuple[list[TopicPartition], Any]:
+        offsets, forget = self._commits.committable(self._assigned)
+        return [TopicPartition(self._topic, p, o) for p, o in offsets.items()], forget
+
+    def flusher_work(self) -> None:
+        """On the flusher thread, lock held: transactional mode commits there."""
+        writer = self._c._writer
+        if writer.transactional and writer.has_pending:
+            self._run_transaction()
+
+    def _run_transaction(self) -> None:
+        """Transactional mode (lock held): pending markers + the offsets they cover, atomically."""
+        try:
+            self._c._writer.commit(self._committable, self._group_metadata)
+        except RetryTransaction:
+            pass
+
+    def _advance_commits(self, asynchronous: bool = True) -> None:
+        """Commit every partition up to its last offset whose STARTs are all durable."""
+        if self._c._writer.transactional:
+            self._run_transaction()
+            return
+        offsets, forget = self._committable()
+        forget()
+        if offsets:
+            try:
+                self._kc.commit(offsets=offsets, asynchronous=asynchronous)
+            except Exception as exc:  # a commit lost to a rebalance is refetched, not lost
+                log.info("queue %s: commit failed: %s", self._c.queue, exc)
+
+    def flush(self) -> None:
+        """After the markers are durable: commit what they cover, synchronously."""
+        self._commit_confirmed(asynchronous=False)
+
+    # -- queue settings ---------------------------------------------------------------
+
+    def config_changed(self) -> None:
+        """The queue grew onto more partitions: fetch those of ours among them."""
+        c = self._c
+        self._subscribe()
+        if c._queue_config.spread == self._spread:
+            return
+        self._spread = c._queue_config.spread
+        self._partitions = frozenset(queue_partitions(c.queue, c._queue_topic_partitions, self._spread))
+        if self._group_partitions:
+            self._assign(self._kc)
+
+    # -- group membership ---------------------------------------------------------------
+
+    def _on_assign(self, kc: KafkaConsumer, partitions: list[TopicPartition]) -> None:
+        self._group_partitions = [tp.partition for tp in partitions]
+        self._assign(kc)
+
+    def _assign(self, kc: KafkaConsumer) -> None:
+        """Fetch only those of the group's partitions that hold this queue.
+
+        The group (round-robin) spreads every partition of the topic over the
+        queue's consumers; the queue's consecutive partitions land on different
+        members, and each fetches just its share (no reading other queues'
+        partitions). A partition the queue grew onto starts where the queue
+        began on it, and after a period of shared dispatch where the dispatcher
+        stopped, unless the group already committed a position beyond.
+        """
+        c = self._c
+        mine = [TopicPartition(self._topic, p) for p in self._group_partitions if p in self._partitions]
+        cfg = c._queue_config
+        floors = {**cfg.partition_starts}
+        for p, off in cfg.handover.items():
+            floors[p] = max(off, floors.get(p, 0))
+        fresh = [tp for tp in mine if tp.partition in floors]
+        if fresh:
+            for tp in kc.committed(fresh, timeout=10):
+                floor = floors[tp.partition]
+                if tp.offset < floor:  # nothing committed yet, or only before the floor
+                    next(m for m in mine if m.partition == tp.partition).offset = floor
+        with c._lock:
+            self._assigned = {tp.partition for tp in mine}
+            if c._writer.transactional:
+                # Transactional commits carry the group's generation (KIP-447 fencing).
+                self._group_metadata = kc.consumer_group_metadata()
+        kc.assign(mine)
+
+    def _on_revoke(self, kc: KafkaConsumer, partitions: list[TopicPartition]) -> None:
+        # Commit what is durable before another member takes the partitions over.
+        c = self._c
+        with c._lock:
+            c._flush_settlements()
+        c._writer.flush(5.0)
+        with c._lock:
+            self._advance_commits(asynchronous=False)
+            revoked = {tp.partition for tp in partitions}
+            self._commits.drop(revoked)
+            self._assigned -= revoked
+            self._group_partitions = [p for p in self._group_partitions if p not in revoked]
+        try:
+            kc.unassign()
+        except Exception:  # already unassigned by a lost session
+            pass
+
+    @property
+    def assignment(self) -> frozenset[int]:
+        with self._c._lock:
+            return frozenset(self._assigned)
+
+    @property
+    def group_share(self) -> frozenset[int]:
+        with self._c._lock:
+            return frozenset(self._group_partitions)
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Commit what is durable and leave the group (markers already flushed)."""
+        with self._c._lock:
+            self._advance_commits(asynchronous=False)
+        self._kc.close()

@@ -1,0 +1,216 @@
+"""Where a ``dispatch="shared"`` queue's messages come from: the tracker's dispatcher.
+
+Any number of consumers share a shared queue; none joins a group. Each consumer
+
+1. picks a *lane* (a partition of the deliveries topic) at random and reads it from its
+   end, keeping only records keyed with its own id;
+2. asks for work with CREDIT markers on the queue's markers partition: how many more
+   messages it can take (its free ``max_in_flight``), as of the last delivery it
+   received; it asks again whenever that grows and at least every ``HEARTBEAT_S`` (its
+   lease: a consumer that stops asking is dropped by the dispatcher within ``LEASE_MS``);
+3. receives deliveries (kmq.protocol.deliveries): a header naming the ACQUIREd range, then
+   copies of the records, held like a fetched range; verbs settle them as in partition
+   mode (the same markers on the same partition).
+
+A consumer never holds more than it asked for: a delivery beyond its free room (possible
+for a moment after a tracker failover) is given back at once, uncounted.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import KafkaError, TopicPartition
+
+from kmq.errors import DeliveryError
+from kmq.kafka import profiles
+from kmq.consumer.marker_writer import RetryTransaction
+from kmq.consumer.settlement import rels_mask
+from kmq.protocol import deliveries as D
+from kmq.protocol import markers as M
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.consumer.facade import Consumer
+
+log = logging.getLogger("kmq.consumer")
+
+HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
+LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
+
+
+class SharedSource:
+    """Receives a shared queue's deliveries on one lane and asks for them with CREDITs."""
+
+    mode = "shared"
+
+    def __init__(self, consumer: "Consumer", lanes: int, config: dict[str, Any] | None = None) -> None:
+        c = self._c = consumer
+        s = c._settings
+        self.consumer_id = uuid.uuid4().hex
+        self._key = self.consumer_id.encode()
+        self._header_key = D.header_key(self.consumer_id)
+        self._topic = s.deliveries_topic
+        self.lane = random.randrange(lanes)
+        self._epoch = 0
+        self._seq = 0
+        self._last_free = -1
+        self._last_credit_s = 0.0
+        self._pending: D.Delivery | None = None  # a header whose copies are still arriving
+        self._copies: list = []
+        self._leaving = False
+        self._kc = KafkaConsumer({
+            **profiles.client_config(s),
+            "group.id": f"{s.group_id(c.queue)}.lanes",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": profiles.lane_fetch_wait_ms(s),
+            "fetch.queue.backoff.ms": 10,
+            **(config or {}),
+        })
+        tp = TopicPartition(self._topic, self.lane)
+        # From the lane's end: nothing before it can be ours (our id is new). ListOffsets
+        # may undercount (BROKER.md): then a few older records are read and skipped.
+        _, high = self._kc.get_watermark_offsets(tp, timeout=10, cached=False)
+        self._kc.assign([TopicPartition(self._topic, self.lane, max(0, high))])
+
+    # -- asking for work (the flusher thread, lock held) --------------------------------
+
+    def credit(self, now_s: float, force: bool = False) -> list[M.Marker]:
+        """A CREDIT marker if the free room grew, the lease needs renewing, or ``force``."""
+        c = self._c
+        free = 0 if self._leaving else max(0, c.max_in_flight - c._in_flight)
+        due = now_s - self._last_credit_s >= HEARTBEAT_S
+        if not (force or due or free > self._last_free):
+            self._last_free = min(self._last_free, free)
+            return []
+        self._last_free = free
+        self._last_credit_s = now_s
+        return [M.Credit(c.queue, self.consumer_id, self.lane, self._epoch, self._seq, free,
+                         0 if self._leaving else LEASE_MS, c._timeout_ms)]
+
+    def flusher_work(self) -> None:
+        c = self._c
+        markers = self.credit(time.monotonic())
+        if markers:
+            c._writer.send(markers, [], on_confirmed=_nothing)
+        self._commit_transaction()
+
+    def _commit_transaction(self) -> None:
+        """Transactional writers gather markers; here they carry no offsets (lock held)."""
+        writer = self._c._writer
+        if writer.transactional and writer.has_pending:
+            try:
+                writer.commit(lambda: ([], _nothing), None)
+            except RetryTransaction:
+                pass
+
+    # -- receiving (the receiving thread) ---------------------------------------------
+
+    def fetch(self, room: int, timeout_s: float) -> int:
+        """Read the lane; hold complete deliveries. Returns how many messages were added."""
+        c = self._c
+        first = self._kc.poll(timeout_s)
+        if first is None:
+            return 0
+        recs = [first] + self._kc.consume(10_000, 0)
+        key, header_key = self._key, self._header_key
+        fresh = 0
+        for rec in recs:
+            k = rec.key()
+            if k == key:
+                if self._pending is not None:
+                    self._copies.append(rec)
+                    if len(self._copies) == self._pending.count:
+                        fresh += self._hold()
+            elif k == header_key:
+                if self._pending is not None:  # copies lost on the way: hold what came
+                    fresh += self._hold()
+                try:
+                    d = D.decode(rec.value())
+                except D.DeliveryDecodeError as exc:
+                    log.warning("queue %s: lane %d offset %d: %s", c.queue, self.lane, rec.offset(), exc)
+                    continue
+                if d.range.queue != c.queue:
+                    continue
+                self._pending, self._copies = d, []
+                self._epoch, self._seq = d.epoch, d.seq
+            elif rec.error() is not None:
+                err = rec.error()
+                if err.fatal():
+                    c._set_error(DeliveryError(f"consumer of queue {c.queue!r} failed: {err}"))
+                elif err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("queue %s: lane error: %s", c.queue, err)
+        return fresh
+
+    def _hold(self) -> int:
+        """Hold the pending delivery's copies (offsets in mask order); return how many.
+
+        Copies below the queue's purge point (dispatched before the purge was known) are
+        acked unseen; copies beyond the free room (possible for a moment after a tracker
+        failover) are given back at once, uncounted.
+        """
+        c = self._c
+        d, copies = self._pending, self._copies
+        self._pending, self._copies = None, []
+        if not copies:
+            return 0
+        r = d.range
+        rels = _rels(d.mask)[:len(copies)]
+        floor = c._purged_before.get(r.partition, 0)
+        purged = sum(1 for rel in rels if r.start + rel < floor)
+        with c._lock:
+            room = max(0, c.max_in_flight - c._in_flight)
+            keep = rels[purged:purged + room]
+            extra = rels[purged + len(keep):]
+            markers: list[M.Marker] = []
+            if purged:
+                markers.append(M.Ack(r, rels_mask(rels[:purged], r.length)))
+            if extra:
+                markers.append(M.Release(r, rels_mask(extra, r.length), 0, counted=False))
+            if keep:
+                c._hold(r, copies[purged:purged + len(keep)], keep)
+            if markers:
+                c._writer.send(markers, [], on_confirmed=_nothing)
+        return len(keep)
+
+    # -- the rest of the source interface -------------------------------------------------
+
+    def on_receiving_thread(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        with self._c._lock:
+            self._commit_transaction()
+
+    def config_changed(self) -> None:
+        pass
+
+    assignment = frozenset()
+    group_share = frozenset()
+
+    def close(self) -> None:
+        """Say goodbye (a CREDIT with no lease) and stop reading the lane."""
+        c = self._c
+        self._leaving = True
+        with c._lock:
+            c._writer.send(self.credit(time.monotonic(), force=True), [], on_confirmed=_nothing)
+            self._commit_transaction()
+        try:
+            self._kc.close()
+        except Exception:  # pragma: no cover - closing twice
+            pass
+
+
+def _rels(mask: int) -> list[int]:
+    """Relative offsets of a mask, ascending (bytewise)."""
+    return M.mask_offsets(0, mask)
+
+
+def _nothing() -> None:
+    pass

@@ -1,0 +1,106 @@
+"""What a shared queue's dispatcher writes on a consumer's lane, and its codec.
+
+A *lane* is a partition of the deliveries topic that one consumer reads (it picks one
+at random and says which in its CREDIT markers). A delivery is one ACQUIREd range
+handed to one consumer, written as
+
+- a *header* record, key ``b"\\x00" + consumer_id``: the range, the offsets of it that
+  are handed out (mask), the dispatcher's epoch and this delivery's sequence number;
+- then, for ``kind = COPY``, one record per handed-out offset, key ``consumer_id``,
+  in offset order: the queue record's value, headers and timestamp, copied.
+
+The consumer pairs the copies with the header by order (one dispatcher writes all of a
+consumer's deliveries, each with one idempotent producer on one partition, so they stay
+in order and contiguous per key). Records of other consumers sharing the lane are told
+apart by their keys and skipped without being decoded.
+
+Wire format of the header's value (version 1, big-endian)::
+
+    u8 version=1, u8 kind (1 = COPY), u64 epoch, u64 seq, u32 timeout_ms,
+    str16 queue, u32 partition, i64 start, i64 end, u32 mask_bytes, mask (0 bytes: every offset)
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kmq.errors import KmqError
+from kmq.protocol.markers import MAX_RANGE_LEN, RangeRef
+
+VERSION = 1
+COPY = 1
+HEADER_KEY_PREFIX = b"\x00"  # consumer ids are printable: a header key can never be a copy's
+
+_HEAD = struct.Struct(">BBQQI")
+_RANGE = struct.Struct(">Iqq")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+
+class DeliveryDecodeError(KmqError):
+    """A lane record that claims to be a delivery header but is not one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One range of a shared queue handed to one consumer (``count`` copies follow)."""
+
+    kind: int
+    epoch: int
+    seq: int
+    timeout_ms: int
+    range: RangeRef
+    mask: int
+
+    @property
+    def count(self) -> int:
+        return self.mask.bit_count()
+
+
+def header_key(consumer_id: str) -> bytes:
+    return HEADER_KEY_PREFIX + consumer_id.encode()
+
+
+def encode(d: Delivery) -> bytes:
+    """The header record's value."""
+    q = d.range.queue.encode()
+    r = d.range
+    if not 0 < r.end - r.start <= MAX_RANGE_LEN or d.mask <= 0 or d.mask > r.full_mask:
+        raise ValueError(f"delivery of {r} with a mask outside it")
+    mask = b"" if d.mask == r.full_mask else d.mask.to_bytes((r.length + 7) // 8, "little")
+    return b"".join((_HEAD.pack(VERSION, d.kind, d.epoch, d.seq, d.timeout_ms), _U16.pack(len(q)), q,
+                     _RANGE.pack(r.partition, r.start, r.end), _U32.pack(len(mask)), mask))
+
+
+def decode(data: bytes | None) -> Delivery:
+    """Decode a header record's value; raise :class:`DeliveryDecodeError` if it is not one."""
+    try:
+        version, kind, epoch, seq, timeout_ms = _HEAD.unpack_from(data, 0)
+        if version != VERSION or kind != COPY:
+            raise DeliveryDecodeError(f"unsupported delivery version {version} or kind {kind}")
+        pos = _HEAD.size
+        n = _U16.unpack_from(data, pos)[0]
+        queue = bytes(data[pos + 2:pos + 2 + n]).decode()
+        pos += 2 + n
+        partition, start, end = _RANGE.unpack_from(data, pos)
+        pos += _RANGE.size
+        if start < 0 or not 0 < end - start <= MAX_RANGE_LEN:
+            raise DeliveryDecodeError(f"bad range {start}..{end}")
+        r = RangeRef(queue, partition, start, end)
+        nbytes = _U32.unpack_from(data, pos)[0]
+        pos += 4
+        raw = bytes(data[pos:pos + nbytes])
+        if len(raw) != nbytes or pos + nbytes != len(data):
+            raise DeliveryDecodeError("truncated or trailing bytes")
+        if not raw:
+            mask = r.full_mask
+        elif nbytes != (r.length + 7) // 8:
+            raise DeliveryDecodeError(f"mask of {nbytes} bytes for a range of {r.length}")
+        else:
+            mask = int.from_bytes(raw, "little")
+        if mask == 0 or mask > r.full_mask:
+            raise DeliveryDecodeError("mask selects no offset or offsets outside its range")
+        return Delivery(kind, epoch, seq, timeout_ms, r, mask)
+    except (struct.error, TypeError, UnicodeDecodeError) as exc:
+        raise DeliveryDecodeError(f"not a delivery header: {exc}") from exc

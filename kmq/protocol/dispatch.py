@@ -1,0 +1,164 @@
+"""The dispatcher's decisions for shared queues, pure: who may take how many, and which records.
+
+A shared queue's consumers ask for work with CREDIT markers (kmq.protocol.markers.Credit).
+The tracker worker that owns the queue's markers partition is its dispatcher: it reads
+the queue's partitions once for every consumer and hands each what it asked for.
+
+- :class:`Roster` keeps the live consumers of one queue and how many messages each may
+  still take (its *available* credit). A CREDIT says "as of having received delivery
+  ``seq`` of dispatcher ``epoch``, I can take ``free`` more": deliveries sent after that
+  one are still on their way and count against it, so a consumer never gets more than it
+  asked for. A consumer that does not ask again within its lease is dropped.
+- :func:`select` takes, from a chunk of one queue partition read in offset order, each
+  wanting queue's records at or above its *cursor* (the first offset not yet examined for
+  it) while it has demand, and advances the cursors.
+- :meth:`Roster.share` splits what was taken fairly (round robin, rotating start) among
+  the consumers that have credit; each share becomes one delivery (one ACQUIRE).
+
+Time is an argument (``now_ms``, the dispatcher's monotonic milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
+
+from kmq.protocol.markers import Credit
+
+
+class Record(Protocol):
+    """What :func:`select` reads of a queue record (confluent-kafka's Message has these)."""
+
+    def offset(self) -> int: ...
+    def key(self) -> bytes | None: ...
+
+
+@dataclass(slots=True)
+class ConsumerSlot:
+    """One live consumer of a shared queue, as its dispatcher knows it."""
+
+    consumer_id: str
+    lane: int
+    timeout_ms: int
+    available: int = 0
+    lease_until_ms: int = 0
+    next_seq: int = 1
+    # (seq, count) of deliveries sent in this epoch that the consumer has not said it received
+    unconfirmed: deque = field(default_factory=deque)
+
+    def outstanding(self) -> int:
+        return sum(n for _, n in self.unconfirmed)
+
+
+class Roster:
+    """The live consumers of one shared queue and their credit, for dispatcher ``epoch``."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.slots: dict[str, ConsumerSlot] = {}
+        self._turn = 0
+
+    def credit(self, c: Credit, now_ms: int) -> ConsumerSlot | None:
+        """Fold one CREDIT marker in; returns the consumer's slot (None: it left)."""
+        if c.lease_ms == 0:
+            self.slots.pop(c.consumer_id, None)
+            return None
+        slot = self.slots.get(c.consumer_id)
+        if slot is None:
+            slot = self.slots[c.consumer_id] = ConsumerSlot(c.consumer_id, c.lane, c.timeout_ms)
+        slot.lane = c.lane
+        slot.timeout_ms = c.timeout_ms
+        slot.lease_until_ms = now_ms + c.lease_ms
+        if c.epoch == self.epoch:
+            while slot.unconfirmed and slot.unconfirmed[0][0] <= c.seq:
+                slot.unconfirmed.popleft()
+        slot.available = max(0, c.free - slot.outstanding())
+        return slot
+
+    def expire(self, now_ms: int) -> list[str]:
+        """Drop consumers whose lease ran out; returns their ids."""
+        gone = [cid for cid, s in self.slots.items() if s.lease_until_ms <= now_ms]
+        for cid in gone:
+            del self.slots[cid]
+        return gone
+
+    def demand(self) -> int:
+        """How many messages the queue's consumers can take now, together."""
+        return sum(s.available for s in self.slots.values())
+
+    def share(self, n: int) -> list[tuple[ConsumerSlot, int]]:
+        """Split ``n`` records among consumers with credit: fair shares, rotating start.
+
+        Returns (slot, count) in the order the records are handed out; the counts add up
+        to at most ``n`` and never exceed a consumer's available credit.
+        """
+        takers = [s for s in self.slots.values() if s.available > 0]
+        if not takers or n <= 0:
+            return []
+        start = self._turn % len(takers)
+        self._turn += 1
+        takers = takers[start:] + takers[:start]
+        given = dict.fromkeys(range(len(takers)), 0)
+        left = n
+        while left > 0:
+            open_ = [i for i, s in enumerate(takers) if s.available - given[i] > 0]
+            if not open_:
+                break
+            fair = -(-left // len(open_))  # ceil
+            for i in open_:
+                k = min(fair, takers[i].available - given[i], left)
+                given[i] += k
+                left -= k
+                if left == 0:
+                    break
+        return [(takers[i], k) for i, k in given.items() if k]
+
+    def sent(self, slot: ConsumerSlot, count: int) -> int:
+        """Record a delivery of ``count`` messages to ``slot``; returns its sequence number."""
+        seq = slot.next_seq
+        slot.next_seq += 1
+        slot.available -= count
+        slot.unconfirmed.append((seq, count))
+        return seq
+
+
+@dataclass(slots=True)
+class Want:
+    """One queue's part in reading a partition chunk: where to look from, how many to take."""
+
+    queue: str
+    cursor: int
+    demand: int
+    taken: list = field(default_factory=list)
+
+
+def select(records: Iterable[Any], chunk_end: int, wants: dict[bytes, Want]) -> None:
+    """Take, in offset order, each wanting queue's records at or above its cursor.
+
+    ``records`` is one chunk of a queue partition in offset order, ending before
+    ``chunk_end`` (the offset after the chunk); ``wants`` maps a queue's key to its
+    :class:`Want`. A queue that took all it wanted has its cursor just past its last
+    record taken; one that wanted more has seen everything of itself below ``chunk_end``.
+    """
+    get = wants.get
+    for rec in records:
+        w = get(rec.key())
+        if w is None or w.demand <= 0:
+            continue
+        o = rec.offset()
+        if o < w.cursor:
+            continue
+        w.taken.append(rec)
+        w.demand -= 1
+        if w.demand == 0:
+            w.cursor = o + 1
+    for w in wants.values():
+        if w.demand > 0 and chunk_end > w.cursor:
+            w.cursor = chunk_end
+
+
+def read_from(wants: Iterable[Want]) -> int | None:
+    """Where a partition must be read from for these wants (the lowest cursor with demand)."""
+    return min((w.cursor for w in wants if w.demand > 0), default=None)
+
