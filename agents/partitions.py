@@ -84,7 +84,7 @@ class OwnedPartitions(dict):
             store = TableStore(partition, self.num_partitions)
             gauges = QueueGauges()
             part = self[partition] = OwnedPartition(
-                partition, PartitionState(GaugedStore(store, gauges)), gauges=gauges)
+                partition, PartitionState(GaugedStore(store, gauges), partition), gauges=gauges)
         return part
 
     def totals(self) -> Counter:

@@ -7,7 +7,7 @@ get a TICK every ``idle_tick_ms`` so their clock keeps moving.
 
 from __future__ import annotations
 
-from agents.track_markers import owned
+from agents.track_markers import dispatcher, owned
 from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import markers as M
@@ -22,6 +22,7 @@ async def propose_ticks() -> None:
     for p in list(owned):
         if p not in actives:
             del owned[p]  # revoked: its state moved to another worker
+    dispatcher.owned(actives)
     for p in actives:
         part = owned.get_or_create(p)
         now_ms = part.clock.now_ms()

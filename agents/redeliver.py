@@ -77,6 +77,7 @@ class Redeliverer:
         self.settings = settings
         self._configs_factory = configs
         self._configs: QueueConfigs | None = None
+        self._configs_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmq-redeliver")
         self._producer: Producer | None = None
         self._reader: Consumer | None = None
@@ -86,10 +87,15 @@ class Redeliverer:
         self.set_aside_pending = 0
         self._ends = EndLowerBounds(END_MAX_AGE_S)
 
+    def configs(self) -> QueueConfigs:
+        """The queue settings view (started on first use, by whichever thread asks first)."""
+        with self._configs_lock:
+            if self._configs is None:
+                self._configs = self._configs_factory()
+            return self._configs
+
     def config(self, queue: str) -> QueueConfig:
-        if self._configs is None:
-            self._configs = self._configs_factory()
-        return self._configs.get(queue)
+        return self.configs().get(queue)
 
     async def execute(self, due: list[Due], now_ms: int,
                       attempted: dict[DueSend, int] | None = None,

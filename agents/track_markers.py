@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
+from agents.dispatcher import Dispatcher
 from agents.partitions import OwnedPartitions
 from agents.redeliver import Execution, Redeliverer
 from app import app, settings
@@ -35,12 +37,20 @@ LOG_APPEND_TIME = 1  # Kafka timestamp type: the broker stamped the record
 
 owned = OwnedPartitions(settings.markers_partitions)
 redeliverer = Redeliverer(settings, configs=lambda: QueueConfigs(settings, follow=True))
+dispatcher = Dispatcher(settings, configs=lambda: redeliverer.configs())
 
 
 @app.task
 async def warm_up_redeliverer() -> None:
     """Connect the redeliverer's clients at start, not at the first deadline (~1.5 s)."""
     await redeliverer.warm_up()
+    dispatcher.start()
+
+
+@app.on_partitions_revoked.connect
+async def _stop_dispatching(sender, *args, **kwargs) -> None:
+    # Before another worker takes a partition over and begins there.
+    dispatcher.revoke_all()
 
 
 @app.agent(markers_topic, concurrency=1, name="track_markers")
@@ -77,7 +87,10 @@ async def _apply(part, event) -> None:
         if isinstance(marker, M.Tick):
             await _tick(part, marker)
             continue
-        if isinstance(marker, M.Start):
+        if isinstance(marker, M.Credit):
+            dispatcher.on_credit(part.partition, marker)  # soft state: nothing in the table
+            continue
+        if isinstance(marker, (M.Start, M.Acquire)):
             if not 0 <= marker.range.partition < settings.queue_partitions:
                 # Nothing to read back there: the redeliverer would fail on it at every tick.
                 part.count(marker.range.queue, "unknown-partition", marker.mask.bit_count())
@@ -88,21 +101,25 @@ async def _apply(part, event) -> None:
         applied = part.state.apply(marker, now_ms)
         if applied is not None:
             part.count(applied.queue, applied.what, applied.count)
+        if isinstance(marker, M.Begin):
+            dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors())
         if isinstance(marker, M.Purge):
             # After forgetting, so nothing republished before is above the point.
             await redeliverer.record_purge_point(marker.queue)
     part.next_deadline_ms = part.state.next_deadline_ms()
 
 
-def _unpurged(start: M.Start) -> M.Start | None:
-    """A START without the offsets a purge of its queue already dropped (a START
+def _unpurged(start: M.Start | M.Acquire) -> M.Start | M.Acquire | None:
+    """A START (or ACQUIRE) without the offsets a purge of its queue already dropped (a START
     can reach us after the purge it raced with)."""
     floor = redeliverer.config(start.range.queue).purged_before.get(start.range.partition, 0)
     r = start.range
     if floor <= r.start:
         return start
     keep = start.mask & ~((1 << min(floor - r.start, r.length)) - 1)
-    return M.Start(r, start.timeout_ms, keep) if keep else None
+    if not keep:
+        return None
+    return replace(start, mask=keep)
 
 
 FRESH_TICK_MS = 1000  # a TICK this recent was proposed by a live timer, not replayed

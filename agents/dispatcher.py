@@ -1,0 +1,399 @@
+"""The dispatcher of shared queues: hands each consumer the messages it asked for (step 2, shared).
+
+One per tracker worker, in its own thread beside the markers agent. For every markers
+partition the worker owns it is the dispatcher of the shared queues placed there, like
+KIP-932's share-partition leader:
+
+1. On assignment it writes BEGIN(epoch) to the partition and waits until the agent has
+   applied it: everything before it in the log is in the table then, so the *cursors*
+   (where each queue's undispatched records begin, kept by the state machine from every
+   START and ACQUIRE) are final; ACQUIREs of older epochs are fenced from then on.
+2. The agent forwards the consumers' CREDIT markers (kmq.protocol.dispatch.Roster keeps
+   who may take how many). For queues with demand, it reads their queue partitions once
+   for all of them (kmq.protocol.dispatch.select), splits what it took among the
+   consumers (Roster.share) and writes one ACQUIRE per share to the markers partition.
+3. Once the broker has an ACQUIRE (so a successor would apply it), it writes the delivery
+   to the consumer's lane: a header and copies of the records (kmq.protocol.deliveries).
+   From there on the messages are in flight exactly as if a consumer had STARTed them.
+
+Blocking librdkafka calls stay in this thread; the agent only posts events to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_mod
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kmq.kafka import profiles
+from kmq.kafka.backpressure import produce_when_room
+from kmq.protocol import deliveries as D
+from kmq.protocol import markers as M
+from kmq.protocol.dispatch import Lookahead, Roster, Want, read_from, select
+from kmq.protocol.placement import markers_partition, queue_partitions
+from kmq.queue_config import QueueConfig, QueueConfigs, write_config
+from kmq.settings import Settings
+
+log = logging.getLogger("kmq.tracker.dispatcher")
+
+CHUNK_RECORDS = 5000      # records read per partition per round, at most
+IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be done
+CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
+# A queue switched to shared mode is dispatched only this long after the switch, so every
+# live member of its consumer group has seen the change and stopped fetching.
+SWITCH_GRACE_MS = 5000
+
+
+@dataclass
+class _Batch:
+    """One share of one queue: ACQUIREd, then written to the consumer's lane."""
+
+    consumer_id: str
+    lane: int
+    delivery: D.Delivery
+    records: list
+
+
+@dataclass
+class _Partition:
+    """A markers partition this worker owns: its dispatcher epoch and its queues' state."""
+
+    epoch: int
+    ready: bool = False
+    rosters: dict[str, Roster] = field(default_factory=dict)
+    cursors: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+class Dispatcher:
+    """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
+
+    def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs]) -> None:
+        self.settings = settings
+        self._configs_factory = configs
+        self._inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._parts: dict[int, _Partition] = {}
+        self._acked: list[list[_Batch]] = []   # ACQUIRE records the broker took: write their lanes
+        self._ahead: dict[int, Lookahead] = {}  # queue partition -> records read, not yet taken
+        self._paused: set[int] = set()
+        self._assigned: set[int] = set()
+        self._errors: list[str] = []
+        self.stats = {"dispatched": 0, "deliveries": 0, "credits": 0, "fenced": 0, "bad-credits": 0}
+        self._next_config_scan = 0.0
+
+    # -- called from the event loop (the agent, the tick timer) -------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kmq-dispatcher", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def owned(self, partitions: set[int]) -> None:
+        """The markers partitions this worker owns now (the tick timer says, every tick)."""
+        if partitions != set(self._parts):
+            self._post(("owned", set(partitions)))
+
+    def revoke_all(self) -> None:
+        """A rebalance began: stop dispatching at once (another worker may begin soon)."""
+        self._post(("owned", set()))
+
+    def on_credit(self, markers_partition: int, credit: M.Credit) -> None:
+        self._post(("credit", markers_partition, credit))
+
+    def on_begin(self, markers_partition: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
+        self._post(("begin", markers_partition, epoch, cursors))
+
+    def _post(self, event: tuple) -> None:
+        self._inbox.put(event)
+        self._wake.set()
+
+    # -- the dispatcher thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._producer = Producer({
+            **profiles.producer_config(self.settings),
+            "linger.ms": 1,
+            "message.max.bytes": self.settings.max_message_bytes + 4096,
+            "queue.buffering.max.kbytes": 256 * 1024,
+        })
+        self._reader = Consumer({
+            **profiles.client_config(self.settings),
+            "group.id": f"{self.settings.app_id}-dispatcher",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": profiles.dispatcher_fetch_wait_ms(self.settings),
+            "fetch.queue.backoff.ms": 5,
+            "queued.max.messages.kbytes": 16 * 1024,
+        })
+        self._configs = self._configs_factory()
+        self._queue_parts = len(self._producer.list_topics(self.settings.queue_topic, timeout=10)
+                                .topics[self.settings.queue_topic].partitions)
+        while not self._stop.is_set():
+            try:
+                busy = self._round()
+            except Exception:  # keep dispatching; a broker blip is retried next round
+                log.exception("dispatch round failed")
+                busy = False
+                self._stop.wait(0.5)
+            if not busy:
+                self._wake.wait(IDLE_WAIT_S)
+                self._wake.clear()
+        self._producer.flush(10)
+        self._reader.close()
+
+    def _round(self) -> bool:
+        """One pass: events in, expired leases out, reads and dispatches. True if it did work."""
+        busy = self._drain_inbox()
+        now_ms = int(time.monotonic() * 1000)
+        for part in self._parts.values():
+            for roster in part.rosters.values():
+                roster.expire(now_ms)
+        if time.monotonic() >= self._next_config_scan:
+            self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
+            self._hand_over()
+        busy |= self._dispatch()
+        self._producer.poll(0)
+        busy |= self._write_lanes()
+        return busy
+
+    def _drain_inbox(self) -> bool:
+        got = False
+        while True:
+            try:
+                event = self._inbox.get_nowait()
+            except queue_mod.Empty:
+                return got
+            got = True
+            kind = event[0]
+            if kind == "credit":
+                self._credit(event[1], event[2])
+            elif kind == "begin":
+                self._begun(event[1], event[2], event[3])
+            elif kind == "owned":
+                self._own(event[1])
+
+    def _own(self, partitions: set[int]) -> None:
+        for m in list(self._parts):
+            if m not in partitions:
+                del self._parts[m]  # revoked: its next owner begins anew
+        for m in partitions:
+            if m not in self._parts:
+                epoch = random.getrandbits(63) or 1
+                self._parts[m] = _Partition(epoch)
+                # Same producer as our ACQUIREs: everything we wrote before lands before it.
+                produce_when_room(self._producer, self.settings.markers_topic,
+                                  M.encode([M.Begin(epoch)]), None, partition=m)
+
+    def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
+        part = self._parts.get(m)
+        if part is None or part.epoch != epoch:
+            return  # an older BEGIN of ours, or another worker's: not the one we wait for
+        part.ready = True
+        part.cursors = dict(cursors)
+        log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
+
+    def _credit(self, m: int, c: M.Credit) -> None:
+        part = self._parts.get(m)
+        if part is None or not part.ready:
+            return  # from before our BEGIN: the consumer asks again within its heartbeat
+        if not 0 <= c.lane < self.settings.deliveries_partitions:
+            self.stats["bad-credits"] += 1
+            return
+        self.stats["credits"] += 1
+        roster = part.rosters.get(c.queue)
+        if roster is None:
+            roster = part.rosters[c.queue] = Roster(part.epoch)
+        roster.credit(c, int(time.monotonic() * 1000))
+        if not roster.slots:
+            del part.rosters[c.queue]
+
+    # -- reading and handing out ------------------------------------------------------------
+
+    def _dispatchable(self, queue: str) -> QueueConfig | None:
+        cfg = self._configs.get(queue)
+        if cfg.dispatch_mode(self.settings) != "shared":
+            return None
+        if cfg.dispatch_since_ms and time.time() * 1000 - cfg.dispatch_since_ms < SWITCH_GRACE_MS:
+            return None  # the group's members may still be fetching
+        return cfg
+
+    def _dispatch(self) -> bool:
+        wants: dict[int, dict[bytes, Want]] = {}   # queue partition -> queue key -> Want
+        owners: dict[str, tuple[_Partition, int]] = {}
+        for m, part in self._parts.items():
+            if not part.ready:
+                continue
+            for q, roster in part.rosters.items():
+                demand = roster.demand()
+                if demand <= 0:
+                    continue
+                cfg = self._dispatchable(q)
+                if cfg is None:
+                    continue
+                owners[q] = (part, m)
+                for p in queue_partitions(q, self._queue_parts, cfg.spread):
+                    floor = max(cfg.purged_before.get(p, 0), cfg.partition_starts.get(p, 0))
+                    cursor = max(part.cursors.get((q, p), 0), floor)
+                    wants.setdefault(p, {})[q.encode()] = Want(q, cursor, demand)
+        self._pause_idle(wants)
+        if not wants:
+            return False
+        out: dict[int, list[_Batch]] = {}
+        hungry = False
+        for p, ws in wants.items():  # first from what was read ahead
+            ahead = self._ahead.setdefault(p, Lookahead())
+            seek_to = ahead.plan(read_from(ws.values()))
+            if seek_to is not None:
+                self._point(p, seek_to)
+            select(ahead.records, ahead.position, ws)
+            hungry |= any(w.demand > 0 for w in ws.values())
+        records = []
+        if hungry:
+            records = self._reader.consume(CHUNK_RECORDS, 0.005 if self._acked else 0.05)
+            by_part: dict[int, list] = {}
+            for rec in records:
+                if rec.error() is None:
+                    by_part.setdefault(rec.partition(), []).append(rec)
+            for p, recs in by_part.items():
+                ahead = self._ahead.get(p)
+                if ahead is None or p not in wants or recs[0].offset() < ahead.position:
+                    continue  # fetched before a seek, or not wanted any more
+                ahead.add(recs)
+                select(recs, ahead.position, wants[p])
+        for p, ws in wants.items():
+            self._take(p, ws, owners, out)
+            self._ahead[p].trim(min(w.cursor for w in ws.values()))
+        for m, batches in out.items():
+            self._acquire(m, batches)
+        return bool(out) or bool(records)
+
+    def _pause_idle(self, wants: dict[int, dict[bytes, Want]]) -> None:
+        """Partitions nobody wants now are paused (no prefetching for nothing)."""
+        idle = [p for p in self._assigned if p not in wants and p not in self._paused]
+        if idle:
+            self._reader.pause([TopicPartition(self.settings.queue_topic, p) for p in idle])
+            self._paused.update(idle)
+        for p in wants:
+            if p in self._paused:
+                self._reader.resume([TopicPartition(self.settings.queue_topic, p)])
+                self._paused.discard(p)
+
+    def _point(self, p: int, offset: int) -> None:
+        """Make the reader return partition ``p`` from ``offset`` on."""
+        tp = TopicPartition(self.settings.queue_topic, p, offset)
+        if p not in self._assigned:
+            self._reader.incremental_assign([tp])
+            self._assigned.add(p)
+        else:
+            self._reader.seek(tp)
+
+    def _take(self, p: int, wants: dict[bytes, Want], owners: dict[str, tuple[_Partition, int]],
+              out: dict[int, list[_Batch]]) -> None:
+        """Share what each queue took among its consumers; one batch (ACQUIRE) per share."""
+        for w in wants.values():
+            part, m = owners[w.queue]
+            part.cursors[(w.queue, p)] = w.cursor
+            taken = w.taken
+            if not taken:
+                continue
+            roster = part.rosters[w.queue]
+            i = 0
+            for slot, k in roster.share(len(taken)):
+                run = taken[i:i + k]
+                i += k
+                start, end = run[0].offset(), run[-1].offset() + 1
+                ref = M.RangeRef(w.queue, p, start, end)
+                mask = M.offsets_mask(start, (r.offset() for r in run))
+                seq = roster.sent(slot, k)
+                d = D.Delivery(D.COPY, part.epoch, seq, slot.timeout_ms, ref, mask)
+                out.setdefault(m, []).append(_Batch(slot.consumer_id, slot.lane, d, run))
+            if i < len(taken):  # the credit went to the queue's other partitions: look again
+                part.cursors[(w.queue, p)] = taken[i].offset()
+                w.cursor = taken[i].offset()
+
+    def _acquire(self, m: int, batches: list[_Batch]) -> None:
+        """One marker record of ACQUIREs; its lanes are written once the broker has it."""
+        for i in range(0, len(batches), 1000):
+            chunk = batches[i:i + 1000]
+            value = M.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
+                                        b.delivery.epoch) for b in chunk])
+
+            def done(err: Any, _msg: Any, chunk: list[_Batch] = chunk) -> None:
+                if err is None:
+                    self._acked.append(chunk)
+                else:  # not dispatched: the records are read and handed out again
+                    self._errors.append(str(err))
+                    self._undo(m, chunk)
+
+            produce_when_room(self._producer, self.settings.markers_topic, value, None, partition=m,
+                              on_delivery=done)
+
+    def _undo(self, m: int, batches: list[_Batch]) -> None:
+        part = self._parts.get(m)
+        if part is None:
+            return
+        for b in batches:
+            r = b.delivery.range
+            key = (r.queue, r.partition)
+            part.cursors[key] = min(part.cursors.get(key, r.start), r.start)
+
+    def _write_lanes(self) -> bool:
+        if not self._acked:
+            return False
+        acked, self._acked = self._acked, []
+        topic = self.settings.deliveries_topic
+        for chunk in acked:
+            for b in chunk:
+                produce_when_room(self._producer, topic, D.encode(b.delivery), D.header_key(b.consumer_id),
+                                  partition=b.lane)
+                key = b.consumer_id.encode()
+                for rec in b.records:
+                    ts = rec.timestamp()[1]
+                    produce_when_room(self._producer, topic, rec.value(), key, partition=b.lane,
+                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0)
+                self.stats["dispatched"] += len(b.records)
+                self.stats["deliveries"] += 1
+        self._producer.poll(0)
+        return True
+
+    # -- shared -> partition --------------------------------------------------------------
+
+    def _hand_over(self) -> None:
+        """Queues switched to partition mode: record where dispatching stopped, for the group."""
+        mparts = self.settings.markers_partitions
+        for q in self._configs.queues():
+            cfg = self._configs.get(q)
+            if not cfg.handover_pending or cfg.dispatch_mode(self.settings) != "partition":
+                continue
+            part = self._parts.get(markers_partition(q, mparts))
+            if part is None or not part.ready:
+                continue
+            part.rosters.pop(q, None)
+            self._producer.flush(10)  # our ACQUIREs of it are in the log (and applied first)
+            self._poll_until_lanes_written()
+            spread = queue_partitions(q, self._queue_parts, cfg.spread)
+            handover = {p: part.cursors[(q, p)] for p in spread if (q, p) in part.cursors}
+            new = QueueConfig(**{**cfg.__dict__, "handover": {**cfg.handover, **handover},
+                                 "handover_pending": False, "updated_at_ms": int(time.time() * 1000)})
+            write_config(self.settings, q, new)
+            self._configs.put_local(q, new)
+            log.info("queue %s: handed over to its consumer group at %s", q, handover)
+
+    def _poll_until_lanes_written(self) -> None:
+        self._producer.poll(0)
+        self._write_lanes()
+        self._producer.flush(10)
