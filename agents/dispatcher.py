@@ -217,9 +217,19 @@ class Dispatcher:
         roster = part.rosters.get(c.queue)
         if roster is None:
             roster = part.rosters[c.queue] = Roster(part.epoch)
-        roster.credit(c, int(time.monotonic() * 1000))
+        slot = roster.slots.get(c.consumer_id)
+        if roster.credit(c, int(time.monotonic() * 1000)) is None:
+            self._farewell(c, part.epoch, 0 if slot is None else slot.next_seq - 1)
         if not roster.slots:
             del part.rosters[c.queue]
+
+    def _farewell(self, c: M.Credit, epoch: int, last_seq: int) -> None:
+        """Answer a goodbye on its lane, after every delivery already sent to it."""
+        self._producer.flush(10)  # our ACQUIREs are acknowledged, their callbacks queued
+        self._write_lanes()
+        produce_when_room(self._producer, self.settings.deliveries_topic,
+                          D.encode_farewell(D.Farewell(epoch, last_seq)), D.header_key(c.consumer_id),
+                          partition=c.lane)
 
     # -- reading and handing out ------------------------------------------------------------
 

@@ -49,6 +49,7 @@ log = logging.getLogger("kmq.consumer")
 
 MAX_EXTEND_S = 12 * 3600.0  # SQS's visibility ceiling
 CONFIG_CHECK_S = 0.5  # how often a consumer picks up its queue's new settings
+LEAVE_TIMEOUT_S = 2.0  # how long a leaving shared consumer waits for the dispatcher's farewell
 
 
 class Consumer:
@@ -199,6 +200,7 @@ class Consumer:
         What user code holds stays held and is settled as before (the markers are the
         same in both modes).
         """
+        self._source.leave(LEAVE_TIMEOUT_S)
         with self._lock:
             self._return_unhanded()
             self._flush_settlements()
@@ -433,6 +435,7 @@ class Consumer:
         self._closed = True
         self._stop.set()
         self._flusher.join(timeout_s)
+        self._source.leave(min(timeout_s, LEAVE_TIMEOUT_S))  # shared: what was on its way is held now
         with self._lock:
             for held in list(self._held.values()):
                 for i, rel in enumerate(held.rels):
@@ -443,13 +446,10 @@ class Consumer:
                                                 Verb.RETURN if i >= held.handed else Verb.RELEASE, 0))
             self._ready.clear()
             self._flush_settlements()
-        if isinstance(self._source, SharedSource):
-            self._source.close()  # its goodbye goes out with the rest
         remaining = self._writer.flush(timeout_s)
         if remaining:
             log.warning("queue %s: %d marker records not confirmed at close", self.queue, remaining)
-        if not isinstance(self._source, SharedSource):
-            self._source.close()
+        self._source.close()
         # Threads and callbacks make this object part of reference cycles; dropping the
         # producer here ends its connections now, not at some later garbage collection.
         self._writer.producer = None

@@ -294,6 +294,9 @@ class PartitionSource:
 
     # -- closing ------------------------------------------------------------------------
 
+    def leave(self, timeout_s: float) -> None:
+        """Nothing to announce: the group notices at close."""
+
     def close(self) -> None:
         """Commit what is durable and leave the group (markers already flushed)."""
         with self._c._lock:

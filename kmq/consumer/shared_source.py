@@ -63,6 +63,7 @@ class SharedSource:
         self._pending: D.Delivery | None = None  # a header whose copies are still arriving
         self._copies: list = []
         self._leaving = False
+        self._farewell: D.Farewell | None = None
         self._kc = KafkaConsumer({
             **profiles.client_config(s),
             "group.id": f"{s.group_id(c.queue)}.lanes",  # never joins or commits
@@ -136,6 +137,9 @@ class SharedSource:
                 except D.DeliveryDecodeError as exc:
                     log.warning("queue %s: lane %d offset %d: %s", c.queue, self.lane, rec.offset(), exc)
                     continue
+                if isinstance(d, D.Farewell):
+                    self._farewell = d
+                    continue
                 if d.range.queue != c.queue:
                     continue
                 self._pending, self._copies = d, []
@@ -194,13 +198,30 @@ class SharedSource:
     assignment = frozenset()
     group_share = frozenset()
 
-    def close(self) -> None:
-        """Say goodbye (a CREDIT with no lease) and stop reading the lane."""
+    def leave(self, timeout_s: float) -> None:
+        """Say goodbye (a CREDIT with no lease) and take in what was already on its way.
+
+        The dispatcher answers with a FAREWELL naming its last delivery to us; everything
+        up to it is held here, so the caller gives it back at once (uncounted) instead of
+        leaving it to the visibility timeout. Without an answer within ``timeout_s`` (no
+        tracker), what was on its way comes back after its visibility timeout.
+        """
         c = self._c
         self._leaving = True
         with c._lock:
             c._writer.send(self.credit(time.monotonic(), force=True), [], on_confirmed=_nothing)
             self._commit_transaction()
+        c._writer.flush(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            f = self._farewell
+            if f is not None and self._pending is None and (f.seq == 0 or self._seq >= f.seq):
+                return
+            self.fetch(0, min(0.1, max(0.0, deadline - time.monotonic())))
+        log.info("queue %s: no farewell from the dispatcher within %g s", c.queue, timeout_s)
+
+    def close(self) -> None:
+        """Stop reading the lane (after :meth:`leave`)."""
         try:
             self._kc.close()
         except Exception:  # pragma: no cover - closing twice

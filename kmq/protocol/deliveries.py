@@ -14,10 +14,15 @@ consumer's deliveries, each with one idempotent producer on one partition, so th
 in order and contiguous per key). Records of other consumers sharing the lane are told
 apart by their keys and skipped without being decoded.
 
+A consumer that leaves says goodbye (a CREDIT without lease); the dispatcher answers
+with a FAREWELL header naming the last delivery it sent, so the consumer can give back
+everything that was already on its way instead of leaving it to its visibility timeout.
+
 Wire format of the header's value (version 1, big-endian)::
 
-    u8 version=1, u8 kind (1 = COPY), u64 epoch, u64 seq, u32 timeout_ms,
-    str16 queue, u32 partition, i64 start, i64 end, u32 mask_bytes, mask (0 bytes: every offset)
+    COPY     := u8 version=1, u8 kind=1, u64 epoch, u64 seq, u32 timeout_ms,
+                str16 queue, u32 partition, i64 start, i64 end, u32 mask_bytes, mask (0 bytes: every offset)
+    FAREWELL := u8 version=1, u8 kind=2, u64 epoch, u64 seq (the last delivery sent; 0: none)
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from kmq.protocol.markers import MAX_RANGE_LEN, RangeRef
 
 VERSION = 1
 COPY = 1
+FAREWELL = 2
 HEADER_KEY_PREFIX = b"\x00"  # consumer ids are printable: a header key can never be a copy's
 
 _HEAD = struct.Struct(">BBQQI")
+_FAREWELL = struct.Struct(">BBQQ")
 _RANGE = struct.Struct(">Iqq")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
@@ -58,6 +65,18 @@ class Delivery:
         return self.mask.bit_count()
 
 
+@dataclass(frozen=True, slots=True)
+class Farewell:
+    """The dispatcher's answer to a goodbye: ``seq`` is the last delivery it sent."""
+
+    epoch: int
+    seq: int
+
+
+def encode_farewell(f: Farewell) -> bytes:
+    return _FAREWELL.pack(VERSION, FAREWELL, f.epoch, f.seq)
+
+
 def header_key(consumer_id: str) -> bytes:
     return HEADER_KEY_PREFIX + consumer_id.encode()
 
@@ -73,9 +92,14 @@ def encode(d: Delivery) -> bytes:
                      _RANGE.pack(r.partition, r.start, r.end), _U32.pack(len(mask)), mask))
 
 
-def decode(data: bytes | None) -> Delivery:
+def decode(data: bytes | None) -> Delivery | Farewell:
     """Decode a header record's value; raise :class:`DeliveryDecodeError` if it is not one."""
     try:
+        if data is not None and len(data) == _FAREWELL.size and data[1] == FAREWELL:
+            version, _, epoch, seq = _FAREWELL.unpack(data)
+            if version != VERSION:
+                raise DeliveryDecodeError(f"unsupported delivery version {version}")
+            return Farewell(epoch, seq)
         version, kind, epoch, seq, timeout_ms = _HEAD.unpack_from(data, 0)
         if version != VERSION or kind != COPY:
             raise DeliveryDecodeError(f"unsupported delivery version {version} or kind {kind}")
