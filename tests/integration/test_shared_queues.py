@@ -1,0 +1,173 @@
+"""Shared queues: any number of consumers of one queue, dispatched by the tracker.
+
+What partition mode cannot do: more consumers than partitions all get work, none holds
+more than it asked for, a consumer that dies gives its messages back after its
+visibility timeout without pausing the others, the mode changes under load without
+losing or duplicating anything, and a tracker killed mid-run loses nothing acquired.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import kmq
+from kmq.dev.devstack import TrackerProcess, settings_env
+from tests.conftest import wait_for
+
+HELPER = Path(__file__).parent / "helpers" / "consume_then_hang.py"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def client(shared_settings, tracker):
+    with kmq.Client(settings=shared_settings) as c:
+        yield c
+
+
+def shared(client, queue, **settings) -> str:
+    client.configure_queue(queue, dispatch="shared", **settings)
+    return queue
+
+
+class Worker(threading.Thread):
+    """One consumer of the queue in a thread: receives one message at a time and acks it."""
+
+    def __init__(self, client, queue, max_in_flight, stop):
+        super().__init__(daemon=True)
+        self.consumer = client.consumer(queue, max_in_flight=max_in_flight, visibility_timeout_s=30)
+        self.stop, self.got, self.most_held, self.error = stop, [], 0, None
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                m = self.consumer.receive(0.1)
+                self.most_held = max(self.most_held, self.consumer.in_flight)
+                if m is not None:
+                    self.got.append(m.id)
+                    m.ack()
+            self.consumer.close()
+        except Exception as exc:  # surfaced by the test
+            self.error = exc
+
+
+def test_more_consumers_than_partitions_all_get_work_none_more_than_it_asked(client, queue):
+    shared(client, queue)
+    stop = threading.Event()
+    workers = [Worker(client, queue, max_in_flight=5, stop=stop) for _ in range(6)]
+    assert all(w.consumer.mode == "shared" for w in workers)
+    for w in workers:
+        w.start()
+    try:
+        ids = client.send_batch(queue, [b"m%d" % i for i in range(300)])
+        client.flush()
+        wait_for(lambda: sum(len(w.got) for w in workers) >= 300, 60, what="300 acked")
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(15)
+    assert [w.error for w in workers] == [None] * 6
+    got = Counter(i for w in workers for i in w.got)
+    assert set(got) == set(ids) and max(got.values()) == 1, "lost or duplicated"
+    assert all(w.got for w in workers), f"an idle consumer: {[len(w.got) for w in workers]}"
+    assert max(w.most_held for w in workers) <= 5, "a consumer held more than it asked for"
+
+
+def test_a_dead_consumers_messages_come_back_to_the_others(client, queue, shared_settings):
+    shared(client, queue)
+    ids = client.send_batch(queue, [b"m%d" % i for i in range(60)])
+    client.flush()
+    env = {**os.environ, **settings_env(shared_settings), "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, str(HELPER), queue, "30", "3"], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        received = json.loads(child.stdout.readline())["received"]
+        acked = json.loads(child.stdout.readline())["acked"]
+        assert child.stdout.readline().strip() == "ready"
+    finally:
+        child.kill()  # SIGKILL, holding 20 of its 30 (visibility timeout 2 s)
+        child.wait()
+    assert len(received) == 30 and len(acked) == 10
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        seen: list[str] = []
+
+        def step():
+            for m in c.receive_batch(100, 0.2):
+                seen.append(m.id)
+                m.ack()
+            return set(seen) >= set(ids) - set(acked)
+        wait_for(step, 60, what="every unacked message")
+        c.flush()
+    assert set(seen) | set(acked) == set(ids), "a message was lost"
+    assert not set(seen) & set(acked), "an acked message came back"
+    assert len(seen) == len(set(seen)), "delivered twice to the live consumer"
+
+
+def test_the_mode_changes_under_load_without_losing_or_duplicating(client, queue):
+    """partition -> shared -> partition while messages flow: each id reaches user code once."""
+    stop = threading.Event()
+    workers = [Worker(client, queue, max_in_flight=20, stop=stop) for _ in range(2)]
+    for w in workers:
+        w.start()
+    sent: list[str] = []
+
+    def send(n):
+        sent.extend(client.send_batch(queue, [b"x"] * n))
+        client.flush()
+
+    try:
+        send(100)
+        wait_for(lambda: sum(len(w.got) for w in workers) >= 50, 60, what="partition mode at work")
+        client.configure_queue(queue, dispatch="shared")
+        send(100)
+        wait_for(lambda: all(w.consumer.mode == "shared" for w in workers), 30, what="consumers in shared mode")
+        wait_for(lambda: sum(len(w.got) for w in workers) >= 200, 60, what="shared mode at work")
+        send(100)
+        client.configure_queue(queue, dispatch="partition")
+        wait_for(lambda: client.queue_config(queue).handover_pending is False, 30, what="the handover")
+        send(100)
+        wait_for(lambda: all(w.consumer.mode == "partition" for w in workers), 30, what="back to partition")
+        wait_for(lambda: sum(len(w.got) for w in workers) >= 400, 90, what="everything acked")
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(15)
+    got = Counter(i for w in workers for i in w.got)
+    assert set(got) == set(sent), f"lost: {len(set(sent) - set(got))}"
+    assert max(got.values()) == 1, "a message reached user code twice"
+
+
+def test_a_tracker_killed_mid_run_loses_nothing_it_handed_out(make_client, make_settings, artifacts, queue):
+    settings = make_settings(visibility_timeout_s=3.0, max_deliveries=10)
+    first = TrackerProcess(settings, artifacts / "tracker-shared-kill-1.log").start(timeout_s=120)
+    client = make_client(settings)
+    stop = threading.Event()
+    try:
+        shared(client, queue)
+        ids = client.send_batch(queue, [b"m%d" % i for i in range(400)])
+        client.flush()
+        workers = [Worker(client, queue, max_in_flight=10, stop=stop) for _ in range(3)]
+        for w in workers:
+            w.start()
+        wait_for(lambda: sum(len(w.got) for w in workers) >= 100, 60, what="work under way")
+        first.kill()  # SIGKILL: its dispatcher dies mid-dispatch
+    finally:
+        first.stop()
+    second = TrackerProcess(settings, artifacts / "tracker-shared-kill-2.log").start(timeout_s=120)
+    try:
+        wait_for(lambda: set(i for w in workers for i in w.got) >= set(ids), 90, what="everything acked")
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(15)
+        second.stop()
+    assert [w.error for w in workers] == [None] * 3
+    got = Counter(i for w in workers for i in w.got)
+    assert set(got) == set(ids), "a message was lost"
