@@ -35,7 +35,7 @@ from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
-from kmq.protocol.dispatch import Lookahead, Roster, Want, read_from, select
+from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out, read_from, select
 from kmq.protocol.placement import markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig, QueueConfigs, write_config
 from kmq.settings import Settings
@@ -316,24 +316,14 @@ class Dispatcher:
         """Share what each queue took among its consumers; one batch (ACQUIRE) per share."""
         for w in wants.values():
             part, m = owners[w.queue]
-            part.cursors[(w.queue, p)] = w.cursor
-            taken = w.taken
-            if not taken:
-                continue
             roster = part.rosters[w.queue]
-            i = 0
-            for slot, k in roster.share(len(taken)):
-                run = taken[i:i + k]
-                i += k
+            for slot, seq, run in hand_out(w, roster):
                 start, end = run[0].offset(), run[-1].offset() + 1
                 ref = M.RangeRef(w.queue, p, start, end)
                 mask = M.offsets_mask(start, (r.offset() for r in run))
-                seq = roster.sent(slot, k)
                 d = D.Delivery(D.COPY, part.epoch, seq, slot.timeout_ms, ref, mask)
                 out.setdefault(m, []).append(_Batch(slot.consumer_id, slot.lane, d, run))
-            if i < len(taken):  # the credit went to the queue's other partitions: look again
-                part.cursors[(w.queue, p)] = taken[i].offset()
-                w.cursor = taken[i].offset()
+            part.cursors[(w.queue, p)] = w.cursor
 
     def _acquire(self, m: int, batches: list[_Batch]) -> None:
         """One marker record of ACQUIREs; its lanes are written once the broker has it."""

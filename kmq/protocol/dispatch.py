@@ -159,6 +159,25 @@ def select(records: Iterable[Any], chunk_end: int, wants: dict[bytes, Want]) -> 
             w.cursor = chunk_end
 
 
+def hand_out(want: Want, roster: Roster) -> list[tuple[ConsumerSlot, int, list]]:
+    """Split what ``want`` took among the roster's consumers: (slot, seq, records) in order.
+
+    Each run is recorded as sent (it becomes one delivery). Records no consumer has credit
+    for (the credit went to the queue's other partitions) are given up: the want's cursor
+    goes back to the first of them, so they are read and handed out again.
+    """
+    taken = want.taken
+    want.taken = []
+    runs = []
+    i = 0
+    for slot, k in roster.share(len(taken)):
+        runs.append((slot, roster.sent(slot, k), taken[i:i + k]))
+        i += k
+    if i < len(taken):
+        want.cursor = taken[i].offset()
+    return runs
+
+
 def read_from(wants: Iterable[Want]) -> int | None:
     """Where a partition must be read from for these wants (the lowest cursor with demand)."""
     return min((w.cursor for w in wants if w.demand > 0), default=None)

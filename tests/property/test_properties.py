@@ -33,6 +33,11 @@ markers = st.one_of(
     st.builds(M.Schedule, queues, st.text(max_size=30), st.integers(0, 2**50), st.binary(max_size=50),
               st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=10)), max_size=3).map(tuple)),
     st.builds(M.Tick, st.integers(-(2**62), 2**62)), st.builds(M.Purge, queues),
+    st.builds(M.Credit, queues, st.text(max_size=40), u32, st.integers(0, 2**64 - 1),
+              st.integers(0, 2**64 - 1), u32, u32, u32),
+    st.builds(lambda r, t, d, e: M.Acquire(r, t, d.draw(st.integers(1, r.full_mask)), e), ranges(), u32,
+              st.data(), st.integers(0, 2**64 - 1)),
+    st.builds(M.Begin, st.integers(0, 2**64 - 1)),
 )
 
 

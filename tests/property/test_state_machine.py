@@ -4,7 +4,9 @@ The model is the obvious, slow definition: each offset has (pending, deadline,
 cause). Hypothesis drives random markers and ticks through both and checks
 that the machine dues exactly what the model says, so:
 - an acked offset is never redelivered;
-- every unacked offset is redelivered or dead-lettered exactly once per deadline.
+- every unacked offset is redelivered or dead-lettered exactly once per deadline;
+- a shared queue's ACQUIRE acts as a START only for the current dispatcher epoch (BEGIN),
+  and every START and ACQUIRE moves its queue partition's cursor up, never down.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kmq.protocol.entries import Cause
-from kmq.protocol.markers import Ack, Extend, RangeRef, Reject, Release, Start
+from kmq.protocol.markers import Ack, Acquire, Begin, Extend, RangeRef, Reject, Release, Start
 from kmq.protocol.state import Expiry, MemoryStore, PartitionState
 
 RANGES = [RangeRef("a", 0, 0, 8), RangeRef("a", 0, 8, 20), RangeRef("b", 1, 0, 5)]
@@ -27,6 +29,8 @@ class TrackerVsModel(RuleBasedStateMachine):
         self.model: dict[tuple[int, int], list] = {}  # (range idx, rel) -> [deadline, cause, reason]
         self.acked: set[tuple[int, int]] = set()
         self.expired: list[tuple[int, int]] = []
+        self.epoch = 0
+        self.cursors: dict[tuple[str, int], int] = {}
 
     def _rels(self, i, mask):
         return [rel for rel in range(RANGES[i].length) if mask >> rel & 1]
@@ -36,11 +40,32 @@ class TrackerVsModel(RuleBasedStateMachine):
         r = RANGES[i]
         mask = data.draw(st.integers(1, r.full_mask))
         self.machine.apply(Start(r, timeout, mask), self.now)
+        self._started(i, mask, timeout)
+
+    def _started(self, i, mask, timeout):
+        r = RANGES[i]
+        self.cursors[(r.queue, r.partition)] = max(self.cursors.get((r.queue, r.partition), 0), r.end)
         for key in [k for k in self.model if k[0] == i]:
             del self.model[key]
         for rel in self._rels(i, mask):
             self.model[(i, rel)] = [self.now + timeout, Cause.TIMEOUT, ""]
             self.acked.discard((i, rel))
+
+    @rule(epoch=st.integers(1, 3))
+    def begin(self, epoch):
+        self.machine.apply(Begin(epoch), self.now)
+        self.epoch = epoch
+
+    @rule(i=st.sampled_from(range(3)), data=st.data(), timeout=st.integers(0, 5000),
+          epoch=st.integers(0, 3))
+    def acquire(self, i, data, timeout, epoch):
+        r = RANGES[i]
+        mask = data.draw(st.integers(1, r.full_mask))
+        applied = self.machine.apply(Acquire(r, timeout, mask, epoch), self.now)
+        if epoch != self.epoch:
+            assert applied.what == "fenced"  # a dispatcher that lost its partition
+            return
+        self._started(i, mask, timeout)
 
     @rule(i=st.sampled_from(range(3)), data=st.data())
     def ack(self, i, data):
@@ -101,6 +126,11 @@ class TrackerVsModel(RuleBasedStateMachine):
         for k in got:
             del self.model[k]
             self.expired.append(k)
+
+    @invariant()
+    def cursors_match_the_model(self):
+        if hasattr(self, "machine"):
+            assert self.machine.cursors() == self.cursors
 
     @invariant()
     def next_deadline_matches_model(self):

@@ -1,0 +1,164 @@
+"""Property tests of the shared-queue dispatcher's rules (kmq.protocol.dispatch), time passed in.
+
+- Reading: whatever the demand steps, chunk sizes, read-ahead bound and credit shortfalls,
+  the dispatcher hands out every record of every queue exactly once, in offset order.
+- Credit: a consumer never holds, nor has on its way, more than it asked for, whatever the
+  order in which deliveries arrive, acks happen and credits travel.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from hypothesis import given, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out, read_from, select
+from kmq.protocol.markers import Credit
+
+
+class Rec:
+    __slots__ = ("_o", "_k")
+
+    def __init__(self, offset, key):
+        self._o, self._k = offset, key
+
+    def offset(self):
+        return self._o
+
+    def key(self):
+        return self._k
+
+
+def credit(consumer, free, epoch=0, seq=0, queue="q", lease_ms=5000):
+    return Credit(queue, consumer, 0, epoch, seq, free, lease_ms, 30000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"x"]), max_size=200),
+       gaps=st.lists(st.integers(1, 3), min_size=200, max_size=200),
+       steps=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 7), st.integers(1, 40),
+                                st.booleans()), min_size=1, max_size=300),
+       bound=st.integers(1, 50))
+def test_every_record_of_every_queue_is_handed_out_once_in_order(keys, gaps, steps, bound):
+    log, off = [], 0
+    for k, g in zip(keys, gaps):
+        log.append(Rec(off, k))
+        off += g  # offsets may have gaps (transaction markers)
+    end = off
+    ahead, position = Lookahead(max_records=bound), 0
+    cursors = {q: 0 for q in "abc"}
+    out = {q: [] for q in "abc"}
+    rosters = {q: Roster(epoch=1) for q in "abc"}
+    for q in "abc":
+        rosters[q].credit(credit("c-" + q, 0, queue=q), now_ms=0)
+
+    def read(chunk):
+        nonlocal position
+        recs = [r for r in log if position <= r.offset()][:chunk]
+        position = recs[-1].offset() + 1 if recs else max(position, end)
+        return recs
+
+    for q, demand, chunk, short in steps + [(q, 10_000, 1_000, False) for q in "abc" for _ in range(3)]:
+        roster = rosters[q]
+        roster.credit(credit("c-" + q, demand + roster.slots["c-" + q].outstanding(), queue=q), now_ms=0)
+        if short:  # the credit is taken elsewhere between the read and the share
+            roster.slots["c-" + q].available = max(0, demand // 2)
+        wants = {q.encode(): Want(q, cursors[q], demand)}
+        seek = ahead.plan(read_from(wants.values()) if demand else cursors[q])
+        if seek is not None:
+            position = seek
+        select(ahead.records, ahead.position, wants)
+        if any(w.demand > 0 for w in wants.values()):
+            recs = read(chunk)
+            ahead.add(recs)
+            if not recs:
+                ahead.position = position
+            select(recs, ahead.position, wants)
+        w = wants[q.encode()]
+        for _slot, _seq, run in hand_out(w, roster):
+            out[q] += [r.offset() for r in run]
+        cursors[q] = w.cursor
+        ahead.trim(min(cursors.values()))
+        roster.slots["c-" + q].unconfirmed.clear()  # the consumer received and acked it all
+    for q in "abc":
+        want = [r.offset() for r in log if r.key() == q.encode()]
+        assert out[q] == want, f"queue {q}: handed out {out[q]}, wanted {want}"
+
+
+class CreditVsConsumer(RuleBasedStateMachine):
+    """One dispatcher roster and two consumers whose credits and deliveries travel with delay."""
+
+    M = 7  # max_in_flight of each consumer
+
+    @initialize()
+    def setup(self):
+        self.roster = Roster(epoch=9)
+        self.now = 0
+        self.held = {"c1": 0, "c2": 0}
+        self.on_way = {"c1": deque(), "c2": deque()}     # deliveries sent, not received: (seq, n)
+        self.credits = {"c1": deque(), "c2": deque()}    # credits sent, not yet at the roster
+        self.seen_seq = {"c1": 0, "c2": 0}
+        for c in self.held:
+            self._ask(c)
+
+    def _ask(self, c):
+        self.credits[c].append(Credit("q", c, 0, 9 if self.seen_seq[c] else 0, self.seen_seq[c],
+                                      self.M - self.held[c], 5000, 30000))
+
+    @rule(n=st.integers(1, 20))
+    def dispatch(self, n):
+        for slot, k in self.roster.share(n):
+            seq = self.roster.sent(slot, k)
+            self.on_way[slot.consumer_id].append((seq, k))
+
+    @rule(c=st.sampled_from(["c1", "c2"]))
+    @precondition(lambda self: any(self.credits.values()))
+    def credit_arrives(self, c):
+        if self.credits[c]:
+            self.roster.credit(self.credits[c].popleft(), self.now)
+
+    @rule(c=st.sampled_from(["c1", "c2"]))
+    def delivery_arrives(self, c):
+        if self.on_way[c]:
+            seq, k = self.on_way[c].popleft()
+            self.held[c] += k
+            self.seen_seq[c] = seq
+
+    @rule(c=st.sampled_from(["c1", "c2"]), k=st.integers(1, 7))
+    def ack_and_ask(self, c, k):
+        self.held[c] -= min(k, self.held[c])
+        self._ask(c)
+
+    @invariant()
+    def never_more_than_asked(self):
+        if hasattr(self, "held"):
+            for c in self.held:
+                assert self.held[c] + sum(k for _, k in self.on_way[c]) <= self.M
+
+
+CreditVsConsumer.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
+test_a_consumer_never_gets_more_than_it_asked_for = CreditVsConsumer.TestCase
+
+
+def test_a_consumer_that_stops_asking_is_dropped_after_its_lease():
+    r = Roster(epoch=1)
+    r.credit(credit("c", 5, lease_ms=1000), now_ms=0)
+    assert r.expire(999) == [] and r.demand() == 5
+    assert r.expire(1000) == ["c"] and r.demand() == 0
+
+
+def test_a_goodbye_removes_the_consumer_at_once():
+    r = Roster(epoch=1)
+    r.credit(credit("c", 5), now_ms=0)
+    assert r.credit(credit("c", 0, lease_ms=0), now_ms=1) is None and not r.slots
+
+
+def test_shares_are_fair_and_rotate():
+    r = Roster(epoch=1)
+    for c in ("a", "b", "c"):
+        r.credit(credit(c, 10), now_ms=0)
+    first = [(s.consumer_id, k) for s, k in r.share(6)]
+    assert sorted(k for _, k in first) == [2, 2, 2]
+    second = [s.consumer_id for s, _ in r.share(3)]
+    assert second != [c for c, _ in first][:3]  # another consumer goes first

@@ -1,0 +1,106 @@
+"""The consumer's pure parts, without a broker: settlement log -> markers, commit ledger,
+and the delivery header codec a shared consumer reads."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from kmq.consumer.commits import CommitLedger
+from kmq.consumer.held import HeldRange, MessageBatch
+from kmq.consumer.settlement import SettlementLog, rels_mask
+from kmq.message import Message, Verb
+from kmq.protocol import deliveries as D
+from kmq.protocol import markers as M
+
+R = M.RangeRef("q", 1, 100, 110)
+
+
+class Limits:
+    max_delay_s = 3600.0
+    max_extend_s = 3600.0
+
+
+def held_range(log: SettlementLog, n: int = 10) -> HeldRange:
+    h = HeldRange(R, Limits(), log)
+    h.recs = [object()] * n
+    h.rels = range(n)
+    h.outstanding = n
+    return h
+
+
+def test_verbs_become_one_marker_per_range_and_verb():
+    log = SettlementLog()
+    h = held_range(log)
+    msgs = [Message((h.recs[i], h, i)) for i in range(10)]
+    for m in msgs[:4]:
+        m.ack()
+    msgs[4].release(2.5)
+    msgs[5].release(2.5)
+    msgs[6].reject("bad")
+    msgs[7].extend(60)
+    log.verbs.append((msgs[8], Verb.RETURN, 0))
+    settled = []
+    markers, counts = log.drain(lambda held, rels: settled.append(list(rels)) or len(rels))
+    assert markers == [M.Ack(R, 0b1111), M.Release(R, 0b110000, 2500), M.Reject(R, 1 << 6, "bad"),
+                       M.Extend(R, 1 << 7, 60000), M.Release(R, 1 << 8, 0, counted=False)]
+    assert counts == {"acked": 4, "released": 2, "rejected": 1, "settled": 8}
+    assert not log
+
+
+def test_a_batch_ack_is_one_run_whatever_its_size():
+    log = SettlementLog()
+    h = held_range(log)
+    batch = MessageBatch()
+    batch += h.hand_out(10)
+    batch._runs.append((h, 0, 10))
+    assert batch.ack() == 10
+    markers, counts = log.drain(lambda held, rels: len(rels))
+    assert markers == [M.Ack(R, R.full_mask)] and counts["acked"] == 10
+
+
+@given(st.sets(st.integers(0, 200), min_size=1))
+def test_rels_mask_is_the_set_of_offsets(rels):
+    assert rels_mask(sorted(rels), 201) == sum(1 << r for r in rels)
+
+
+def test_the_ledger_commits_only_the_longest_durable_run():
+    ledger = CommitLedger()
+    a = ledger.add(0, 10, False)
+    ledger.add(0, 20, True)  # another queue's records: durable at once
+    c = ledger.add(0, 30, False)
+    assert ledger.committable([0])[0] == {}
+    a[1] = True
+    offsets, forget = ledger.committable([0])
+    assert offsets == {0: 20}
+    forget()
+    c[1] = True
+    assert ledger.committable([0])[0] == {0: 30}
+    assert ledger.committable([1])[0] == {}  # not assigned: nothing to commit there
+    ledger.drop([0])
+    assert ledger.committable([0])[0] == {}
+
+
+@given(start=st.integers(0, 2**40), length=st.integers(1, 5000), data=st.data(),
+       epoch=st.integers(0, 2**64 - 1), seq=st.integers(0, 2**64 - 1))
+def test_delivery_headers_round_trip(start, length, data, epoch, seq):
+    r = M.RangeRef("jobs", 3, start, start + length)
+    mask = data.draw(st.integers(1, r.full_mask))
+    d = D.Delivery(D.COPY, epoch, seq, 30_000, r, mask)
+    assert D.decode(D.encode(d)) == d
+    assert D.decode(D.encode_farewell(D.Farewell(epoch, seq))) == D.Farewell(epoch, seq)
+
+
+@given(st.binary(max_size=200))
+def test_garbage_on_a_lane_is_a_decode_error_never_a_crash(raw):
+    try:
+        D.decode(raw)
+    except D.DeliveryDecodeError:
+        pass
+
+
+def test_a_truncated_header_is_refused():
+    raw = D.encode(D.Delivery(D.COPY, 1, 2, 30_000, R, 0b101))
+    for cut in range(len(raw)):
+        with pytest.raises(D.DeliveryDecodeError):
+            D.decode(raw[:cut])
