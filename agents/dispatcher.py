@@ -46,8 +46,9 @@ CHUNK_RECORDS = 5000      # records read per partition per round, at most
 IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be done
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
 # A queue switched to shared mode is dispatched only this long after the switch, so every
-# live member of its consumer group has seen the change and stopped fetching.
-SWITCH_GRACE_MS = 5000
+# live member of its consumer group has seen the change and stopped fetching (consumers
+# look at their queue's settings every 0.5 s and act on the next fetch, within 0.5 s).
+SWITCH_GRACE_MS = 3000
 
 
 @dataclass
@@ -114,6 +115,14 @@ class Dispatcher:
 
     def on_begin(self, markers_partition: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
         self._post(("begin", markers_partition, epoch, cursors))
+
+    def snapshot(self) -> dict:
+        """Live consumers per shared queue and the dispatcher's counters (views; any thread)."""
+        consumers = {}
+        for part in list(self._parts.values()):
+            for q, roster in list(part.rosters.items()):
+                consumers[q] = len(roster.slots)
+        return {"consumers": consumers, **self.stats}
 
     def _post(self, event: tuple) -> None:
         self._inbox.put(event)

@@ -146,7 +146,13 @@ class Message(tuple):
         if state[rel]:
             self._settle(ACKED)  # raises MessageSettledError
         state[rel] = ACKED  # inline: this is the hot path
-        held.acks.append(self)
+        acks = held.acks
+        n = len(acks)
+        if not n or n == held.log.wake_at:
+            # The first since the last flush (the flusher counts from now), or enough to
+            # ask for more work now (a shared consumer's refill).
+            held.log.wake.set()
+        acks.append(self)
 
     def release(self, delay_s: float | None = None) -> None:
         """Not processed: deliver again after ``delay_s`` seconds, counting this delivery.
@@ -156,7 +162,7 @@ class Message(tuple):
         held = self[1]
         delay_ms = -1 if delay_s is None else _seconds_to_ms("delay_s", delay_s, held.consumer.max_delay_s)
         self._settle(RELEASED)
-        held.log.verbs.append((self, Verb.RELEASE, delay_ms))
+        held.log.add(self, Verb.RELEASE, delay_ms)
 
     def reject(self, reason: str = "") -> None:
         """Never deliver again: dead-letter this message with ``reason``."""
@@ -165,7 +171,7 @@ class Message(tuple):
         if len(reason.encode()) > 4096:
             raise ConfigError("reason is longer than 4096 bytes: shorten it")
         self._settle(REJECTED)
-        self[1].log.verbs.append((self, Verb.REJECT, reason))
+        self[1].log.add(self, Verb.REJECT, reason)
 
     def extend(self, seconds: float) -> None:
         """Keep this message invisible for ``seconds`` from now (it stays held)."""
@@ -176,7 +182,7 @@ class Message(tuple):
                 f"message {self.id} of queue {self.queue!r} was already {self.settled}; "
                 "it cannot be extended")
         held.holds[self[2]] = time.monotonic() + timeout_ms / 1000
-        held.log.verbs.append((self, Verb.EXTEND, timeout_ms))
+        held.log.add(self, Verb.EXTEND, timeout_ms)
 
 
 def _seconds_to_ms(name: str, value: Any, limit_s: float) -> int:

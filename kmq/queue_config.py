@@ -194,7 +194,9 @@ class QueueConfigs:
             "group.id": f"{settings.app_id}-queue-configs",  # never joins or commits
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "fetch.wait.max.ms": 100,
+            # Settings change seldom: a long wait keeps idle processes quiet (the embedded
+            # broker answers a fetch only when its wait is over).
+            "fetch.wait.max.ms": 300,
             "fetch.queue.backoff.ms": 10,
         })
         topic = settings.queues_topic

@@ -6,7 +6,7 @@ Prometheus metrics web/metrics.py.
 
 from __future__ import annotations
 
-from agents.track_markers import owned
+from agents.track_markers import dispatcher, owned
 from app import app
 
 
@@ -27,7 +27,8 @@ async def stats(web, request):
     for (queue, what), n in owned.totals().items():
         per_queue.setdefault(queue, {})[what] = n
     return web.json({"queues": per_queue,
-                     "malformed_markers": sum(p.malformed for p in owned.values())})
+                     "malformed_markers": sum(p.malformed for p in owned.values()),
+                     "dispatcher": dispatcher.snapshot()})
 
 
 @app.page("/kmq/debug/state")

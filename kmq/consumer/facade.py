@@ -9,8 +9,11 @@ The flow (numbers match the README):
    range (:mod:`kmq.consumer.partition_source`). The queue's mode is a queue setting,
    followed live: the consumer switches source when it changes.
 3. ``ack()``/``release()``/``reject()``/``extend()`` are recorded in memory
-   (:mod:`kmq.consumer.settlement`) and sent by a background flusher every
-   ``flush_interval_s`` as one marker per range (aggregated bit masks). The flusher also
+   (:mod:`kmq.consumer.settlement`) and sent by a background flusher within
+   ``flush_interval_s`` (100 ms) of the first one as one marker per range (aggregated
+   bit masks); at once when a shared consumer ran out of work (its settlements free the
+   room it asks for). Fewer, fuller marker records: every record is an event for the
+   tracker. The flusher also
    keeps prefetched and in-process messages invisible (EXTEND) up to
    ``max_processing_s`` after they reach user code (:mod:`kmq.consumer.keepalive`), so a
    slow worker is not mistaken for a dead one, and a dead one is noticed within
@@ -49,7 +52,9 @@ log = logging.getLogger("kmq.consumer")
 
 MAX_EXTEND_S = 12 * 3600.0  # SQS's visibility ceiling
 CONFIG_CHECK_S = 0.5  # how often a consumer picks up its queue's new settings
-LEAVE_TIMEOUT_S = 2.0  # how long a leaving shared consumer waits for the dispatcher's farewell
+LEAVE_TIMEOUT_S = 2.0
+FLUSH_TICK_S = 0.02  # how often a receive blocked by max_in_flight looks again
+IDLE_WAKE_S = 0.25   # the flusher wakes at least this often (credit heartbeats, checks)  # how long a leaving shared consumer waits for the dispatcher's farewell
 
 
 class Consumer:
@@ -67,10 +72,11 @@ class Consumer:
         max_in_flight: int = 1000,
         batch_size: int = 1000,
         max_processing_s: float | None = None,
-        flush_interval_s: float = 0.02,
+        flush_interval_s: float = 0.1,
         configs: QueueConfigs | None = None,
         transactional: bool | None = None,
         transactional_id: str | None = None,
+        prefetch: int | None = None,
         config: dict[str, Any] | None = None,
     ) -> None:
         self.queue = validate_queue_name(queue)
@@ -89,10 +95,18 @@ class Consumer:
             raise ConfigError(f"max_in_flight={max_in_flight!r} must be a whole number >= 1")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
+        if prefetch is not None and (not isinstance(prefetch, int) or isinstance(prefetch, bool)
+                                     or not 1 <= prefetch <= max_in_flight):
+            raise ConfigError(f"prefetch={prefetch!r} must be a whole number from 1 to "
+                              f"max_in_flight={max_in_flight}")
         self.max_in_flight = max_in_flight
         self.batch_size = batch_size
+        self._prefetch = prefetch
         self.max_delay_s = settings.max_delay_s
-        self.flush_interval_s = flush_interval_s
+        if isinstance(flush_interval_s, bool) or not isinstance(flush_interval_s, (int, float)) \
+                or not 0 < flush_interval_s <= 10:
+            raise ConfigError(f"flush_interval_s={flush_interval_s!r} must be a number of seconds in (0, 10]")
+        self.flush_interval_s = float(flush_interval_s)
 
         self._qkey = self.queue.encode()
         self._queue_topic_partitions = queue_topic_partitions
@@ -181,7 +195,7 @@ class Consumer:
                     raise ConfigError(f"topic {self._settings.deliveries_topic!r} does not exist: "
                                       "create kmq's topics first (`faust -A app create-topics`)")
                 self._deliveries_topic_partitions = counts[self._settings.deliveries_topic]
-            return SharedSource(self, self._deliveries_topic_partitions, self._client_config)
+            return SharedSource(self, self._deliveries_topic_partitions, self._client_config, self._prefetch)
         return PartitionSource(self, self._client_config)
 
     def _on_receiving_thread(self) -> None:
@@ -216,7 +230,7 @@ class Consumer:
                 rel = held.rels[i]
                 if not held.state[rel] and rel not in held.lapsed:
                     held.state[rel] = RELEASED
-                    self._log.verbs.append((Message((held.recs[i], held, rel)), Verb.RETURN, 0))
+                    self._log.add(Message((held.recs[i], held, rel)), Verb.RETURN, 0)
             held.handed = len(held.recs)
         self._ready.clear()
 
@@ -292,6 +306,8 @@ class Consumer:
     def _receive_into_buffer(self, timeout_s: float | None) -> int:
         if self._closed:
             raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
+        self._source.on_empty()
+        self._log.wake.set()  # a shared consumer out of work: its settlements go out now
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             self._raise_error()
@@ -303,7 +319,7 @@ class Consumer:
                 # Held messages must be settled first.
                 if remaining <= 0:
                     return 0
-                self._stop.wait(min(remaining, self.flush_interval_s))
+                self._stop.wait(min(remaining, FLUSH_TICK_S))
                 continue
             if self._attention:
                 self._on_receiving_thread()
@@ -335,6 +351,8 @@ class Consumer:
         self.stats["released"] += counts["released"]
         self.stats["rejected"] += counts["rejected"]
         self._in_flight -= counts["settled"]
+        if counts["settled"]:
+            self._source.on_settled(counts["settled"])
         return markers
 
     def _settled_in(self, held: HeldRange, rels: list[int] | range) -> int:
@@ -370,14 +388,32 @@ class Consumer:
             if held.outstanding <= 0:
                 self._held.pop(held.ref, None)
         self._in_flight -= lapsed
+        if lapsed:
+            self._source.on_settled(lapsed)
         self.stats["lapsed"] = self.stats.get("lapsed", 0) + lapsed
         if out:
             self._send(out)
 
     def _flush_loop(self) -> None:
-        next_keepalive = time.monotonic() + self.keepalive_interval_s
-        next_config = time.monotonic() + CONFIG_CHECK_S
-        while not self._stop.wait(self.flush_interval_s):
+        """Send settlements within ``flush_interval_s`` of the first one, at once when a shared
+        consumer ran out of work; renew credits, extend held messages, follow the settings.
+
+        It sleeps until the next of those is due (woken by the first verb after a flush and
+        by a receive that found nothing ready): an idle consumer costs a few wake-ups a second.
+        """
+        now = time.monotonic()
+        next_keepalive = now + self.keepalive_interval_s
+        next_config = now + CONFIG_CHECK_S
+        flush_at: float | None = None  # when the oldest unsent verb must go out
+        log_, wake = self._log, self._log.wake
+        while not self._stop.is_set():
+            now = time.monotonic()
+            until = min(next_keepalive, next_config, now + IDLE_WAKE_S,
+                        flush_at if flush_at is not None else now + IDLE_WAKE_S)
+            wake.wait(max(0.0, until - now))
+            wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._writer.producer.poll(0)
                 with self._lock:
@@ -385,9 +421,14 @@ class Consumer:
                     # thread at a time into a Consumer (its PR #2322), and the
                     # user thread's polls would starve us. Commits happen on the
                     # receiving thread (fetch, rebalance callbacks, close).
-                    self._flush_settlements()
-                    self._source.flusher_work()
                     now = time.monotonic()
+                    if log_:
+                        if flush_at is None:
+                            flush_at = now + self.flush_interval_s
+                        if now >= flush_at or self._source.starving():
+                            self._flush_settlements()
+                            flush_at = None
+                    self._source.flusher_work()
                     if now >= next_config:
                         next_config = now + CONFIG_CHECK_S
                         self._follow_config()
@@ -434,6 +475,7 @@ class Consumer:
             return
         self._closed = True
         self._stop.set()
+        self._log.wake.set()
         self._flusher.join(timeout_s)
         self._source.leave(min(timeout_s, LEAVE_TIMEOUT_S))  # shared: what was on its way is held now
         with self._lock:
@@ -442,8 +484,8 @@ class Consumer:
                     if not held.state[rel] and rel not in held.lapsed:
                         # Never handed out: return uncounted; in user code: release.
                         held.state[rel] = RELEASED
-                        self._log.verbs.append((Message((held.recs[i], held, rel)),
-                                                Verb.RETURN if i >= held.handed else Verb.RELEASE, 0))
+                        self._log.add(Message((held.recs[i], held, rel)),
+                                      Verb.RETURN if i >= held.handed else Verb.RELEASE, 0)
             self._ready.clear()
             self._flush_settlements()
         remaining = self._writer.flush(timeout_s)

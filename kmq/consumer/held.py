@@ -100,12 +100,11 @@ class MessageBatch(list):
             lo, hi = rels[0], rels[-1] + 1
             if isinstance(rels, range) and state.count(0, lo, hi) == hi - lo:
                 state[lo:hi] = ACKED_RUN * (hi - lo)
-                held.log.ack_runs.append((held, lo, hi))
+                held.log.add_run(held, lo, hi)
                 done += hi - lo
                 continue
             for k, rel in enumerate(rels):  # mixed: some were settled one by one
                 if not state[rel]:
-                    state[rel] = ACKED
-                    held.acks.append(Message((held.recs[i + k], held, rel)))
+                    Message((held.recs[i + k], held, rel)).ack()
                     done += 1
         return done

@@ -50,6 +50,7 @@ class PartitionSource:
         self._group_partitions: list[int] = []  # what the group gave us (all topics' partitions)
         self._group_metadata: Any = None  # for transactional offset commits
         self._subscribed = False
+        c._log.wake_at = 1 << 62  # no refills to ask for: acks wait for the flush interval
         self._kc = KafkaConsumer({
             # Group timeouts and security of the profile (kmq.kafka.profiles).
             **profiles.group_consumer_config(s, s.group_id(c.queue)),
@@ -296,6 +297,16 @@ class PartitionSource:
 
     def leave(self, timeout_s: float) -> None:
         """Nothing to announce: the group notices at close."""
+
+    def on_empty(self) -> None:
+        """Nothing to tune: the group fetches whole batches."""
+
+    def starving(self) -> bool:
+        """The group fetches whenever there is room: nothing to hurry."""
+        return False
+
+    def on_settled(self, n: int) -> None:
+        """Nothing to announce: the group fetches when there is room."""
 
     def close(self) -> None:
         """Commit what is durable and leave the group (markers already flushed)."""

@@ -9,6 +9,7 @@ every offset acked since the last drain, and one RELEASE / REJECT / EXTEND per
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -22,15 +23,31 @@ if TYPE_CHECKING:  # pragma: no cover
 class SettlementLog:
     """Verbs of one consumer not yet sent; :meth:`drain` turns them into markers."""
 
-    __slots__ = ("acks", "ack_runs", "verbs")
+    __slots__ = ("acks", "ack_runs", "verbs", "wake", "wake_at")
 
     def __init__(self) -> None:
         self.acks: deque = deque()       # Message objects, appended by Message.ack
         self.ack_runs: deque = deque()   # (held, lo_rel, hi_rel) from MessageBatch.ack
         self.verbs: deque = deque()      # (Message, Verb, argument)
+        # Set when the log stops being empty (and by whoever needs the flusher now), and
+        # when it holds ``wake_at`` acks (a shared consumer's refill point).
+        self.wake = threading.Event()
+        self.wake_at = 1 << 62
 
     def __bool__(self) -> bool:
         return bool(self.acks or self.ack_runs or self.verbs)
+
+    def add(self, message: Any, verb: Verb, arg: Any) -> None:
+        """Record a verb other than ack (any thread)."""
+        if not self.verbs:
+            self.wake.set()
+        self.verbs.append((message, verb, arg))
+
+    def add_run(self, held: "HeldRange", lo: int, hi: int) -> None:
+        """Record an ack of the relative offsets ``[lo, hi)`` of ``held`` (any thread)."""
+        if not self.ack_runs:
+            self.wake.set()
+        self.ack_runs.append((held, lo, hi))
 
     def drain(self, settled: Callable[["HeldRange", Any], int]) -> tuple[list[M.Marker], dict[str, int]]:
         """Markers for everything recorded so far, and counts per verb for the stats.

@@ -12,6 +12,12 @@ Any number of consumers share a shared queue; none joins a group. Each consumer
    copies of the records, held like a fetched range; verbs settle them as in partition
    mode (the same markers on the same partition).
 
+It asks only for a small read-ahead beyond what user code holds (``prefetch``), so the
+consumers that start first do not take a backlog away from the ones that start a moment
+later. Unless ``prefetch`` is given, the read-ahead starts at :data:`PREFETCH_START` and
+doubles (up to ``batch_size``) each time user code emptied it after receiving all it
+asked for: fast consumers soon ask for thousands, slow ones keep a few.
+
 A consumer never holds more than it asked for: a delivery beyond its free room (possible
 for a moment after a tracker failover) is given back at once, uncounted.
 """
@@ -41,6 +47,7 @@ log = logging.getLogger("kmq.consumer")
 
 HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
 LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
+PREFETCH_START = 10  # messages kept ready beyond user code's, to begin with
 
 
 class SharedSource:
@@ -48,8 +55,12 @@ class SharedSource:
 
     mode = "shared"
 
-    def __init__(self, consumer: "Consumer", lanes: int, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, consumer: "Consumer", lanes: int, config: dict[str, Any] | None = None,
+                 prefetch: int | None = None) -> None:
         c = self._c = consumer
+        self._fixed_prefetch = prefetch is not None
+        self.prefetch = prefetch if prefetch is not None else min(PREFETCH_START, c.batch_size)
+        self._received_since_grow = 0
         s = c._settings
         self.consumer_id = uuid.uuid4().hex
         self._key = self.consumer_id.encode()
@@ -59,6 +70,7 @@ class SharedSource:
         self._epoch = 0
         self._seq = 0
         self._last_free = -1
+        self._freed = 0  # messages settled since the last CREDIT
         self._last_credit_s = 0.0
         self._pending: D.Delivery | None = None  # a header whose copies are still arriving
         self._copies: list = []
@@ -79,21 +91,41 @@ class SharedSource:
         # may undercount (BROKER.md): then a few older records are read and skipped.
         _, high = self._kc.get_watermark_offsets(tp, timeout=10, cached=False)
         self._kc.assign([TopicPartition(self._topic, self.lane, max(0, high))])
+        c._log.wake_at = self._refill_at()
 
     # -- asking for work (the flusher thread, lock held) --------------------------------
 
     def credit(self, now_s: float, force: bool = False) -> list[M.Marker]:
-        """A CREDIT marker if the free room grew, the lease needs renewing, or ``force``."""
+        """A CREDIT marker when it is worth one: half the read-ahead was settled (so a
+        delivery carries many messages, not one), or user code has nothing left and some
+        room was freed, or the lease needs renewing, or ``force``."""
         c = self._c
-        free = 0 if self._leaving else max(0, c.max_in_flight - c._in_flight)
+        unhanded = sum(len(h.recs) - h.handed for h in c._ready)
+        free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded))
         due = now_s - self._last_credit_s >= HEARTBEAT_S
-        if not (force or due or free > self._last_free):
-            self._last_free = min(self._last_free, free)
+        refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
+        if not (force or due or (refill and free) or (self._last_free < 0 and free)):
             return []
+        self._freed = 0
         self._last_free = free
         self._last_credit_s = now_s
         return [M.Credit(c.queue, self.consumer_id, self.lane, self._epoch, self._seq, free,
                          0 if self._leaving else LEASE_MS, c._timeout_ms)]
+
+    def starving(self) -> bool:
+        """Settlements should go out now: user code has nothing left to take, or enough was
+        settled to ask for a refill (half the read-ahead)."""
+        if self._leaving:
+            return False
+        c = self._c
+        return not c._ready or self._freed + len(c._log.acks) >= self._refill_at()
+
+    def _refill_at(self) -> int:
+        return max(1, self.prefetch // 2)
+
+    def on_settled(self, n: int) -> None:
+        """``n`` held messages were settled (or lapsed): room for as many more."""
+        self._freed += n
 
     def flusher_work(self) -> None:
         c = self._c
@@ -152,6 +184,13 @@ class SharedSource:
                     log.warning("queue %s: lane error: %s", c.queue, err)
         return fresh
 
+    def on_empty(self) -> None:
+        """User code found nothing ready: read further ahead if it took all we asked for."""
+        if not self._fixed_prefetch and self._received_since_grow >= self.prefetch:
+            self.prefetch = min(self._c.batch_size, self.prefetch * 2)
+            self._received_since_grow = 0
+            self._c._log.wake_at = self._refill_at()
+
     def _hold(self) -> int:
         """Hold the pending delivery's copies (offsets in mask order); return how many.
 
@@ -179,6 +218,7 @@ class SharedSource:
                 markers.append(M.Release(r, rels_mask(extra, r.length), 0, counted=False))
             if keep:
                 c._hold(r, copies[purged:purged + len(keep)], keep)
+                self._received_since_grow += len(keep)
             if markers:
                 c._writer.send(markers, [], on_confirmed=_nothing)
         return len(keep)

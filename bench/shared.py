@@ -1,0 +1,388 @@
+"""Shared queues against partition-owned ones: scaling, throughput, latency, first message.
+
+    python -m bench.shared scaling [--counts 1,2,4,8,16,32] [--work-ms 20] [--runs 1]
+    python -m bench.shared throughput [--messages 100000] [--sizes 100,1024] [--runs 3]
+    python -m bench.shared latency [--seconds 10] [--flood 300000]
+    python -m bench.shared first [--tries 20]
+
+- scaling: N consumer processes of ONE queue (spread 1), each handling one message at a
+  time with ``--work-ms`` of work; drain rate of a backlog sent once all are ready, in
+  both modes (partition mode up to 8 processes: only one of them gets the partition).
+- throughput: no work; 4 shared consumers (threads of one process) against one
+  partition-owned consumer, the same records, alternating who goes first.
+- latency: send -> receive of a message every 20 ms, idle and while another tenant
+  floods its own queue on the same partition (``--flood`` messages at once).
+- first: time from ``client.consumer()`` returning to the first message, per mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+import kmq
+from bench.common import median, save, stack
+from kmq.dev.devstack import settings_env
+from kmq.dev.processes import terminate
+from kmq.protocol.placement import queue_partitions
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSUMER = Path(__file__).parent / "shared_consumer.py"
+
+
+# -- scaling -----------------------------------------------------------------------------
+
+
+def wait_handover(client, queue: str, timeout_s: float = 30.0) -> None:
+    """A queue switched to partition mode: wait until the tracker has handed it over."""
+    deadline = time.monotonic() + timeout_s
+    while client.queue_config(queue).handover_pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no handover of {queue} within {timeout_s:g} s")
+        time.sleep(0.05)
+
+
+class Fleet:
+    """N consumer processes of one queue, reading their progress lines."""
+
+    def __init__(self, settings, queue: str, n: int, work_ms: float, max_in_flight: int) -> None:
+        env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(ROOT)}
+        self.procs = [subprocess.Popen([sys.executable, str(CONSUMER), queue, str(work_ms), str(max_in_flight)],
+                                       env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+                      for _ in range(n)]
+        self.acked = [0] * n
+        self.last_at = [0.0] * n
+        self.shares: list[list[int]] = [[] for _ in range(n)]
+        self.ready = [False] * n
+        self._threads = [threading.Thread(target=self._read, args=(i,), daemon=True) for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def _read(self, i: int) -> None:
+        for line in self.procs[i].stdout:
+            d = json.loads(line)
+            if d.get("ready"):
+                self.ready[i] = True
+            if "acked" in d:
+                self.acked[i], self.last_at[i] = d["acked"], d["at"]
+            if "share" in d:
+                self.shares[i] = d["share"]
+
+    def wait(self, cond, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not cond():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} not within {timeout_s:g} s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            terminate(p, grace_s=10)
+
+
+def consumers_known(tracker, queue: str) -> int:
+    """How many live consumers of ``queue`` the tracker's dispatcher knows."""
+    with urllib.request.urlopen(tracker.url + "/kmq/stats", timeout=5) as r:
+        return json.loads(r.read())["dispatcher"]["consumers"].get(queue, 0)
+
+
+def _cpu(procs) -> float:
+    total = 0.0
+    for p in procs:
+        try:
+            c = p.cpu_times()
+            total += c.user + c.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def scaling_run(settings, tracker, broker, client, mode: str, n: int, messages: int, work_ms: float,
+                tag: str) -> dict:
+    queue = f"scale-{mode}-{n}-{tag}"
+    if mode != settings.dispatch:
+        client.configure_queue(queue, dispatch=mode)
+        wait_handover(client, queue)
+    fleet = Fleet(settings, queue, n, work_ms, max_in_flight=1000)
+    try:
+        fleet.wait(lambda: all(fleet.ready), 120, "consumers ready")
+        if mode == "partition":  # the group has settled: its shares cover the topic
+            parts = settings.queue_partitions
+            fleet.wait(lambda: sorted(p for s in fleet.shares for p in s) == list(range(parts)), 60,
+                       "the group's assignment")
+        else:  # every consumer has asked the dispatcher for work
+            fleet.wait(lambda: consumers_known(tracker, queue) == n, 60, "the consumers' credits")
+        procs = {"tracker": [psutil.Process(tracker.process.pid)], "broker": [psutil.Process(broker.process.pid)],
+                 "consumers": [psutil.Process(p.pid) for p in fleet.procs]}
+        before = {k: _cpu(v) for k, v in procs.items()}
+        t0 = time.time()
+        client.send_batch(queue, [b"x" * 100] * messages)
+        client.flush()
+        fleet.wait(lambda: sum(fleet.acked) >= messages, 600, "the backlog drained")
+        elapsed = max(fleet.last_at) - t0
+        cpu = {k: round((_cpu(v) - before[k]) / elapsed, 2) for k, v in procs.items()}
+        busy = sum(1 for a in fleet.acked if a)
+        return {"n": n, "messages": messages, "seconds": round(elapsed, 3),
+                "msgs_s": round(messages / elapsed, 1), "consumers_with_work": busy,
+                "cpu_cores": cpu, "per_consumer": fleet.acked}
+    finally:
+        fleet.stop()
+
+
+def scaling(args) -> None:
+    counts = [int(x) for x in args.counts.split(",")]
+    results: dict = {"shared": [], "partition": []}
+    with stack(deliveries_partitions=64, dispatch="shared") as (settings, tracker, broker):
+        client = kmq.Client(settings=settings)
+        for run in range(args.runs):
+            for mode in ("shared", "partition"):
+                for n in counts:
+                    if mode == "partition" and n > 8:
+                        continue
+                    # About args.seconds of work at the ideal rate (N x 1000/work_ms), at least 300.
+                    ideal = n * 1000 / max(args.work_ms, 1) if mode == "shared" else 1000 / max(args.work_ms, 1)
+                    messages = max(300, int(ideal * args.seconds))
+                    row = scaling_run(settings, tracker, broker, client, mode, n, messages, args.work_ms, f"{run}")
+                    results[mode].append(row)
+                    print(f"{mode:9s} N={n:2d}: {row['msgs_s']:7.1f} msgs/s ({row['messages']} in "
+                          f"{row['seconds']:.1f} s, {row['consumers_with_work']} of {n} got work; "
+                          f"cpu cores {row['cpu_cores']})", flush=True)
+    for mode, rows in results.items():
+        ones = [r["msgs_s"] for r in rows if r["n"] == 1]
+        if not ones:
+            continue
+        base = statistics.median(ones)
+        for r in rows:
+            r["speedup"] = round(r["msgs_s"] / base, 2)
+            r["efficiency"] = round(r["msgs_s"] / (base * r["n"]), 2)
+    path = save("shared_scaling", {"command": "python -m bench.shared scaling " + _argv(args),
+                                   "work_ms": args.work_ms, "results": results})
+    print(f"saved {path}")
+
+
+# -- throughput ----------------------------------------------------------------------------
+
+
+def drain(client, queue: str, n: int, consumers: int) -> float:
+    """Receive and ack n messages with ``consumers`` consumers (threads); msgs/s, timed from
+    the first message (the group join of partition mode is not timed)."""
+    cs = [client.consumer(queue, visibility_timeout_s=60, max_in_flight=20000, batch_size=5000)
+          for _ in range(consumers)]
+    got = [0] * consumers
+    first = threading.Event()
+    t0 = [0.0]
+
+    def work(i: int) -> None:
+        c = cs[i]
+        while sum(got) < n:
+            batch = c.receive_batch(5000, timeout_s=0.2)
+            if batch and not first.is_set():
+                t0[0] = time.perf_counter()
+                first.set()
+            for m in batch:
+                m.value
+            batch.ack()
+            got[i] += len(batch)
+        c.flush()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(consumers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    elapsed = time.perf_counter() - t0[0]
+    for c in cs:
+        c.close()
+    return n / elapsed
+
+
+def throughput(args) -> None:
+    results = {}
+    with stack(deliveries_partitions=16, dispatch="shared") as (settings, _tracker, _broker):
+        client = kmq.Client(settings=settings)
+        for size in [int(s) for s in args.sizes.split(",")]:
+            rows: dict[str, list] = {"partition_1_msgs_s": [], "shared_4_msgs_s": [], "ratio": []}
+            for run in range(args.runs):
+                queues = {m: f"tp-{m}-{size}-{run}" for m in ("partition", "shared")}
+                client.configure_queue(queues["partition"], dispatch="partition")
+                wait_handover(client, queues["partition"])
+                for mode, q in queues.items():
+                    client.send_batch(q, [b"x" * size] * args.messages)
+                client.flush(300)
+                order = ["partition", "shared"] if run % 2 == 0 else ["shared", "partition"]
+                for mode in order:
+                    rate = drain(client, queues[mode], args.messages, 1 if mode == "partition" else 4)
+                    rows["partition_1_msgs_s" if mode == "partition" else "shared_4_msgs_s"].append(rate)
+                rows["ratio"].append(rows["shared_4_msgs_s"][-1] / rows["partition_1_msgs_s"][-1])
+                print(f"{size} B run {run}: partition x1 {rows['partition_1_msgs_s'][-1]:,.0f}/s  "
+                      f"shared x4 {rows['shared_4_msgs_s'][-1]:,.0f}/s  ratio {rows['ratio'][-1]:.2f}",
+                      flush=True)
+            results[str(size)] = {k: {"runs": [round(x, 3) for x in v], "median": round(median(v), 3)}
+                                  for k, v in rows.items()}
+    path = save("shared_throughput", {"command": "python -m bench.shared throughput " + _argv(args),
+                                      "results": results})
+    print(f"saved {path}")
+
+
+# -- latency --------------------------------------------------------------------------------
+
+
+def _same_partition_queue(name: str, settings, prefix: str = "flood") -> str:
+    """Another queue on the same queue-topic partition as ``name``."""
+    target = queue_partitions(name, settings.queue_partitions)[0]
+    i = 0
+    while True:
+        cand = f"{prefix}-{i}"
+        if queue_partitions(cand, settings.queue_partitions)[0] == target:
+            return cand
+        i += 1
+
+
+def _other_same_partition(name: str, settings) -> str:
+    return _same_partition_queue(name, settings, prefix="flood-p")
+
+
+def probe(client, queue: str, seconds: float, flood=None) -> list[float]:
+    """Send a message every 20 ms for ``seconds``; latencies (s) of send -> receive."""
+    lat: list[float] = []
+    done = threading.Event()
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        time.sleep(0.5)
+
+        def receive() -> None:
+            while not done.is_set():
+                m = c.receive(0.1)
+                if m is not None:
+                    lat.append(time.time() - float(m.value))
+                    m.ack()
+        t = threading.Thread(target=receive)
+        t.start()
+        if flood is not None:
+            flood()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            client.send(queue, repr(time.time()).encode())
+            client.flush()
+            time.sleep(0.02)
+        time.sleep(1.0)
+        done.set()
+        t.join()
+    return lat
+
+
+def _pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(p * len(xs)))] * 1000, 1) if xs else float("nan")
+
+
+def latency(args) -> None:
+    results = {}
+    with stack(deliveries_partitions=16, dispatch="shared") as (settings, _tracker, _broker):
+        client = kmq.Client(settings=settings)
+        for mode in ("shared", "partition"):
+            b = f"lat-{mode}"
+            a = _same_partition_queue(b, settings) if mode == "shared" else _other_same_partition(b, settings)
+            if mode == "partition":
+                for q in (a, b):
+                    client.configure_queue(q, dispatch=mode)
+                    wait_handover(client, q)
+            idle = probe(client, b, args.seconds)
+            flooder = kmq.Client(settings=settings)
+            stop = threading.Event()
+
+            def flood() -> None:
+                def run() -> None:
+                    flooder.send_batch(a, [b"f" * 100] * args.flood)
+                    flooder.flush(300)
+                threading.Thread(target=run, daemon=True).start()
+
+                def drain_a() -> None:
+                    with flooder.consumer(a, visibility_timeout_s=60, max_in_flight=20000, batch_size=5000) as ca:
+                        while not stop.is_set():
+                            ca.receive_batch(5000, 0.2).ack()
+                threading.Thread(target=drain_a, daemon=True).start()
+            loaded = probe(client, b, args.seconds, flood)
+            stop.set()
+            results[mode] = {
+                "idle": {"n": len(idle), "p50_ms": _pct(idle, 0.5), "p99_ms": _pct(idle, 0.99)},
+                "flood_same_partition": {"n": len(loaded), "p50_ms": _pct(loaded, 0.5),
+                                         "p99_ms": _pct(loaded, 0.99)}}
+            print(mode, results[mode], flush=True)
+    path = save("shared_latency", {"command": "python -m bench.shared latency " + _argv(args),
+                                   "results": results})
+    print(f"saved {path}")
+
+
+# -- first message --------------------------------------------------------------------------
+
+
+def first(args) -> None:
+    results = {}
+    with stack(deliveries_partitions=16, dispatch="shared") as (settings, _tracker, _broker):
+        client = kmq.Client(settings=settings)
+        for mode in ("shared", "partition"):
+            times = []
+            for i in range(args.tries):
+                q = f"first-{mode}-{i}"
+                if mode == "partition":
+                    client.configure_queue(q, dispatch=mode)
+                    wait_handover(client, q)
+                client.send(q, b"hello")
+                client.flush()
+                with client.consumer(q, visibility_timeout_s=30) as c:
+                    t0 = time.monotonic()
+                    m = None
+                    while m is None and time.monotonic() - t0 < 60:
+                        m = c.receive(0.05)
+                    times.append(time.monotonic() - t0)
+                    m.ack()
+            results[mode] = {"tries": args.tries, "p50_s": round(statistics.median(times), 3),
+                             "p99_s": round(sorted(times)[min(len(times) - 1, int(0.99 * len(times)))], 3),
+                             "max_s": round(max(times), 3)}
+            print(mode, results[mode], flush=True)
+    path = save("shared_first_message", {"command": "python -m bench.shared first " + _argv(args),
+                                         "results": results})
+    print(f"saved {path}")
+
+
+def _argv(args) -> str:
+    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "func")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(required=True)
+    p = sub.add_parser("scaling")
+    p.add_argument("--counts", default="1,2,4,8,16,32")
+    p.add_argument("--work-ms", type=float, default=20.0)
+    p.add_argument("--seconds", type=float, default=3.0, help="ideal drain time per row")
+    p.add_argument("--runs", type=int, default=1)
+    p.set_defaults(func=scaling)
+    p = sub.add_parser("throughput")
+    p.add_argument("--messages", type=int, default=100_000)
+    p.add_argument("--sizes", default="100,1024")
+    p.add_argument("--runs", type=int, default=3)
+    p.set_defaults(func=throughput)
+    p = sub.add_parser("latency")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--flood", type=int, default=300_000)
+    p.set_defaults(func=latency)
+    p = sub.add_parser("first")
+    p.add_argument("--tries", type=int, default=20)
+    p.set_defaults(func=first)
+    args = ap.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
