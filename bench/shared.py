@@ -55,13 +55,17 @@ def wait_handover(client, queue: str, timeout_s: float = 30.0) -> None:
 class Fleet:
     """N consumer processes of one queue, reading their progress lines."""
 
-    def __init__(self, settings, queue: str, n: int, work_ms: float, max_in_flight: int) -> None:
+    def __init__(self, settings, queue: str, n: int, work_ms: float, max_in_flight: int,
+                 batch: bool = False) -> None:
         env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(ROOT)}
-        self.procs = [subprocess.Popen([sys.executable, str(CONSUMER), queue, str(work_ms), str(max_in_flight)],
+        extra = ["batch"] if batch else []
+        self.procs = [subprocess.Popen([sys.executable, str(CONSUMER), queue, str(work_ms), str(max_in_flight),
+                                        *extra],
                                        env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
                       for _ in range(n)]
         self.acked = [0] * n
         self.last_at = [0.0] * n
+        self.first_at = [0.0] * n
         self.shares: list[list[int]] = [[] for _ in range(n)]
         self.ready = [False] * n
         self._threads = [threading.Thread(target=self._read, args=(i,), daemon=True) for i in range(n)]
@@ -75,6 +79,7 @@ class Fleet:
                 self.ready[i] = True
             if "acked" in d:
                 self.acked[i], self.last_at[i] = d["acked"], d["at"]
+                self.first_at[i] = d.get("first", 0.0)
             if "share" in d:
                 self.shares[i] = d["share"]
 
@@ -173,42 +178,21 @@ def scaling(args) -> None:
 # -- throughput ----------------------------------------------------------------------------
 
 
-def drain(client, queue: str, n: int, consumers: int) -> float:
-    """Receive and ack n messages with ``consumers`` consumers (threads); msgs/s, timed from
-    the first message (the group join of partition mode is not timed)."""
-    cs = [client.consumer(queue, visibility_timeout_s=60, max_in_flight=20000, batch_size=5000)
-          for _ in range(consumers)]
-    got = [0] * consumers
-    first = threading.Event()
-    t0 = [0.0]
-
-    def work(i: int) -> None:
-        c = cs[i]
-        while sum(got) < n:
-            batch = c.receive_batch(5000, timeout_s=0.2)
-            if batch and not first.is_set():
-                t0[0] = time.perf_counter()
-                first.set()
-            for m in batch:
-                m.value
-            batch.ack()
-            got[i] += len(batch)
-        c.flush()
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(consumers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(600)
-    elapsed = time.perf_counter() - t0[0]
-    for c in cs:
-        c.close()
-    return n / elapsed
+def drain(settings, tracker, queue: str, n: int, consumers: int) -> float:
+    """Receive and ack n messages with ``consumers`` consumer processes (batch receive and
+    batch ack, no work); msgs/s from the first ack to the last (group joins not timed)."""
+    fleet = Fleet(settings, queue, consumers, 0, max_in_flight=20000, batch=True)
+    try:
+        fleet.wait(lambda: sum(fleet.acked) >= n, 600, f"{n} acked")
+        first = min(f for f in fleet.first_at if f)
+        return n / (max(fleet.last_at) - first)
+    finally:
+        fleet.stop()
 
 
 def throughput(args) -> None:
     results = {}
-    with stack(deliveries_partitions=16, dispatch="shared") as (settings, _tracker, _broker):
+    with stack(deliveries_partitions=16, dispatch="shared") as (settings, tracker, _broker):
         client = kmq.Client(settings=settings)
         for size in [int(s) for s in args.sizes.split(",")]:
             rows: dict[str, list] = {"partition_1_msgs_s": [], "shared_4_msgs_s": [], "ratio": []}
@@ -221,7 +205,7 @@ def throughput(args) -> None:
                 client.flush(300)
                 order = ["partition", "shared"] if run % 2 == 0 else ["shared", "partition"]
                 for mode in order:
-                    rate = drain(client, queues[mode], args.messages, 1 if mode == "partition" else 4)
+                    rate = drain(settings, tracker, queues[mode], args.messages, 1 if mode == "partition" else 4)
                     rows["partition_1_msgs_s" if mode == "partition" else "shared_4_msgs_s"].append(rate)
                 rows["ratio"].append(rows["shared_4_msgs_s"][-1] / rows["partition_1_msgs_s"][-1])
                 print(f"{size} B run {run}: partition x1 {rows['partition_1_msgs_s'][-1]:,.0f}/s  "

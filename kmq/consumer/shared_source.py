@@ -9,13 +9,15 @@ Any number of consumers share a shared queue; none joins a group. Each consumer
    received; it asks again whenever that grows and at least every ``HEARTBEAT_S`` (its
    lease: a consumer that stops asking is dropped by the dispatcher within ``LEASE_MS``);
 3. receives deliveries (kmq.protocol.deliveries): a header naming the ACQUIREd range, then
-   copies of the records, held like a fetched range; verbs settle them as in partition
-   mode (the same markers on the same partition).
+   copies of the records, or, where the queue dominates the range, nothing more: it reads
+   the range from the queue topic itself (a reference); either way the records are held
+   like a fetched range, and verbs settle them as in partition mode (the same markers on
+   the same partition).
 
 It asks only for a small read-ahead beyond what user code holds (``prefetch``), so the
 consumers that start first do not take a backlog away from the ones that start a moment
 later. Unless ``prefetch`` is given, the read-ahead starts at :data:`PREFETCH_START` and
-doubles (up to ``batch_size``) each time user code emptied it after receiving all it
+grows eightfold (up to ``max_in_flight``) each time user code emptied it after receiving all it
 asked for: fast consumers soon ask for thousands, slow ones keep a few.
 
 A consumer never holds more than it asked for: a delivery beyond its free room (possible
@@ -28,6 +30,7 @@ import logging
 import random
 import time
 import uuid
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer as KafkaConsumer
@@ -48,6 +51,7 @@ log = logging.getLogger("kmq.consumer")
 HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
 LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
 PREFETCH_START = 10  # messages kept ready beyond user code's, to begin with
+PREFETCH_GROWTH = 8  # ... multiplied by this each time user code emptied it
 
 
 class SharedSource:
@@ -59,11 +63,12 @@ class SharedSource:
                  prefetch: int | None = None) -> None:
         c = self._c = consumer
         self._fixed_prefetch = prefetch is not None
-        self.prefetch = prefetch if prefetch is not None else min(PREFETCH_START, c.batch_size)
+        self.prefetch = prefetch if prefetch is not None else min(PREFETCH_START, c.max_in_flight)
         self._received_since_grow = 0
         s = c._settings
         self.consumer_id = uuid.uuid4().hex
         self._key = self.consumer_id.encode()
+        self._key_of_queue = c.queue.encode()
         self._header_key = D.header_key(self.consumer_id)
         self._topic = s.deliveries_topic
         self.lane = random.randrange(lanes)
@@ -74,6 +79,12 @@ class SharedSource:
         self._last_credit_s = 0.0
         self._pending: D.Delivery | None = None  # a header whose copies are still arriving
         self._copies: list = []
+        self._refs: deque[D.Delivery] = deque()  # references to read from the queue topic
+        self._ref_got: list = []
+        self._ref_at: tuple[int, int] | None = None  # (partition, next offset) the reader returns
+        self._ref_carry: list = []  # records read past a reference, for the next one
+        self._ref_since = 0.0
+        self._ref_kc: KafkaConsumer | None = None
         self._leaving = False
         self._farewell: D.Farewell | None = None
         self._kc = KafkaConsumer({
@@ -146,7 +157,13 @@ class SharedSource:
     # -- receiving (the receiving thread) ---------------------------------------------
 
     def fetch(self, room: int, timeout_s: float) -> int:
-        """Read the lane; hold complete deliveries. Returns how many messages were added."""
+        """Read the lane (and referred ranges); hold complete deliveries. Returns how many."""
+        fresh = self._read_lane(0.0 if self._refs else timeout_s)
+        if self._refs:
+            fresh += self._read_refs(timeout_s)
+        return fresh
+
+    def _read_lane(self, timeout_s: float) -> int:
         c = self._c
         first = self._kc.poll(timeout_s)
         if first is None:
@@ -174,8 +191,11 @@ class SharedSource:
                     continue
                 if d.range.queue != c.queue:
                     continue
-                self._pending, self._copies = d, []
                 self._epoch, self._seq = d.epoch, d.seq
+                if d.kind == D.REFERENCE:
+                    self._refs.append(d)
+                    continue
+                self._pending, self._copies = d, []
             elif rec.error() is not None:
                 err = rec.error()
                 if err.fatal():
@@ -184,10 +204,84 @@ class SharedSource:
                     log.warning("queue %s: lane error: %s", c.queue, err)
         return fresh
 
+    # -- references: ranges read from the queue topic ------------------------------------
+
+    def _read_refs(self, timeout_s: float) -> int:
+        """Read the oldest referred range from the queue topic; hold it once complete."""
+        fresh = 0
+        while self._refs:
+            d = self._refs[0]
+            r = d.range
+            if not self._ref_since:  # a new range: read on where the last ended, or seek
+                if self._ref_at != (r.partition, r.start):
+                    self._point_refs(r.partition, r.start)
+                self._ref_since = time.monotonic()
+            recs = self._ref_carry or self._ref_reader().consume(min(10_000, 2 * r.length), timeout_s)
+            self._ref_carry = []
+            leftover: list = []
+            for i, rec in enumerate(recs):
+                if rec.error() is not None or rec.partition() != r.partition:
+                    continue
+                o = rec.offset()
+                if o < r.start:
+                    continue  # fetched before a seek
+                if o >= r.end:
+                    leftover = recs[i:]
+                    break
+                self._ref_got.append(rec)
+            complete = bool(leftover) or bool(self._ref_got and self._ref_got[-1].offset() == r.end - 1)
+            if not complete and time.monotonic() - self._ref_since <= d.timeout_ms / 1000:
+                return fresh  # the rest is still on its way
+            # (Not complete past its visibility timeout: gone from the log; what is missing
+            # comes back from the tracker when due.)
+            fresh += self._hold_ref(d)
+            self._refs.popleft()
+            # The reader goes on after this range: the next one starts there, or it seeks.
+            self._ref_carry = leftover
+            self._ref_at = (r.partition, r.end) if complete else None
+            self._ref_since = 0.0
+        return fresh
+
+    def _hold_ref(self, d: D.Delivery) -> int:
+        r, got = d.range, self._ref_got
+        self._ref_got = []
+        qkey, mask = self._key_of_queue, d.mask
+        keep = [rec for rec in got if mask >> (rec.offset() - r.start) & 1 and rec.key() == qkey]
+        if not keep:
+            return 0
+        with self._c._lock:
+            self._c._hold(r, keep, [rec.offset() - r.start for rec in keep])
+        self._received_since_grow += len(keep)
+        return len(keep)
+
+    def _point_refs(self, partition: int, offset: int) -> None:
+        """Make the reference reader return ``partition`` from ``offset`` on."""
+        self._ref_reader().assign([TopicPartition(self._c._settings.queue_topic, partition, offset)])
+        self._ref_at = (partition, offset)
+        self._ref_carry = []
+
+    def _ref_reader(self) -> KafkaConsumer:
+        if self._ref_kc is None:
+            s = self._c._settings
+            self._ref_kc = KafkaConsumer({
+                **profiles.client_config(s),
+                "group.id": f"{s.group_id(self._c.queue)}.refs",  # never joins or commits
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+                "fetch.queue.backoff.ms": 10,
+                # A referred range is read, then the reader seeks to the next: little read-ahead.
+                "max.partition.fetch.bytes": 256 * 1024,
+                "queued.max.messages.kbytes": 1024,
+            })
+        return self._ref_kc
+
     def on_empty(self) -> None:
         """User code found nothing ready: read further ahead if it took all we asked for."""
         if not self._fixed_prefetch and self._received_since_grow >= self.prefetch:
-            self.prefetch = min(self._c.batch_size, self.prefetch * 2)
+            self.prefetch = min(self._c.max_in_flight, self.prefetch * PREFETCH_GROWTH)
             self._received_since_grow = 0
             self._c._log.wake_at = self._refill_at()
 
@@ -255,17 +349,19 @@ class SharedSource:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             f = self._farewell
-            if f is not None and self._pending is None and (f.seq == 0 or self._seq >= f.seq):
+            if f is not None and self._pending is None and not self._refs and (f.seq == 0 or self._seq >= f.seq):
                 return
             self.fetch(0, min(0.1, max(0.0, deadline - time.monotonic())))
         log.info("queue %s: no farewell from the dispatcher within %g s", c.queue, timeout_s)
 
     def close(self) -> None:
         """Stop reading the lane (after :meth:`leave`)."""
-        try:
-            self._kc.close()
-        except Exception:  # pragma: no cover - closing twice
-            pass
+        for kc in (self._kc, self._ref_kc):
+            try:
+                if kc is not None:
+                    kc.close()
+            except Exception:  # pragma: no cover - closing twice
+                pass
 
 
 def _rels(mask: int) -> list[int]:

@@ -124,7 +124,7 @@ def lane_fetch_wait_ms(s: Settings) -> int:
     Apache Kafka answers a fetch as soon as records arrive, so a long wait costs no
     latency; the embedded broker answers only when the wait is over (BROKER.md).
     """
-    return 100 if s.embedded else 500
+    return 50 if s.embedded else 500
 
 
 def dispatcher_fetch_wait_ms(s: Settings) -> int:

@@ -7,7 +7,11 @@ handed to one consumer, written as
 - a *header* record, key ``b"\\x00" + consumer_id``: the range, the offsets of it that
   are handed out (mask), the dispatcher's epoch and this delivery's sequence number;
 - then, for ``kind = COPY``, one record per handed-out offset, key ``consumer_id``,
-  in offset order: the queue record's value, headers and timestamp, copied.
+  in offset order: the queue record's value, headers and timestamp, copied;
+  for ``kind = REFERENCE`` nothing more: the consumer reads the offsets from the queue
+  topic itself. The dispatcher refers when the queue's records make up most of the
+  range (:data:`REFERENCE_MIN_SHARE`), so reading the range costs the consumer little
+  beyond its own records; it copies when other queues' records would dominate it.
 
 The consumer pairs the copies with the header by order (one dispatcher writes all of a
 consumer's deliveries, each with one idempotent producer on one partition, so they stay
@@ -22,6 +26,7 @@ Wire format of the header's value (version 1, big-endian)::
 
     COPY     := u8 version=1, u8 kind=1, u64 epoch, u64 seq, u32 timeout_ms,
                 str16 queue, u32 partition, i64 start, i64 end, u32 mask_bytes, mask (0 bytes: every offset)
+    REFERENCE:= as COPY, with kind=3
     FAREWELL := u8 version=1, u8 kind=2, u64 epoch, u64 seq (the last delivery sent; 0: none)
 """
 
@@ -36,6 +41,10 @@ from kmq.protocol.markers import MAX_RANGE_LEN, RangeRef
 VERSION = 1
 COPY = 1
 FAREWELL = 2
+REFERENCE = 3
+# Refer to a range (no copy) when the queue's records are at least this share of its bytes:
+# the consumer then reads at most 1.5 bytes per byte it is delivered.
+REFERENCE_MIN_SHARE = 2 / 3
 HEADER_KEY_PREFIX = b"\x00"  # consumer ids are printable: a header key can never be a copy's
 
 _HEAD = struct.Struct(">BBQQI")
@@ -101,7 +110,7 @@ def decode(data: bytes | None) -> Delivery | Farewell:
                 raise DeliveryDecodeError(f"unsupported delivery version {version}")
             return Farewell(epoch, seq)
         version, kind, epoch, seq, timeout_ms = _HEAD.unpack_from(data, 0)
-        if version != VERSION or kind != COPY:
+        if version != VERSION or kind not in (COPY, REFERENCE):
             raise DeliveryDecodeError(f"unsupported delivery version {version} or kind {kind}")
         pos = _HEAD.size
         n = _U16.unpack_from(data, pos)[0]

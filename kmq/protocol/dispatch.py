@@ -228,9 +228,26 @@ class Lookahead:
         if self.position is not None and end > self.position and not self.records:
             self.position = end
 
+    def forget_position(self) -> None:
+        """The reader let the partition go: the next :meth:`plan` points it anew."""
+        self.records.clear()
+        self.offsets.clear()
+        self.position = None
+
+    def bytes_between(self, lo: int, hi: int) -> int:
+        """Payload bytes of the records held at offsets ``[lo, hi)`` (every queue's)."""
+        i, j = bisect_left(self.offsets, lo), bisect_left(self.offsets, hi)
+        return sum(len(r) for r in self.records[i:j])
+
     def trim(self, floor: int) -> None:
         """Forget records below ``floor`` (no wanting queue looks there any more)."""
         cut = bisect_left(self.offsets, floor)
         if cut:
             del self.records[:cut]
             del self.offsets[:cut]
+
+
+def refer(own_bytes: int, range_bytes: int, min_share: float) -> bool:
+    """Hand a range out by reference (the consumer reads it from the queue topic) rather
+    than as copies: when the queue's own records are at least ``min_share`` of its bytes."""
+    return own_bytes >= min_share * range_bytes
