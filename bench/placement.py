@@ -72,7 +72,7 @@ def fetched_bytes_per_delivered(settings, client, queue: str, expect: int, whole
                         len(k) + len(v or b"") for k, v in rec.headers() or [])
                 batch.ack()
                 got += len(batch)
-            c._kc.poll(0.5)  # one more statistics callback
+            c._source._kc.poll(0.5)  # one more statistics callback
     last = stats[-1]
     parts = last["topics"][settings.queue_topic]["partitions"]
     rx = sum(p["rxbytes"] for k, p in parts.items() if k != "-1")

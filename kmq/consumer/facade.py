@@ -104,8 +104,8 @@ class Consumer:
         self._prefetch = prefetch
         self.max_delay_s = settings.max_delay_s
         if isinstance(flush_interval_s, bool) or not isinstance(flush_interval_s, (int, float)) \
-                or not 0 < flush_interval_s <= 10:
-            raise ConfigError(f"flush_interval_s={flush_interval_s!r} must be a number of seconds in (0, 10]")
+                or not 0 < flush_interval_s <= 3600:
+            raise ConfigError(f"flush_interval_s={flush_interval_s!r} must be a number of seconds in (0, 3600]")
         self.flush_interval_s = float(flush_interval_s)
 
         self._qkey = self.queue.encode()
@@ -438,6 +438,19 @@ class Consumer:
             except Exception as exc:  # surface to the user thread, never die silently
                 log.exception("queue %s: flusher failed", self.queue)
                 self._error = exc
+
+    def _stop_flusher(self) -> None:
+        """Crash tests: no more settlements, keepalives, credits or transactions of our own."""
+        self._stop.set()
+        self._log.wake.set()
+        self._flusher.join()
+
+    def _vanish(self) -> None:
+        """Crash tests: die without a goodbye, as a killed process would (no release, no
+        keepalive, no farewell); only the Kafka clients are closed, so a group need not wait
+        out this member's session."""
+        self._stop_flusher()
+        self._source.close()
 
     def _raise_error(self) -> None:
         if self._error is not None:

@@ -85,9 +85,7 @@ def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_messag
         raw.flush()
         # The consumer dies without a goodbye: no release, no more keepalives
         # (it leaves the group, so the next consumer need not wait out its session).
-        c._stop.set()
-        c._flusher.join()
-        c._kc.close()
+        c._vanish()
         before = wait_for(lambda: _digest_once_settled(first, expect_pending=500 + 10_000), 30,
                           what="tracker state to settle")
         first.kill()

@@ -31,9 +31,7 @@ def tracker_digest(tracker: TrackerProcess) -> dict:
 
 def vanish(consumer) -> None:
     """The consumer dies without a goodbye: no release, no keepalive (as in test_crashes)."""
-    consumer._stop.set()
-    consumer._flusher.join()
-    consumer._kc.close()
+    consumer._vanish()
 
 
 def test_spark_rebuilds_exactly_the_in_flight_state_the_tracker_reports(

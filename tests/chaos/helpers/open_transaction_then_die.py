@@ -17,7 +17,8 @@ def main() -> None:
     options = {"transactional_id": sys.argv[3]} if len(sys.argv) > 3 else {}
     client = kmq.Client()
     c = client.consumer(queue, visibility_timeout_s=2, max_in_flight=n, batch_size=n, transactional=True,
-                        flush_interval_s=3600.0, **options)  # nothing commits on its own
+                        **options)
+    c._stop_flusher()  # nothing flushes or commits on its own
     got = 0
     while got < n:
         got += len(c.receive_batch(n - got, timeout_s=1.0))

@@ -16,12 +16,13 @@ def main() -> None:
     client = kmq.Client()
     c = client.consumer(queue, visibility_timeout_s=2, max_in_flight=n, batch_size=n,
                         transactional=mode == "transactional",
-                        flush_interval_s=3600.0)  # nothing flushes on its own
+                        )
+    c._stop_flusher()  # nothing flushes or commits on its own
     got = 0
     while got < n:
         got += len(c.receive_batch(n - got, timeout_s=1.0))
     if mode == "plain":
-        c._producer.flush(10)  # the START is on the markers topic; no fetch follows, no commit
+        c._writer.flush(10)  # the START is on the markers topic; no fetch follows, no commit
     print("ready", flush=True)
     threading.Event().wait()
 
