@@ -27,6 +27,7 @@ from app.topics import markers_topic
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.queue_config import QueueConfigs
+from kmq.protocol.outcomes import Outcome
 from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
 
 log = logging.getLogger("kmq.tracker.markers")
@@ -61,37 +62,64 @@ async def track_markers(stream):
 
 
 async def _apply(part, event) -> None:
-    """Apply one marker record of ``part``."""
+    """Apply one marker record of ``part``: what cannot be used is set aside, never raised."""
     msg = event.message
     try:
-        batch = M.decode(event.value)
+        got = M.decode_lenient(event.value)
     except MarkerDecodeError as exc:
-        _set_aside(part, msg, exc)
+        _set_aside(part, msg, exc.reason, exc.data)
         return
+    if got.set_aside:  # markers outside the codec's limits; the rest of the record is applied
+        _set_aside(part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
     if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
         now_ms = part.clock.observe(int(msg.timestamp * 1000))
     else:
         # A consumer's clock is not ours to trust (seed 003): marker time only.
         now_ms = part.clock.now_ms()
-    for marker in batch:
-        if isinstance(marker, M.Tick):
-            await _tick(part, marker)
-            continue
-        if isinstance(marker, M.Start):
-            if not 0 <= marker.range.partition < settings.queue_partitions:
-                # Nothing to read back there: the redeliverer would fail on it at every tick.
-                part.count(marker.range.queue, "unknown-partition", marker.mask.bit_count())
-                continue
-            marker = _unpurged(marker)
-            if marker is None:
-                continue
-        applied = part.state.apply(marker, now_ms)
-        if applied is not None:
-            part.count(applied.queue, applied.what, applied.count)
-        if isinstance(marker, M.Purge):
-            # After forgetting, so nothing republished before is above the point.
-            await redeliverer.record_purge_point(marker.queue)
+    part.state.begin_record()
+    for i, marker in enumerate(got.markers):
+        try:
+            refused = await _apply_marker(part, marker, now_ms)
+        except Exception as exc:  # one marker's error must never stop the agent
+            log.exception("markers partition %d offset %d: marker %d failed", msg.partition, msg.offset, i + 1)
+            refused = f"{type(exc).__name__}: {exc}"
+        if refused is not None:
+            _set_aside(part, msg, f"marker {i + 1} of {len(got.markers)}: {refused}", _encoded_or_empty(marker))
     part.next_deadline_ms = part.state.next_deadline_ms()
+
+
+async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
+    """One marker: TICKs carry out what came due, the rest go to the state machine.
+
+    Returns why the state machine refused the marker (to be set aside), or None.
+    """
+    if isinstance(marker, M.Tick):
+        await _tick(part, marker)
+        return None
+    if isinstance(marker, M.Start):
+        if not 0 <= marker.range.partition < settings.queue_partitions:
+            # Nothing to read back there: the redeliverer would fail on it at every tick.
+            part.count(marker.range.queue, Outcome.UNKNOWN_PARTITION, marker.mask.bit_count())
+            return None
+        marker = _unpurged(marker)
+        if marker is None:
+            return None
+    applied = part.state.apply(marker, now_ms)
+    if applied is not None and applied.what == Outcome.MALFORMED_MARKER:
+        return applied.detail
+    if applied is not None:
+        part.count(applied.queue, applied.what, applied.count)
+    if isinstance(marker, M.Purge):
+        # After forgetting, so nothing republished before is above the point.
+        await redeliverer.record_purge_point(marker.queue)
+    return None
+
+
+def _encoded_or_empty(marker: M.Marker) -> bytes:
+    try:
+        return M.encode([marker])
+    except (ValueError, TypeError):
+        return b""
 
 
 def _unpurged(start: M.Start) -> M.Start | None:
@@ -139,6 +167,9 @@ async def _tick(part, tick: M.Tick) -> None:
         except DeliveryError as exc:
             log.warning("partition %d: %s", part.partition, exc)
             return
+        except Exception:  # nothing was forgotten: the next TICK tries again
+            log.exception("partition %d: redelivery failed; will retry on the next tick", part.partition)
+            return
     part.state.settle(due, done.deferred)
     for queue, what, n in done.outcomes:
         part.count(queue, what, n)
@@ -173,11 +204,13 @@ async def _mark_attempts(part, due):
             {r: v for r, v in prior_ranges.items() if v[0] >= 0}, marked)
 
 
-def _set_aside(part, msg, exc: MarkerDecodeError) -> None:
-    part.malformed += 1
-    if part.malformed <= 10 or part.malformed % 1000 == 0:  # a flood must not flood the log
+def _set_aside(part, msg, reason: str, data: bytes, markers: int = 1) -> None:
+    """Count ``markers`` unusable markers of one record and copy ``data`` to the dead-letter topic."""
+    part.malformed += markers
+    if part.malformed <= 10 or part.malformed % 1000 < markers:  # a flood must not flood the log
         log.warning("markers partition %d offset %d: %s; set aside on %s (%d so far)", msg.partition,
-                    msg.offset, exc.reason, settings.dlq_topic, part.malformed)
-    headers = [("kmq.dlq.reason", b"malformed-marker"), ("kmq.dlq.detail", exc.reason.encode()),
+                    msg.offset, reason, settings.dlq_topic, part.malformed)
+    headers = [("kmq.dlq.reason", Outcome.MALFORMED_MARKER.value.encode()),
+               ("kmq.dlq.detail", reason.encode(errors="replace")[:4096]),
                ("kmq.source", f"{settings.markers_topic}:{msg.partition}:{msg.offset}".encode())]
-    redeliverer.set_aside(b"!malformed-markers", exc.data, headers)
+    redeliverer.set_aside(b"!malformed-markers", data, headers)

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from kmq.kafka import security
 from kmq.errors import ConfigError
+from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
 
 PROFILES = ("embedded", "production")
 REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
@@ -75,11 +76,11 @@ class Settings:
     dlq_retention_ms: int = _setting(
         14 * 24 * 3600 * 1000, "KMQ_DLQ_RETENTION_MS", "Dead-letter topic retention")
     visibility_timeout_s: float = _setting(
-        30.0, "KMQ_VISIBILITY_TIMEOUT_S", "Default time a received message stays invisible")
+        30.0, "KMQ_VISIBILITY_TIMEOUT_S", "Default time a received message stays invisible (at most 12 h)")
     max_deliveries: int = _setting(
         5, "KMQ_MAX_DELIVERIES", "Deliveries before a message is dead-lettered")
     max_delay_s: float = _setting(
-        7 * 24 * 3600.0, "KMQ_MAX_DELAY_S", "Longest delay of a delayed send or release")
+        7 * 24 * 3600.0, "KMQ_MAX_DELAY_S", "Longest delay of a delayed send or release (at most 365 days)")
     tick_interval_ms: int = _setting(
         20, "KMQ_TICK_INTERVAL_MS", "How often the tracker checks for due deadlines")
     idle_tick_ms: int = _setting(
@@ -159,6 +160,12 @@ class Settings:
             raise ConfigError(f"KMQ_WEB_PORT={self.web_port} is not a TCP port (1-65535)")
         if self.max_deliveries < 1:
             raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
+        if self.max_delay_s * 1000 > MAX_DELAY_MS:
+            raise ConfigError(f"KMQ_MAX_DELAY_S={self.max_delay_s:g} is above the marker codec's limit "
+                              f"of {MAX_DELAY_MS // 1000} s (365 days): lower it")
+        if self.visibility_timeout_s * 1000 > MAX_TIMEOUT_MS:
+            raise ConfigError(f"KMQ_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g} is above the "
+                              f"limit of {MAX_TIMEOUT_MS // 1000} s (12 h): lower it")
         if self.auth not in ("on", "off"):
             raise ConfigError(f"KMQ_AUTH={self.auth!r}: use on or off")
         if self.transactional_starts not in ("on", "off"):

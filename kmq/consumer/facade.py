@@ -36,7 +36,8 @@ from confluent_kafka import KafkaError, TopicPartition
 from kmq.protocol import markers as M
 from kmq.kafka import profiles
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
-from kmq.consumer.held import HeldRange, MessageBatch, rels_mask
+from kmq.consumer.held import HeldRange, MessageBatch
+from kmq.protocol.masks import mask_of as rels_mask
 from kmq.consumer.keepalive import keepalive_round
 from kmq.consumer.marker_writer import MarkerWriter, RetryTransaction
 from kmq.message import RELEASED, Message
@@ -46,7 +47,7 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")
 
-MAX_EXTEND_S = 12 * 3600.0  # SQS's visibility ceiling
+MAX_EXTEND_S = M.MAX_TIMEOUT_MS / 1000  # SQS's visibility ceiling, 12 h (the codec's limit)
 CONFIG_CHECK_S = 0.5  # how often a consumer picks up its queue's new settings
 
 
@@ -84,8 +85,9 @@ class Consumer:
         self._apply_config(self._queue_config)
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ConfigError(f"max_in_flight={max_in_flight!r} must be a whole number >= 1")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
+        if not isinstance(batch_size, int) or not 1 <= batch_size <= M.MAX_BATCH_SIZE:
+            raise ConfigError(f"batch_size={batch_size!r} must be a whole number from 1 to "
+                              f"{M.MAX_BATCH_SIZE} (what one START marker may cover)")
         self.max_in_flight = max_in_flight
         self.batch_size = batch_size
         self.max_delay_s = settings.max_delay_s
@@ -341,31 +343,32 @@ class Consumer:
         confirm: list[list] = []
         fresh = 0
         with self._lock:
-            for p, ours in ours_by_part.items():
-                if not ours:
-                    continue
-                first_off = ours[0].offset()
-                last_off = ours[-1].offset()
-                length = last_off + 1 - first_off
-                ref = M.RangeRef(self.queue, p, first_off, last_off + 1)
-                held = HeldRange(ref, self)
-                n = len(ours)
-                held.recs = ours
-                if n == length:
-                    held.rels = range(n)
-                    mask = ref.full_mask
-                else:
-                    held.rels = [r.offset() - first_off for r in ours]
-                    mask = rels_mask(held.rels, length)
-                held.outstanding = n
-                self._held[ref] = held
-                self._in_flight += n
-                fresh += n
-                self._ready.append(held)
-                starts.append(M.Start(ref, self._timeout_ms, mask))
-                entry = [max(last_off + 1, ends.pop(p, 0)), False]
-                self._commits.setdefault(p, deque()).append(entry)
-                confirm.append(entry)
+            for p, all_ours in ours_by_part.items():
+                chunks = _within_range_len(all_ours)
+                for j, ours in enumerate(chunks):
+                    first_off = ours[0].offset()
+                    last_off = ours[-1].offset()
+                    length = last_off + 1 - first_off
+                    ref = M.RangeRef(self.queue, p, first_off, last_off + 1)
+                    held = HeldRange(ref, self)
+                    n = len(ours)
+                    held.recs = ours
+                    if n == length:
+                        held.rels = range(n)
+                        mask = ref.full_mask
+                    else:
+                        held.rels = [r.offset() - first_off for r in ours]
+                        mask = rels_mask(held.rels, length)
+                    held.outstanding = n
+                    self._held[ref] = held
+                    self._in_flight += n
+                    fresh += n
+                    self._ready.append(held)
+                    starts.append(M.Start(ref, self._timeout_ms, mask))
+                    end = last_off + 1 if j < len(chunks) - 1 else max(last_off + 1, ends.pop(p, 0))
+                    entry = [end, False]
+                    self._commits.setdefault(p, deque()).append(entry)
+                    confirm.append(entry)
             for p, end in ends.items():  # only other queues' records: commit when order allows
                 self._commits.setdefault(p, deque()).append([end, True])
             markers = self._collect_settlements() + starts
@@ -696,3 +699,19 @@ def _check_positive(name: str, value: Any, limit: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit:
         raise ConfigError(f"{name}={value!r} must be a number of seconds in (0, {limit:g}]")
 
+
+def _within_range_len(recs: list) -> list[list]:
+    """``recs`` (one partition, offset order) cut where their offsets would span more than one
+    range may hold (M.MAX_RANGE_LEN): aborted transactions or other queues' records between them."""
+    if not recs:
+        return []
+    if recs[-1].offset() - recs[0].offset() < M.MAX_RANGE_LEN:
+        return [recs]
+    out: list[list] = [[]]
+    first = recs[0].offset()
+    for rec in recs:
+        if rec.offset() - first >= M.MAX_RANGE_LEN:
+            out.append([])
+            first = rec.offset()
+        out[-1].append(rec)
+    return out

@@ -76,17 +76,6 @@ class HeldRange:
         return out
 
 
-def rels_mask(rels: list[int], length: int) -> int:
-    """Bit mask of distinct relative offsets, built in linear time (O(1) for a run)."""
-    lo, hi = min(rels), max(rels)
-    if hi - lo + 1 == len(rels):
-        return ((1 << len(rels)) - 1) << lo
-    ba = bytearray((length + 7) >> 3)
-    for r in rels:
-        ba[r >> 3] |= 1 << (r & 7)
-    return int.from_bytes(ba, "little")
-
-
 class MessageBatch(list):
     """Messages returned by :meth:`Consumer.receive_batch`.
 

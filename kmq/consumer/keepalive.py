@@ -13,7 +13,8 @@ against ``max_in_flight``. Pure: time is an argument.
 from __future__ import annotations
 
 from kmq.protocol import markers as M
-from kmq.consumer.held import HeldRange, rels_mask
+from kmq.consumer.held import HeldRange
+from kmq.protocol.masks import mask_of as rels_mask
 
 
 def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: float,
