@@ -24,6 +24,9 @@ from kmq.errors import ConfigError
 from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
 
 PROFILES = ("embedded", "production")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")  # librdkafka compression.type values
+# Measured with bench.throughput (BENCHMARKS.md): see the report of the change that set these.
+PROFILE_COMPRESSION = {"embedded": "none", "production": "none"}
 REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
 
 
@@ -136,6 +139,10 @@ class Settings:
         200_000, "KMQ_STATS_SCAN_LIMIT",
         "Most records per queue-topic partition the depth scan reads back from the end "
         "(a deeper backlog is shown as a lower bound)")
+    compression: str = _setting(
+        "", "KMQ_COMPRESSION",
+        "Compression of the SDK's and the tracker's librdkafka producers: none, gzip, snappy, lz4 "
+        "or zstd (empty: the profile's default; the tracker reads every codec)")
     metrics_top_queues: int = _setting(
         100, "KMQ_METRICS_TOP_QUEUES",
         "Queues with their own label in /metrics per worker (the busiest); the rest are summed "
@@ -168,6 +175,8 @@ class Settings:
                               f"limit of {MAX_TIMEOUT_MS // 1000} s (12 h): lower it")
         if self.auth not in ("on", "off"):
             raise ConfigError(f"KMQ_AUTH={self.auth!r}: use on or off")
+        if self.compression not in ("",) + COMPRESSIONS:
+            raise ConfigError(f"KMQ_COMPRESSION={self.compression!r}: use one of {', '.join(COMPRESSIONS)}")
         if self.transactional_starts not in ("on", "off"):
             raise ConfigError(f"KMQ_TRANSACTIONAL_STARTS={self.transactional_starts!r}: use on or off")
         if self.auth == "on" and len(self.admin_token) < 16:
@@ -246,6 +255,11 @@ class Settings:
             return self.tracker_fetch_wait_ms
         # Tansu answers a fetch only after the whole wait (BROKER.md).
         return 20 if self.embedded else 500
+
+    @property
+    def effective_compression(self) -> str:
+        """librdkafka ``compression.type`` of kmq's producers (KMQ_COMPRESSION, else the profile's)."""
+        return self.compression or PROFILE_COMPRESSION[self.profile]
 
     @property
     def auth_on(self) -> bool:
