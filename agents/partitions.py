@@ -33,6 +33,7 @@ class OwnedPartition:
     tick_pending: bool = False
     last_tick_ms: int = 0
     malformed: int = 0
+    tick_failures: int = 0  # TICKs whose redelivery raised (retried by the next TICK)
     counters: Counter = field(default_factory=Counter)  # (queue, what) -> messages
     # Views (web/queue_stats.py): gauges follow every table write; rates per time bucket.
     gauges: QueueGauges = field(default_factory=QueueGauges)

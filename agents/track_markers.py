@@ -24,6 +24,7 @@ from agents.partitions import OwnedPartitions
 from agents.redeliver import Execution, Redeliverer
 from app import app, settings
 from app.topics import markers_topic
+from kmq.protocol import expiry
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.queue_config import QueueConfigs
@@ -97,13 +98,13 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
         await _tick(part, marker)
         return None
     if isinstance(marker, M.Start):
-        if not 0 <= marker.range.partition < settings.queue_partitions:
-            # Nothing to read back there: the redeliverer would fail on it at every tick.
-            part.count(marker.range.queue, Outcome.UNKNOWN_PARTITION, marker.mask.bit_count())
+        purged_before = redeliverer.config(marker.range.queue).purged_before.get(marker.range.partition, 0)
+        admitted = expiry.admit_start(marker, settings.queue_partitions, purged_before)
+        if isinstance(admitted, Outcome):
+            part.count(marker.range.queue, admitted, marker.mask.bit_count())
+        if not isinstance(admitted, M.Start):
             return None
-        marker = _unpurged(marker)
-        if marker is None:
-            return None
+        marker = admitted
     applied = part.state.apply(marker, now_ms)
     if applied is not None and applied.what == Outcome.MALFORMED_MARKER:
         return applied.detail
@@ -122,27 +123,11 @@ def _encoded_or_empty(marker: M.Marker) -> bytes:
         return b""
 
 
-def _unpurged(start: M.Start) -> M.Start | None:
-    """A START without the offsets a purge of its queue already dropped (a START
-    can reach us after the purge it raced with)."""
-    floor = redeliverer.config(start.range.queue).purged_before.get(start.range.partition, 0)
-    r = start.range
-    if floor <= r.start:
-        return start
-    keep = start.mask & ~((1 << min(floor - r.start, r.length)) - 1)
-    return M.Start(r, start.timeout_ms, keep) if keep else None
-
-
-FRESH_TICK_MS = 1000  # a TICK this recent was proposed by a live timer, not replayed
-
-
 async def _tick(part, tick: M.Tick) -> None:
     """Redeliver what is due, then forget it (never the other way round).
 
-    A fresh TICK takes the clock's time at handling, so deadlines that passed
-    while it travelled are not left for the next one. A TICK from a backlog
-    (replayed after a crash or handover) keeps its own time: acks that came
-    after it in the log must not be outrun.
+    What is due is taken at ``expiry.tick_time`` (a fresh TICK at the clock's
+    time, a replayed one at its own); what it becomes is ``expiry.plan``'s.
     """
     now_ms = part.clock.observe(tick.now_ms)
     part.tick_pending = False
@@ -151,7 +136,7 @@ async def _tick(part, tick: M.Tick) -> None:
     except DeliveryError as exc:
         log.warning("setting malformed markers aside: %s", exc)
     part.last_tick_ms = now_ms
-    due_at = now_ms if now_ms - tick.now_ms <= FRESH_TICK_MS else tick.now_ms
+    due_at = expiry.tick_time(now_ms, tick.now_ms)
     started = time.perf_counter()
     due = part.state.due(due_at, settings.redeliver_batch_limit)
     if not due:
@@ -168,7 +153,10 @@ async def _tick(part, tick: M.Tick) -> None:
             log.warning("partition %d: %s", part.partition, exc)
             return
         except Exception:  # nothing was forgotten: the next TICK tries again
-            log.exception("partition %d: redelivery failed; will retry on the next tick", part.partition)
+            part.tick_failures += 1
+            if part.tick_failures <= 10 or part.tick_failures % 1000 == 0:  # ticks come every 20 ms
+                log.exception("partition %d: redelivery failed (%d so far); will retry on the next tick",
+                              part.partition, part.tick_failures)
             return
     part.state.settle(due, done.deferred)
     for queue, what, n in done.outcomes:

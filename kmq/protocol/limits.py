@@ -15,6 +15,9 @@ Why each number:
 - ``MAX_RECORD_OFFSETS`` (262,144): one record decodes into at most 32 KiB
   of masks, and the state machine touches at most that many offsets' worth
   of entries for it.
+- ``MAX_MARKERS_PER_RECORD`` (4,096): each marker costs the tracker a table
+  read and write; 65,535 one-offset STARTs (the u16 count's most) took 3.6 s
+  and 38 MiB to apply (bench/hostile_markers.py).
 - ``MAX_TIMEOUT_MS`` (12 h): the visibility ceiling (SQS's; a queue's
   ``visibility_timeout_s`` and ``Message.extend`` stop there).
 - ``MAX_DELAY_MS`` (365 days): ``KMQ_MAX_DELAY_S`` is validated against it.
@@ -28,7 +31,7 @@ many distinct deadlines or reasons its markers bring; beyond it offsets join
 the nearest later group of their cause) and ``MAX_RECORD_WORK_BYTES`` (the
 state machine reads and writes at most that many bytes of entries for one
 marker record, or one tick's due list, plus the one entry that crosses it;
-the SDK's own records stay far below: ~10 MiB for 65,535 acks of one-message
+the SDK's own records stay far below: under 1 MiB for 4,096 acks of one-message
 ranges).
 """
 
@@ -39,7 +42,7 @@ from kmq.protocol.placement import QUEUE_NAME_RE
 MAX_RANGE_LEN = 1 << 16                  # offsets in one range (its mask: 8 KiB)
 MAX_BATCH_SIZE = MAX_RANGE_LEN // 2      # records one SDK fetch takes (Consumer batch_size)
 MAX_RECORD_OFFSETS = 1 << 18             # offsets over all range markers of one record
-MAX_MARKERS_PER_RECORD = 0xFFFF          # the record's u16 marker count
+MAX_MARKERS_PER_RECORD = 4096            # markers in one record (the SDK splits its records at this)
 MAX_TIMEOUT_MS = 12 * 3600 * 1000        # START / EXTEND timeout: the visibility ceiling
 MAX_DELAY_MS = 365 * 24 * 3600 * 1000    # RELEASE delay (KMQ_MAX_DELAY_S is at most this)
 MAX_TIME_MS = 253_402_300_799_999        # SCHEDULE due / TICK time: epoch ms up to 9999-12-31

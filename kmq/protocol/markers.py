@@ -458,7 +458,7 @@ def decode_lenient(data: bytes) -> Decoded:
 
     Raises :class:`MarkerDecodeError` (keeping the bytes) when the record as a
     whole is unusable: not bytes, truncated, trailing bytes, an unknown marker
-    type, or more than ``MAX_RECORD_OFFSETS`` offsets.
+    type, more than ``MAX_MARKERS_PER_RECORD`` markers or ``MAX_RECORD_OFFSETS`` offsets.
     """
     if data is None:
         raise MarkerDecodeError("null record value", b"")
@@ -473,6 +473,9 @@ def decode_lenient(data: bytes) -> Decoded:
     count = r.unpack(_U16)
     if count == 0:
         raise MarkerDecodeError("record holds no markers", data)
+    if count > MAX_MARKERS_PER_RECORD:
+        raise MarkerDecodeError(f"record holds {count} markers, more than {MAX_MARKERS_PER_RECORD} "
+                                "(MAX_MARKERS_PER_RECORD)", data)
     out: list[Marker] = []
     aside: list[str] = []
     for i in range(count):
