@@ -59,18 +59,27 @@ class PayloadReader:
                                                         cached=False)
         return high
 
-    def read(self, partition: int, offsets: list[int]) -> PartitionRead:
+    def read(self, partition: int, offsets: list[int], end_lower_bound: int = -1) -> PartitionRead:
         """Records at ``offsets`` (ascending) of one queue partition; missing ones have left the
-        log, or lie at or past ``end`` when the read reached the partition's end."""
+        log, or lie at or past ``end`` when the read reached the partition's end.
+
+        ``end_lower_bound``: a known lower bound of the partition's end (-1: none). A
+        span at or past it is read from inside the log (just below ListOffsets' end,
+        which may undercount) to the true end: a fetch past the end gets no answer.
+        """
         out: dict[int, Record] = {}
         end: int | None = None
         wanted = set(offsets)
         reader = self.consumer()
         topic = self.settings.queue_topic
+        bound = end_lower_bound
         for lo, hi in _spans(offsets):
             if end is not None:
                 break  # past the end already: later spans are too
             pos = lo
+            if lo >= bound:  # maybe past the end: ask, and start inside the log if so
+                bound = self.list_end(topic, partition)
+                pos = lo if lo < bound else max(0, bound - 1)
             reader.assign([TopicPartition(topic, partition, pos)])
             deadline = time.monotonic() + SPAN_TIMEOUT_S
             done = False

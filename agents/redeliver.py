@@ -171,7 +171,8 @@ class Redeliverer:
 
     def _execute(self, due: list[Due], now_ms: int, attempted: dict[DueSend, int],
                  attempted_ranges: dict[RangeRef, tuple[int, int]]) -> Execution:
-        reads = {p: self.payloads.read(p, offs) for p, offs in expiry.offsets_to_read(due).items()}
+        reads = {p: self.payloads.read(p, offs, self._end_lower_bound(self.settings.queue_topic, p))
+                 for p, offs in expiry.offsets_to_read(due).items()}
         plan = expiry.plan(
             due, reads, now_ms=now_ms, rules=self._rules, target_partition=self._target_partition,
             dlq_partition=self._dlq_partition, max_message_bytes=self.settings.max_message_bytes,

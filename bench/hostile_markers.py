@@ -13,8 +13,9 @@ Cases:
 - ``most-markers``: MAX_MARKERS_PER_RECORD one-offset STARTs;
 - ``heavy-entry``: EXTENDs, as many as fit one record, on an entry first
   grown to its limit (MAX_GROUPS_PER_RANGE groups, each a top-bit mask and
-  the longest reason): every marker rewrites a ~3 MiB entry until the record's
-  work budget stops it.
+  the longest reason): every marker rewrites a ~3 MiB entry;
+- ``budget-stop``: the same on a range of 4,096 offsets, 64 EXTENDs a record:
+  the record's work budget (MAX_RECORD_WORK_BYTES) refuses the markers past it.
 
     python -m bench.hostile_markers [--records 3]
 """
@@ -59,16 +60,18 @@ def cases(n_records: int) -> dict[str, tuple[PartitionState, list[bytes]]]:
     out["most-markers"] = (PartitionState(MemoryStore()), [
         M.encode([M.Start(M.RangeRef("q", 0, k * 70_000 + i, k * 70_000 + i + 1), 30_000, 1)
                   for i in range(M.MAX_MARKERS_PER_RECORD)]) for k in range(n_records)])
-    # One entry grown to its limit: every group a top-bit mask and the longest reason.
-    state = PartitionState(MemoryStore())
-    wide = M.RangeRef("q", 0, 0, L)
-    state.apply(M.Start(wide, 30_000, wide.full_mask), 0)
-    for g in range(MAX_GROUPS_PER_RANGE + 10):
-        state.begin_record()
-        state.apply(M.Reject(wide, 1 << (L - 1 - g), "r" * (M.MAX_REASON_BYTES - 8) + f"{g:08d}"), 0)
-    n = M.MAX_RECORD_OFFSETS // L  # EXTENDs of the widest range that fit one record
-    out["heavy-entry"] = (state, [M.encode([M.Extend(wide, 1 << (L - 1 - g), 1000 + k * 10 + i)
-                                            for i in range(n)]) for k, g in enumerate(range(n_records))])
+    for name, width in (("heavy-entry", L), ("budget-stop", 4096)):
+        # One entry grown to its limit: every group a top-bit mask and the longest reason;
+        # then records of as many EXTENDs of it as fit one record.
+        state = PartitionState(MemoryStore())
+        r = M.RangeRef("q", 0, 0, width)
+        state.apply(M.Start(r, 30_000, r.full_mask), 0)
+        for g in range(MAX_GROUPS_PER_RANGE + 10):
+            state.begin_record()
+            state.apply(M.Reject(r, 1 << (width - 1 - g), "r" * (M.MAX_REASON_BYTES - 8) + f"{g:08d}"), 0)
+        n = min(M.MAX_RECORD_OFFSETS // width, M.MAX_MARKERS_PER_RECORD)
+        out[name] = (state, [M.encode([M.Extend(r, 1 << (width - 1 - k), 1000 + k * 100 + i) for i in range(n)])
+                             for k in range(n_records)])
     return out
 
 
