@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
@@ -367,8 +367,7 @@ class Dispatcher:
         """One marker record of ACQUIREs; its lanes are written once the broker has it."""
         if TRACE:
             log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
-        for i in range(0, len(batches), 1000):
-            chunk = batches[i:i + 1000]
+        for chunk in _record_chunks(batches):
             value = M.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
                                         b.delivery.epoch) for b in chunk])
 
@@ -439,3 +438,17 @@ class Dispatcher:
         self._producer.poll(0)
         self._write_lanes()
         self._producer.flush(10)
+
+
+def _record_chunks(batches: list[_Batch]) -> list[list[_Batch]]:
+    """Batches cut so that each chunk's ACQUIREs fit one marker record (the codec's limits)."""
+    out: list[list[_Batch]] = []
+    offsets = M.MAX_RECORD_OFFSETS + 1
+    for b in batches:
+        n = b.delivery.range.length
+        if offsets + n > M.MAX_RECORD_OFFSETS or len(out[-1]) >= 1000:
+            out.append([])
+            offsets = 0
+        out[-1].append(b)
+        offsets += n
+    return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kmq.protocol import entries as E
 from kmq.protocol.clock import PartitionClock
+from kmq.protocol.outcomes import SET_ASIDE, Outcome
 from kmq.stats.gauges import GaugedStore, QueueGauges
 from kmq.stats.rates import RateWindow
 from kmq.protocol.state import PartitionState
@@ -32,6 +33,7 @@ class OwnedPartition:
     tick_pending: bool = False
     last_tick_ms: int = 0
     malformed: int = 0
+    tick_failures: int = 0  # TICKs whose redelivery raised (retried by the next TICK)
     counters: Counter = field(default_factory=Counter)  # (queue, what) -> messages
     # Views (web/queue_stats.py): gauges follow every table write; rates per time bucket.
     gauges: QueueGauges = field(default_factory=QueueGauges)
@@ -65,12 +67,6 @@ class OwnedPartition:
         self.rates.add((queue, what), n, time.time())
 
 
-# Markers or records the tracker counted and did not act on (besides malformed records):
-# a marker for a range it does not hold, a START naming a queue-topic partition that
-# does not exist, a payload gone from the queue topic or too large to be written again.
-SET_ASIDE = ("unknown-range", "unknown-partition", "payload-expired", "too-large")
-
-
 class OwnedPartitions(dict):
     """partition -> OwnedPartition, created on first use."""
 
@@ -96,7 +92,11 @@ class OwnedPartitions(dict):
 
     def set_aside(self) -> dict[str, int]:
         """Counts of what was set aside, by reason, on the owned partitions since assignment."""
-        out = {"malformed-marker": sum(p.malformed for p in self.values()), **dict.fromkeys(SET_ASIDE, 0)}
+        # Besides malformed records and markers: a marker for a range the tracker does not hold,
+        # a START naming a queue-topic partition that does not exist, offsets past a partition's
+        # end, a payload gone from the queue topic or too large to be written again.
+        out = dict.fromkeys((o.value for o in SET_ASIDE), 0)
+        out[Outcome.MALFORMED_MARKER.value] = sum(p.malformed for p in self.values())
         for (_queue, what), n in self.totals().items():
             if what in out:
                 out[what] += n

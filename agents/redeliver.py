@@ -1,11 +1,13 @@
-"""Acting on what came due (5. in the README flow): republish or dead-letter.
+"""Carrying out what came due (5. in the README flow): read back, plan, write, flush.
 
-An expired offset's payload is read back from the queue topic (DESIGN:
-redelivery is rare, and copying payloads into every START would double the
-bytes written), then ``kmq.protocol.envelope.after_expiry`` decides: back on the queue
-with delivery count + 1, or to the dead-letter topic with the reason. A
-scheduled send is published to the queue. Everything is acknowledged by the
-broker before this returns, so the markers agent only forgets what is durable.
+What each due item becomes is decided by the pure ``kmq.protocol.expiry``
+(republish, dead-letter, defer by the backoff, drop what lies past the end);
+here that plan is carried out: payloads are read back (``agents.payloads``),
+the plan's records written, and everything acknowledged by the broker before
+this returns, so the markers agent only forgets what is durable. Before any
+write the agent records where each target partition ended (attempt points,
+kept here as recent lower bounds), so a tracker killed in between looks there
+for what it already wrote instead of writing it twice.
 
 Blocking librdkafka calls run in one dedicated thread so the event loop (the
 other partitions' timers, the web views) keeps going.
@@ -22,27 +24,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kmq.protocol import envelope
+from agents.payloads import PayloadReader
+from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
-from kmq.errors import DeliveryError
-from kmq.protocol.markers import RangeRef, mask_offsets
-from kmq.protocol.placement import partition_for_key, queue_partitions
 from kmq.kafka.offsets import EndLowerBounds, true_end_offsets
+from kmq.protocol import expiry
+from kmq.protocol.markers import RangeRef
+from kmq.protocol.outcomes import Outcome
+from kmq.protocol.placement import partition_for_key, queue_partitions
+from kmq.protocol.state import Due, DueSend
 from kmq.queue_config import QueueConfig, QueueConfigs, write_config
 from kmq.settings import Settings
-from kmq.protocol.state import Due, DueSend, Expiry
 
 log = logging.getLogger("kmq.tracker.redeliver")
 
-SPAN_GAP = 5000  # offsets further apart than this are read in separate spans
-Outcome = tuple[str, str, int]  # (queue, what, count)
-# Backoff deadlines are rounded up to this share of the delay (and at least
-# BACKOFF_GRAIN_MS), so jittered deferrals of one range share a few groups.
-BACKOFF_GRAIN_MS = 100
-BACKOFF_GRAIN_SHARE = 50
+Counted = tuple[str, Outcome, int]  # (queue, what, count)
 # Attempt points may be this stale (a lower bound of a partition's end): it spares two
 # ListOffsets round trips on most ticks (measured: ~22 ms of a redelivery's lateness at
 # the median on the embedded broker) for at most this much more scanning after a crash.
@@ -53,21 +52,9 @@ END_MAX_AGE_S = 1.0
 class Execution:
     """What :meth:`Redeliverer.execute` did."""
 
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[Counted] = field(default_factory=list)
     # range -> [(mask, deadline_ms)]: expired offsets that wait out a backoff
     deferred: dict[RangeRef, list[tuple[int, int]]] = field(default_factory=dict)
-
-
-def _id_and_count(headers) -> tuple[str, int]:
-    ours, _ = envelope.split(headers)
-    return ((ours.get(envelope.ID) or b"").decode(errors="replace"),
-            envelope.int_header(ours, envelope.DELIVERIES, 0))
-
-
-def _written_key(plan) -> tuple[str, str, int]:
-    """How a republished or dead-lettered record of ``plan`` is recognised when found."""
-    msg_id, count = _id_and_count(plan.headers)
-    return ("dlq" if isinstance(plan, envelope.DeadLetter) else "queue", msg_id, count)
 
 
 class Redeliverer:
@@ -80,7 +67,7 @@ class Redeliverer:
         self._configs_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmq-redeliver")
         self._producer: Producer | None = None
-        self._reader: Consumer | None = None
+        self.payloads = PayloadReader(settings)
         self._queue_partitions: int | None = None
         self._errors: list[str] = []
         self._producer_lock = threading.Lock()  # set_aside runs on the event loop, the rest here
@@ -126,10 +113,7 @@ class Redeliverer:
         return self._ends.get(topic, partition, time.monotonic(), self._list_end)
 
     def _list_end(self, topic: str, partition: int) -> int:
-        # ListOffsets may undercount (BROKER.md): a lower bound is all we need.
-        _, high = self._get_reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=10.0,
-                                                           cached=False)
-        return high
+        return self.payloads.list_end(topic, partition)  # a lower bound is all we need
 
     async def warm_up(self) -> None:
         """Create the clients and read the queue configs now."""
@@ -138,7 +122,7 @@ class Redeliverer:
 
     def _warm_up(self) -> None:
         self._get_producer().list_topics(self.settings.queue_topic, timeout=10)
-        self._get_reader()
+        self.payloads.consumer()
         self._get_queue_partitions()
         self.config("")  # starts the queue-config view
         self._get_producer().poll(0)
@@ -193,112 +177,34 @@ class Redeliverer:
 
     def _execute(self, due: list[Due], now_ms: int, attempted: dict[DueSend, int],
                  attempted_ranges: dict[RangeRef, tuple[int, int]]) -> Execution:
-        s = self.settings
+        reads = {p: self.payloads.read(p, offs, self._end_lower_bound(self.settings.queue_topic, p))
+                 for p, offs in expiry.offsets_to_read(due).items()}
+        plan = expiry.plan(
+            due, reads, now_ms=now_ms, rules=self._rules, target_partition=self._target_partition,
+            dlq_partition=self._dlq_partition, max_message_bytes=self.settings.max_message_bytes,
+            found=self.payloads.already_written(attempted_ranges, self._dlq_partition),
+            found_sends=self.payloads.already_published(attempted, self._target_partition))
+        counts = self._carry_out(plan.writes)
+        counts.update(plan.counts)
+        return Execution([(q, what, n) for (q, what), n in counts.items()], plan.deferred)
+
+    def _rules(self, queue: str) -> expiry.QueueRules:
+        cfg = self.config(queue)
+        return expiry.QueueRules(cfg.deliveries(self.settings), cfg.backoff, cfg.dead_letter)
+
+    def _carry_out(self, writes: list[expiry.Write]) -> Counter:
+        """Write every record of the plan and wait for the broker; (queue, outcome) -> count."""
         producer = self._get_producer()
-        done = Execution()
-        counts: Counter[tuple[str, str]] = Counter()
-        wanted: dict[int, set[int]] = {}
-        for d in due:
-            if isinstance(d, Expiry):
-                wanted.setdefault(d.range.partition, set()).update(mask_offsets(d.range.start, d.mask))
-        records = {p: self._read(p, sorted(offs)) for p, offs in wanted.items()}
-        already = self._already_published(attempted)
-        written = self._already_written(attempted_ranges)
-        for d in due:
-            if isinstance(d, DueSend):
-                if (d.queue, d.message_id) in already:
-                    counts[(d.queue, "scheduled-found")] += 1
-                    continue
-                headers = [(envelope.ID, d.message_id.encode()),
-                           (envelope.ENQUEUED_MS, str(d.due_ms).encode()), *d.headers]
-                if self._produce(producer, s.queue_topic, d.queue, d.value,
-                                 self._target_partition(d.queue), headers):
-                    counts[(d.queue, "scheduled-delivered")] += 1
-                else:
-                    self._too_large(producer, d.queue, d.value, headers, -1, -1, d.due_ms, now_ms)
-                    counts[(d.queue, "too-large")] += 1
-                continue
-            queue = d.range.queue
-            cfg = self.config(queue)
-            have = records[d.range.partition]
-            waits: dict[int, int] = {}
-            for off in mask_offsets(d.range.start, d.mask):
-                rec = have.get(off)
-                if rec is None:
-                    headers = [(envelope.ID, envelope.derived_id(d.range.partition, off).encode())]
-                    headers += envelope.dead_letter_headers(
-                        envelope.REASON_PAYLOAD_EXPIRED,
-                        "the record left the queue topic before it could be redelivered",
-                        d.started_ms, now_ms, d.range.partition, off)
-                    self._produce(producer, s.dlq_topic, queue, b"", self._dlq_partition(queue), headers)
-                    counts[(queue, "dead-lettered")] += 1
-                    counts[(queue, "payload-expired")] += 1
-                    continue
-                value, rec_headers, ts_ms = rec
-                plan = envelope.after_expiry(
-                    rec_headers, partition=d.range.partition, offset=off, record_timestamp_ms=ts_ms,
-                    cause=d.cause, reason=d.reason, started_ms=d.started_ms, now_ms=now_ms,
-                    max_deliveries=cfg.deliveries(s), backoff=cfg.backoff, dead_letter=cfg.dead_letter)
-                if isinstance(plan, (envelope.Republish, envelope.DeadLetter)) and written and \
-                        _written_key(plan) in written.get(d.range, ()):
-                    counts[(queue, "found-after-crash")] += 1
-                elif isinstance(plan, (envelope.Republish, envelope.DeadLetter)):
-                    republish = isinstance(plan, envelope.Republish)
-                    if self._produce(producer, s.queue_topic if republish else s.dlq_topic, queue, value,
-                                     d.range.partition if republish else self._dlq_partition(queue),
-                                     plan.headers):
-                        counts[(queue, "redelivered" if republish else "dead-lettered")] += 1
-                    else:  # a poison record must not stop every later redelivery
-                        self._too_large(producer, queue, value, plan.headers, d.range.partition, off,
-                                        d.started_ms, now_ms)
-                        counts[(queue, "too-large")] += 1
-                elif isinstance(plan, envelope.Defer):
-                    grain = max(BACKOFF_GRAIN_MS, plan.delay_ms // BACKOFF_GRAIN_SHARE)
-                    deadline = -(-(now_ms + plan.delay_ms) // grain) * grain
-                    waits[deadline] = waits.get(deadline, 0) | (1 << (off - d.range.start))
-                    counts[(queue, "backoff")] += 1
-                else:
-                    counts[(queue, "discarded")] += 1
-            if waits:
-                done.deferred.setdefault(d.range, []).extend(
-                    (mask, deadline) for deadline, mask in waits.items())
+        topics = {expiry.QUEUE: self.settings.queue_topic, expiry.DLQ: self.settings.dlq_topic}
+        counts: Counter = Counter()
+        for w in writes:
+            if not self._produce(producer, topics[w.topic], w.queue, w.value, w.partition, w.headers) \
+                    and w.if_too_large is not None:  # a poison record must not stop every later write
+                w = w.if_too_large
+                self._produce(producer, topics[w.topic], w.queue, w.value, w.partition, w.headers)
+            counts[(w.queue, w.outcome)] += 1
         self._flush(producer)
-        done.outcomes = [(q, what, n) for (q, what), n in counts.items()]
-        return done
-
-    def _already_written(self, attempted: dict[RangeRef, tuple[int, int]]) -> dict[RangeRef, set]:
-        """(topic, id, deliveries) written since an earlier attempt began, per attempted range."""
-        out: dict[RangeRef, set] = {}
-        scanned: dict[tuple[str, int, int], set] = {}
-        for r, (queue_from, dlq_from) in attempted.items():
-            found: set = set()
-            for topic, partition, start in ((self.settings.queue_topic, r.partition, queue_from),
-                                            (self.settings.dlq_topic, self._dlq_partition(r.queue),
-                                             dlq_from)):
-                key = (topic, partition, start)
-                if key not in scanned:
-                    label = "dlq" if topic == self.settings.dlq_topic else "queue"
-                    scanned[key] = {(label,) + _id_and_count(rec.headers())
-                                    for _o, rec in self._scan(partition, start, topic)
-                                    if rec.key() == r.queue.encode()}
-                found |= scanned[key]
-            out[r] = found
-        return out
-
-    def _already_published(self, attempted: dict[DueSend, int]) -> set[tuple[str, str]]:
-        """(queue, id) of attempted scheduled sends found on their partition since the attempt."""
-        found: set[tuple[str, str]] = set()
-        by_partition: dict[int, dict[str, int]] = {}
-        for d, offset in attempted.items():
-            by_partition.setdefault(self._target_partition(d.queue), {})[d.message_id] = offset
-        for partition, ids in by_partition.items():
-            start = min(ids.values())
-            for _off, rec in self._scan(partition, start):
-                ours, _ = envelope.split(rec.headers())
-                msg_id = ours.get(envelope.ID, b"").decode(errors="replace")
-                if msg_id in ids and rec.key() is not None:
-                    found.add((rec.key().decode(errors="replace"), msg_id))
-        return found
+        return counts
 
     def _dlq_partition(self, queue: str) -> int:
         # One partition per queue: listing a queue's dead letters reads one partition.
@@ -314,17 +220,6 @@ class Redeliverer:
             if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
                 raise
             return False
-
-    def _too_large(self, producer: Producer, queue: str, value: bytes, headers: list, partition: int,
-                   offset: int, started_ms: int, now_ms: int) -> None:
-        """Dead-letter a record the broker took but we cannot write again: its headers, no payload."""
-        ours, user = envelope.split(headers)
-        detail = (f"{len(value)} bytes: above what may be written again (KMQ_MAX_MESSAGE_BYTES="
-                  f"{self.settings.max_message_bytes}); the payload stays at the source offset")
-        out = [(k, v) for k, v in ours.items() if not k.startswith("kmq.dlq.") and k != envelope.SOURCE]
-        out += envelope.dead_letter_headers(envelope.REASON_TOO_LARGE, detail, started_ms, now_ms,
-                                            partition, offset) + user
-        self._produce(producer, self.settings.dlq_topic, queue, b"", self._dlq_partition(queue), out)
 
     def _flush(self, producer: Producer, timeout_s: float = 30.0) -> None:
         left = producer.flush(timeout_s)
@@ -359,86 +254,3 @@ class Redeliverer:
             md = self._get_producer().list_topics(self.settings.queue_topic, timeout=10)
             self._queue_partitions = len(md.topics[self.settings.queue_topic].partitions)
         return self._queue_partitions
-
-    def _get_reader(self) -> Consumer:
-        if self._reader is None:
-            self._reader = Consumer({
-                **profiles.client_config(self.settings),
-                "group.id": f"{self.settings.app_id}-payload-reader",  # never joins or commits
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "auto.offset.reset": "error",
-                "fetch.wait.max.ms": 10,  # Tansu answers only after the whole wait
-                "fetch.queue.backoff.ms": 10,
-            })
-        return self._reader
-
-    def _scan(self, partition: int, start: int, topic: str | None = None):
-        """Every record of a partition (of the queue topic by default) from ``start`` to its true end."""
-        reader = self._get_reader()
-        topic = topic or self.settings.queue_topic
-        reader.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + 60.0
-        try:
-            while time.monotonic() < deadline:
-                batch = reader.consume(10000, 0.2)
-                for rec in batch:
-                    err = rec.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            return
-                        if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                            low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
-                            reader.assign([TopicPartition(topic, partition, max(low, start))])
-                        continue
-                    yield rec.offset(), rec
-            raise DeliveryError(f"could not read {topic}[{partition}] to its end within 60 s")
-        finally:
-            reader.unassign()  # an assigned partition would be prefetched on and on
-
-    def _read(self, partition: int, offsets: list[int]) -> dict[int, tuple[bytes, Any, int]]:
-        """Records at ``offsets`` of one queue partition; missing ones have left the log."""
-        out: dict[int, tuple[bytes, Any, int]] = {}
-        wanted = set(offsets)
-        spans = []
-        lo = prev = offsets[0]
-        for off in offsets[1:]:
-            if off - prev > SPAN_GAP:
-                spans.append((lo, prev))
-                lo = off
-            prev = off
-        spans.append((lo, prev))
-        reader = self._get_reader()
-        topic = self.settings.queue_topic
-        for lo, hi in spans:
-            pos = lo
-            reader.assign([TopicPartition(topic, partition, pos)])
-            deadline = time.monotonic() + 15.0
-            done = False
-            while not done and time.monotonic() < deadline:
-                for rec in reader.consume(min(10000, hi - pos + 1), 0.2):
-                    err = rec.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            done = True
-                        elif err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                            low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
-                            if low <= pos:
-                                done = True
-                            else:  # the head of the span is gone; read what is left
-                                pos = low
-                                reader.assign([TopicPartition(topic, partition, pos)])
-                        else:
-                            log.warning("reading %s[%d]@%d: %s", topic, partition, pos, err)
-                        break
-                    off = rec.offset()
-                    pos = off + 1
-                    if off in wanted:
-                        out[off] = (rec.value() or b"", rec.headers(), rec.timestamp()[1])
-                    if off >= hi:
-                        done = True
-                        break
-        # Left assigned, the partition (often the busiest) would be prefetched on and
-        # on, up to librdkafka's queue bounds, for nothing.
-        reader.unassign()
-        return out

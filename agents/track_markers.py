@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 
 from agents.dispatcher import Dispatcher
 from agents.partitions import OwnedPartitions
 from agents.redeliver import Execution, Redeliverer
 from app import app, settings
 from app.topics import markers_topic
+from kmq.protocol import expiry
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.queue_config import QueueConfigs
+from kmq.protocol.outcomes import Outcome
 from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
 
 log = logging.getLogger("kmq.tracker.markers")
@@ -71,67 +72,78 @@ async def track_markers(stream):
 
 
 async def _apply(part, event) -> None:
-    """Apply one marker record of ``part``."""
+    """Apply one marker record of ``part``: what cannot be used is set aside, never raised."""
     msg = event.message
     try:
-        batch = M.decode(event.value)
+        got = M.decode_lenient(event.value)
     except MarkerDecodeError as exc:
-        _set_aside(part, msg, exc)
+        _set_aside(part, msg, exc.reason, exc.data)
         return
+    if got.set_aside:  # markers outside the codec's limits; the rest of the record is applied
+        _set_aside(part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
     if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
         now_ms = part.clock.observe(int(msg.timestamp * 1000))
     else:
         # A consumer's clock is not ours to trust (seed 003): marker time only.
         now_ms = part.clock.now_ms()
-    for marker in batch:
-        if isinstance(marker, M.Tick):
-            await _tick(part, marker)
-            continue
-        if isinstance(marker, M.Credit):
-            dispatcher.on_credit(part.partition, marker)  # soft state: nothing in the table
-            continue
-        if isinstance(marker, (M.Start, M.Acquire)):
-            if not 0 <= marker.range.partition < settings.queue_partitions:
-                # Nothing to read back there: the redeliverer would fail on it at every tick.
-                part.count(marker.range.queue, "unknown-partition", marker.mask.bit_count())
-                continue
-            marker = _unpurged(marker)
-            if marker is None:
-                continue
-        applied = part.state.apply(marker, now_ms)
-        if applied is not None:
-            part.count(applied.queue, applied.what, applied.count)
-        if isinstance(marker, M.Begin):
-            dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors())
-        if isinstance(marker, M.Purge):
-            # After forgetting, so nothing republished before is above the point.
-            await redeliverer.record_purge_point(marker.queue)
+    part.state.begin_record()
+    for i, marker in enumerate(got.markers):
+        try:
+            refused = await _apply_marker(part, marker, now_ms)
+        except Exception as exc:  # one marker's error must never stop the agent
+            log.exception("markers partition %d offset %d: marker %d failed", msg.partition, msg.offset, i + 1)
+            refused = f"{type(exc).__name__}: {exc}"
+        if refused is not None:
+            _set_aside(part, msg, f"marker {i + 1} of {len(got.markers)}: {refused}", _encoded_or_empty(marker))
     part.next_deadline_ms = part.state.next_deadline_ms()
 
 
-def _unpurged(start: M.Start | M.Acquire) -> M.Start | M.Acquire | None:
-    """A START (or ACQUIRE) without the offsets a purge of its queue already dropped (a START
-    can reach us after the purge it raced with)."""
-    floor = redeliverer.config(start.range.queue).purged_before.get(start.range.partition, 0)
-    r = start.range
-    if floor <= r.start:
-        return start
-    keep = start.mask & ~((1 << min(floor - r.start, r.length)) - 1)
-    if not keep:
+async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
+    """One marker: TICKs carry out what came due, the rest go to the state machine.
+
+    Returns why the state machine refused the marker (to be set aside), or None.
+    """
+    if isinstance(marker, M.Tick):
+        await _tick(part, marker)
         return None
-    return replace(start, mask=keep)
+    if isinstance(marker, M.Credit):
+        why = M.violation(marker)
+        if why is None:
+            dispatcher.on_credit(part.partition, marker)  # soft state: nothing in the table
+        return why
+    if isinstance(marker, (M.Start, M.Acquire)):
+        purged_before = redeliverer.config(marker.range.queue).purged_before.get(marker.range.partition, 0)
+        admitted = expiry.admit_start(marker, settings.queue_partitions, purged_before)
+        if isinstance(admitted, Outcome):
+            part.count(marker.range.queue, admitted, marker.mask.bit_count())
+        if not isinstance(admitted, (M.Start, M.Acquire)):
+            return None
+        marker = admitted
+    applied = part.state.apply(marker, now_ms)
+    if applied is not None and applied.what == Outcome.MALFORMED_MARKER:
+        return applied.detail
+    if applied is not None:
+        part.count(applied.queue, applied.what, applied.count)
+    if isinstance(marker, M.Begin):
+        dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors())
+    if isinstance(marker, M.Purge):
+        # After forgetting, so nothing republished before is above the point.
+        await redeliverer.record_purge_point(marker.queue)
+    return None
 
 
-FRESH_TICK_MS = 1000  # a TICK this recent was proposed by a live timer, not replayed
+def _encoded_or_empty(marker: M.Marker) -> bytes:
+    try:
+        return M.encode([marker])
+    except (ValueError, TypeError):
+        return b""
 
 
 async def _tick(part, tick: M.Tick) -> None:
     """Redeliver what is due, then forget it (never the other way round).
 
-    A fresh TICK takes the clock's time at handling, so deadlines that passed
-    while it travelled are not left for the next one. A TICK from a backlog
-    (replayed after a crash or handover) keeps its own time: acks that came
-    after it in the log must not be outrun.
+    What is due is taken at ``expiry.tick_time`` (a fresh TICK at the clock's
+    time, a replayed one at its own); what it becomes is ``expiry.plan``'s.
     """
     now_ms = part.clock.observe(tick.now_ms)
     part.tick_pending = False
@@ -140,7 +152,7 @@ async def _tick(part, tick: M.Tick) -> None:
     except DeliveryError as exc:
         log.warning("setting malformed markers aside: %s", exc)
     part.last_tick_ms = now_ms
-    due_at = now_ms if now_ms - tick.now_ms <= FRESH_TICK_MS else tick.now_ms
+    due_at = expiry.tick_time(now_ms, tick.now_ms)
     started = time.perf_counter()
     due = part.state.due(due_at, settings.redeliver_batch_limit)
     if not due:
@@ -155,6 +167,12 @@ async def _tick(part, tick: M.Tick) -> None:
             done = await redeliverer.execute(actionable, now_ms, sends, ranges)
         except DeliveryError as exc:
             log.warning("partition %d: %s", part.partition, exc)
+            return
+        except Exception:  # nothing was forgotten: the next TICK tries again
+            part.tick_failures += 1
+            if part.tick_failures <= 10 or part.tick_failures % 1000 == 0:  # ticks come every 20 ms
+                log.exception("partition %d: redelivery failed (%d so far); will retry on the next tick",
+                              part.partition, part.tick_failures)
             return
     part.state.settle(due, done.deferred)
     for queue, what, n in done.outcomes:
@@ -190,11 +208,13 @@ async def _mark_attempts(part, due):
             {r: v for r, v in prior_ranges.items() if v[0] >= 0}, marked)
 
 
-def _set_aside(part, msg, exc: MarkerDecodeError) -> None:
-    part.malformed += 1
-    if part.malformed <= 10 or part.malformed % 1000 == 0:  # a flood must not flood the log
+def _set_aside(part, msg, reason: str, data: bytes, markers: int = 1) -> None:
+    """Count ``markers`` unusable markers of one record and copy ``data`` to the dead-letter topic."""
+    part.malformed += markers
+    if part.malformed <= 10 or part.malformed % 1000 < markers:  # a flood must not flood the log
         log.warning("markers partition %d offset %d: %s; set aside on %s (%d so far)", msg.partition,
-                    msg.offset, exc.reason, settings.dlq_topic, part.malformed)
-    headers = [("kmq.dlq.reason", b"malformed-marker"), ("kmq.dlq.detail", exc.reason.encode()),
+                    msg.offset, reason, settings.dlq_topic, part.malformed)
+    headers = [("kmq.dlq.reason", Outcome.MALFORMED_MARKER.value.encode()),
+               ("kmq.dlq.detail", reason.encode(errors="replace")[:4096]),
                ("kmq.source", f"{settings.markers_topic}:{msg.partition}:{msg.offset}".encode())]
-    redeliverer.set_aside(b"!malformed-markers", exc.data, headers)
+    redeliverer.set_aside(b"!malformed-markers", data, headers)

@@ -9,12 +9,13 @@ noisy shared machine. CPU seconds of this process (consumer), the tracker
 and the broker are reported per 100k messages: that is kmq's real cost,
 visible even where the broker's fetch rate is the bottleneck.
 
-    python -m bench.throughput [--messages 300000] [--runs 3] [--sizes 100,1024]
+    python -m bench.throughput [--messages 300000] [--runs 3] [--sizes 100,1024] [--compression lz4] [--payload random]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import time
 
@@ -112,14 +113,18 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=300_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--payload", choices=("repeated", "random"), default="repeated",
+                    help="payload bytes: one repeated byte (compresses to almost nothing) or random")
+    ap.add_argument("--compression", default="", help="KMQ_COMPRESSION of the SDK's and tracker's producers "
+                    "(default: the profile's)")
     args = ap.parse_args()
     n = args.messages
     results = {}
-    with stack() as (settings, tracker_proc, broker_proc):
+    with stack(compression=args.compression) as (settings, tracker_proc, broker_proc):
         client = kmq.Client(settings=settings)
         procs = [psutil.Process(tracker_proc.process.pid), psutil.Process(broker_proc.process.pid)]
         for size in [int(s) for s in args.sizes.split(",")]:
-            payload = b"x" * size
+            payload = b"x" * size if args.payload == "repeated" else os.urandom(size)
             rows: dict[str, list] = {k: [] for k in (
                 "plain_msgs_s", "kmq_msgs_s", "kmq_batch_ack_msgs_s", "ratio", "ratio_batch_ack",
                 "send_msgs_s", "plain_cpu_s_per_100k", "kmq_consumer_cpu_s_per_100k",

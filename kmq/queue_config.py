@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmq.backoff import Backoff
 from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.protocol.limits import MAX_TIMEOUT_MS
 from kmq.protocol.placement import validate_queue_name
 from kmq.settings import Settings
 from kmq.ops.tenancy import (AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify,
@@ -31,7 +32,7 @@ from kmq.ops.tenancy import (AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode
 log = logging.getLogger("kmq.queue_config")
 
 CONFIG_VERSION = 1
-MAX_VISIBILITY_S = 12 * 3600.0
+MAX_VISIBILITY_S = MAX_TIMEOUT_MS / 1000  # 12 h: the marker codec's timeout limit
 MAX_PROCESSING_S = 7 * 24 * 3600.0
 DISPATCH_MODES = ("shared", "partition")
 

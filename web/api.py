@@ -295,10 +295,11 @@ async def _add_delivery_counts(loop: asyncio.AbstractEventLoop, ranges: list[dic
             continue
         budget -= len(offsets)
         # The redeliverer's reader, on its own thread: one reader, never shared across threads.
-        recs = await loop.run_in_executor(redeliverer._executor, redeliverer._read, r["partition"], offsets)
+        read = await loop.run_in_executor(redeliverer._executor, redeliverer.payloads.read, r["partition"],
+                                          offsets)
         counts: dict[str, int] = {}
-        for _value, headers, _ts in recs.values():
-            n = envelope.int_header(envelope.split(headers)[0], envelope.DELIVERIES, 0) + 1
+        for rec in read.records.values():
+            n = envelope.int_header(envelope.split(rec.headers)[0], envelope.DELIVERIES, 0) + 1
             counts[str(n)] = counts.get(str(n), 0) + 1
         r["delivery_counts"] = counts
         if budget <= 0:

@@ -41,7 +41,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from kmq.ops.deadletters import CONTROL, CONTROL_OFFSET
+from kmq.ops.deadletters import LetterLog
 from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
 from kmq.stats.rates import RateWindow
@@ -107,7 +107,7 @@ class QueueScanner:
         self._groups: tuple[float, set[str]] = (0.0, set())
         # dead-letter fold: partition -> next offset; queue -> offsets of its current letters
         self._dlq_next: dict[int, int] = {}
-        self._letters: dict[str, set[int]] = {}
+        self._letters: dict[str, LetterLog] = {}
 
     # -- control ------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ class QueueScanner:
         for q in queues | set(depth):
             if mine(q):
                 result.depth[q] = Depth(depth.get(q, 0), exact.get(q, True))
-        result.dead_letters = {q: len(s) for q, s in dead.items() if s and mine(q)}
+        result.dead_letters = {q: len(log.live) for q, log in dead.items() if log.live and mine(q)}
         self.result = result
 
     def _position(self, queue: str, partition: int) -> int:
@@ -275,7 +275,7 @@ class QueueScanner:
                 del self._prev_end[p]  # not ours any more: counting restarts if it comes back
         return depth, exact
 
-    def _fold_dead_letters(self) -> dict[str, set[int]]:
+    def _fold_dead_letters(self) -> dict[str, LetterLog]:
         topic = self.settings.dlq_topic
         reader = self._get_dlq_reader()
         parts = range(self.settings.dlq_partitions)
@@ -304,20 +304,7 @@ class QueueScanner:
             queue = (m.key() or b"").decode()
         except UnicodeDecodeError:
             return
-        control = offset = None
-        for k, v in m.headers() or ():
-            if k == CONTROL:
-                control = v
-            elif k == CONTROL_OFFSET:
-                offset = v
-        letters = self._letters.setdefault(queue, set())
-        if control is None:
-            letters.add(m.offset())
-        elif control == b"redriven" and offset is not None:
-            letters.discard(int(offset))
-        elif control == b"purged" and offset is not None:
-            below = int(offset)
-            self._letters[queue] = {o for o in letters if o >= below}
+        self._letters.setdefault(queue, LetterLog()).fold(m.offset(), m.headers())
 
     # -- Kafka clients and lookups ---------------------------------------------------
 

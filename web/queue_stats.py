@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterable
 from agents.partitions import OwnedPartition, OwnedPartitions
 from web.queue_scan import QueueScanner
 from kmq.protocol import entries as E
+from kmq.protocol.masks import first_offsets
+from kmq.protocol.outcomes import Outcome
 from kmq.protocol.placement import markers_partition
 from kmq.queue_config import QueueConfig, QueueConfigs
 from kmq.stats.rates import merge_histories
@@ -26,12 +28,12 @@ from kmq.ops.tenancy import Caller
 # The row fields counted per minute, and the tracker's event names behind them.
 RATE_EVENTS = {
     "sent": (),  # from the queue scanner
-    "received": ("started",),
-    "acked": ("acked",),
-    "released": ("released",),
-    "rejected": ("rejected",),
-    "redelivered": ("redelivered",),
-    "dead_lettered": ("dead-lettered",),
+    "received": (Outcome.STARTED,),
+    "acked": (Outcome.ACKED,),
+    "released": (Outcome.RELEASED,),
+    "rejected": (Outcome.REJECTED,),
+    "redelivered": (Outcome.REDELIVERED,),
+    "dead_lettered": (Outcome.DEAD_LETTERED,),
 }
 EVENT_FIELD = {ev: name for name, evs in RATE_EVENTS.items() for ev in evs}
 SORT_FIELDS = ("queue", "depth", "in_flight", "scheduled", "dead_letters", "oldest_in_flight_age_s",
@@ -190,14 +192,9 @@ class QueueStats:
 
 
 def _offsets(start: int, mask: int, limit: int = 1000) -> list[int]:
-    out = []
-    rel = 0
-    while mask and len(out) < limit:
-        if mask & 1:
-            out.append(start + rel)
-        mask >>= 1
-        rel += 1
-    return out
+    # Bytewise (kmq.protocol.masks): bit by bit, a mask with only its top bit set
+    # took 19 s at 1M bits, on the event loop.
+    return first_offsets(start, mask, limit)
 
 
 def sort_rows(rows: Iterable[dict[str, Any]], sort: str, descending: bool) -> list[dict[str, Any]]:

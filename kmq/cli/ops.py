@@ -21,6 +21,7 @@ from typing import Any, Callable
 import click
 
 from kmq.errors import BrokerUnavailableError, KmqError
+from kmq.protocol.limits import MAX_BATCH_SIZE
 from kmq.settings import Settings
 
 STATS_COLUMNS = (("queue", "queue"), ("depth", "depth"), ("in_flight", "in flight"),
@@ -133,7 +134,7 @@ def receive(settings: Settings, queue: str, ack: bool, max_messages: int, timeou
     got = []
     with Client(settings=settings) as client:
         with client.consumer(queue, visibility_timeout_s=visibility_timeout_s,
-                             max_in_flight=max(1, max_messages), batch_size=max(1, max_messages)) as c:
+                             max_in_flight=max(1, max_messages), batch_size=min(max(1, max_messages), MAX_BATCH_SIZE)) as c:
             deadline = time.monotonic() + timeout_s
             while len(got) < max_messages and time.monotonic() < deadline:
                 got += c.receive_batch(max_messages - len(got),

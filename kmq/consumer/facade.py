@@ -50,11 +50,11 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")
 
-MAX_EXTEND_S = 12 * 3600.0  # SQS's visibility ceiling
+MAX_EXTEND_S = M.MAX_TIMEOUT_MS / 1000  # SQS's visibility ceiling, 12 h (the codec's limit)
 CONFIG_CHECK_S = 0.5  # how often a consumer picks up its queue's new settings
-LEAVE_TIMEOUT_S = 2.0
-FLUSH_TICK_S = 0.02  # how often a receive blocked by max_in_flight looks again
-IDLE_WAKE_S = 0.25   # the flusher wakes at least this often (credit heartbeats, checks)  # how long a leaving shared consumer waits for the dispatcher's farewell
+LEAVE_TIMEOUT_S = 2.0  # how long a leaving shared consumer waits for the dispatcher's farewell
+FLUSH_TICK_S = 0.02    # how often a receive blocked by max_in_flight looks again
+IDLE_WAKE_S = 0.25     # the flusher wakes at least this often (credit heartbeats, checks)
 
 
 class Consumer:
@@ -93,8 +93,9 @@ class Consumer:
         self._apply_config(self._queue_config)
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ConfigError(f"max_in_flight={max_in_flight!r} must be a whole number >= 1")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
+        if not isinstance(batch_size, int) or not 1 <= batch_size <= M.MAX_BATCH_SIZE:
+            raise ConfigError(f"batch_size={batch_size!r} must be a whole number from 1 to "
+                              f"{M.MAX_BATCH_SIZE} (what one START marker may cover)")
         if prefetch is not None and (not isinstance(prefetch, int) or isinstance(prefetch, bool)
                                      or not 1 <= prefetch <= max_in_flight):
             raise ConfigError(f"prefetch={prefetch!r} must be a whole number from 1 to "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kmq.protocol import markers as M
 from kmq.consumer.held import HeldRange
-from kmq.consumer.settlement import rels_mask
+from kmq.protocol.masks import mask_of as rels_mask
 
 
 def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: float,

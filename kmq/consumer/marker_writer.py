@@ -78,19 +78,27 @@ class MarkerWriter:
             self._pending += markers
             self._pending_confirm += confirm
             return
-        value = M.encode(markers)
+        # Usually one record; more when the markers exceed a record's limits (kmq.protocol.limits).
+        *earlier, last = M.encode_records(markers)
 
-        def delivered(err: Any, _msg: Any) -> None:
+        def failed(err: Any, _msg: Any) -> None:
             if err is not None:
                 self._on_error(DeliveryError(
                     f"marker record for queue {self._queue!r} was not written: {err}"))
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                failed(err, msg)
                 return
+            # One partition, an idempotent producer: the last record acknowledged means all were.
             for entry in confirm:
                 entry[1] = True
             if confirm:
                 on_confirmed()
 
-        self._produce(value, delivered)
+        for value in earlier:
+            self._produce(value, failed)
+        self._produce(last, delivered)
 
     def _produce(self, value: bytes, on_delivery: Callable | None = None) -> None:
         produce_when_room(self.producer, self._topic, value, self._key, partition=self._partition,
@@ -122,8 +130,8 @@ class MarkerWriter:
             return []
         try:
             self.producer.begin_transaction()
-            for i in range(0, len(markers), 1000):
-                self._produce(M.encode(markers[i:i + 1000]))
+            for value in M.encode_records(markers, max_markers=1000):
+                self._produce(value)
             if offsets and group_metadata is not None:
                 self.producer.send_offsets_to_transaction(offsets, group_metadata,
                                                           TRANSACTION_TIMEOUT_S)

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from kmq.consumer.commits import CommitLedger
 from kmq.consumer.marker_writer import RetryTransaction
-from kmq.consumer.settlement import rels_mask
+from kmq.protocol.masks import mask_of as rels_mask
 from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.protocol import markers as M
@@ -132,24 +132,25 @@ class PartitionSource:
         fresh = 0
         timeout_ms = c._timeout_ms
         with c._lock:
-            for p, ours in ours_by_part.items():
-                if not ours:
-                    continue
-                first_off = ours[0].offset()
-                last_off = ours[-1].offset()
-                length = last_off + 1 - first_off
-                ref = M.RangeRef(c.queue, p, first_off, last_off + 1)
-                n = len(ours)
-                if n == length:
-                    rels = range(n)
-                    mask = ref.full_mask
-                else:
-                    rels = [r.offset() - first_off for r in ours]
-                    mask = rels_mask(rels, length)
-                c._hold(ref, ours, rels)
-                fresh += n
-                starts.append(M.Start(ref, timeout_ms, mask))
-                confirm.append(self._commits.add(p, max(last_off + 1, ends.pop(p, 0)), False))
+            for p, all_ours in ours_by_part.items():
+                chunks = within_range_len(all_ours)
+                for j, ours in enumerate(chunks):
+                    first_off = ours[0].offset()
+                    last_off = ours[-1].offset()
+                    length = last_off + 1 - first_off
+                    ref = M.RangeRef(c.queue, p, first_off, last_off + 1)
+                    n = len(ours)
+                    if n == length:
+                        rels = range(n)
+                        mask = ref.full_mask
+                    else:
+                        rels = [r.offset() - first_off for r in ours]
+                        mask = rels_mask(rels, length)
+                    c._hold(ref, ours, rels)
+                    fresh += n
+                    starts.append(M.Start(ref, timeout_ms, mask))
+                    end = last_off + 1 if j < len(chunks) - 1 else max(last_off + 1, ends.pop(p, 0))
+                    confirm.append(self._commits.add(p, end, False))
             for p, end in ends.items():  # only other queues' records: commit when order allows
                 self._commits.add(p, end, True)
             markers = c._drain_settlements() + starts
@@ -313,3 +314,20 @@ class PartitionSource:
         with self._c._lock:
             self._advance_commits(asynchronous=False)
         self._kc.close()
+
+
+def within_range_len(recs: list) -> list[list]:
+    """``recs`` (one partition, offset order) cut where their offsets would span more than one
+    range may hold (M.MAX_RANGE_LEN): aborted transactions or other queues' records between them."""
+    if not recs:
+        return []
+    if recs[-1].offset() - recs[0].offset() < M.MAX_RANGE_LEN:
+        return [recs]
+    out: list[list] = [[]]
+    first = recs[0].offset()
+    for rec in recs:
+        if rec.offset() - first >= M.MAX_RANGE_LEN:
+            out.append([])
+            first = rec.offset()
+        out[-1].append(rec)
+    return out

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kmq.message import Verb
 from kmq.protocol import markers as M
+from kmq.protocol.masks import mask_of as rels_mask
 
 if TYPE_CHECKING:  # pragma: no cover
     from kmq.consumer.held import HeldRange
@@ -111,13 +112,3 @@ class SettlementLog:
         counts["settled"] = counts["acked"] + settled_verbs
         return out, counts
 
-
-def rels_mask(rels: list[int] | range, length: int) -> int:
-    """Bit mask of distinct relative offsets, built in linear time (O(1) for a run)."""
-    lo, hi = min(rels), max(rels)
-    if hi - lo + 1 == len(rels):
-        return ((1 << len(rels)) - 1) << lo
-    ba = bytearray((length + 7) >> 3)
-    for r in rels:
-        ba[r >> 3] |= 1 << (r & 7)
-    return int.from_bytes(ba, "little")

@@ -39,7 +39,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.consumer.marker_writer import RetryTransaction
-from kmq.consumer.settlement import rels_mask
+from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
 
@@ -112,7 +112,8 @@ class SharedSource:
         room was freed, or the lease needs renewing, or ``force``."""
         c = self._c
         unhanded = sum(len(h.recs) - h.handed for h in c._ready)
-        free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded))
+        free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded,
+                                                 M.MAX_CREDIT))
         due = now_s - self._last_credit_s >= HEARTBEAT_S
         refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
         if not (force or due or (refill and free) or (self._last_free < 0 and free)):

@@ -10,6 +10,7 @@ recovery) asks here.
 from __future__ import annotations
 
 import time
+from typing import Any, Iterator
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -58,6 +59,33 @@ def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
         return ends
     finally:
         c.close()
+
+
+def read_to_end(consumer: Consumer, topic: str, partition: int, start: int,
+                timeout_s: float = 60.0) -> Iterator[tuple[int, Any]]:
+    """Every record of one partition from ``start`` to its true end: (offset, message).
+
+    The one way kmq reads "to the end": assign, consume until librdkafka says
+    end of partition (``enable.partition.eof`` must be on), never trusting
+    ListOffsets (which may undercount, BROKER.md). Records gone below the log
+    start are skipped. The partition stays assigned: the caller unassigns.
+    Raises :class:`BrokerUnavailableError` if the end is not reached in ``timeout_s``.
+    """
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for rec in consumer.consume(10000, 0.2):
+            err = rec.error()
+            if err is None:
+                yield rec.offset(), rec
+            elif err.code() == KafkaError._PARTITION_EOF:
+                return
+            elif err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
+                consumer.assign([TopicPartition(topic, partition, max(low, start))])
+            elif err.fatal():
+                raise BrokerUnavailableError(f"reading {topic}[{partition}]: {err}")
+    raise BrokerUnavailableError(f"could not read {topic}[{partition}] to its end within {timeout_s:g} s")
 
 
 class EndLowerBounds:

@@ -101,6 +101,7 @@ def producer_config(s: Settings) -> dict[str, Any]:
         # passes explicit partitions, this covers anything keyed.
         "partitioner": "murmur2_random",
         "socket.keepalive.enable": True,
+        "compression.type": s.effective_compression,
     }
 
 
@@ -213,6 +214,7 @@ def reference_markdown() -> str:
 _RDKAFKA_SOURCES = {
     "group.id": "KMQ_GROUP_PREFIX",
     "message.timeout.ms": "KMQ_DELIVERY_TIMEOUT_MS",
+    "compression.type": "KMQ_COMPRESSION",
     "session.timeout.ms": "KMQ_SESSION_TIMEOUT_MS",
     "heartbeat.interval.ms": "KMQ_SESSION_TIMEOUT_MS",
     "max.poll.interval.ms": "KMQ_SESSION_TIMEOUT_MS",

@@ -21,8 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
+from kmq.kafka.offsets import read_to_end
 from kmq.protocol import envelope
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.placement import partition_for_key, queue_partitions, validate_queue_name
@@ -75,63 +76,68 @@ def _read_partition(settings: Settings, topic: str, partition: int,
     """Every committed record of one partition, to its true end (EOF, not ListOffsets)."""
     c = _reader(settings)
     try:
-        c.assign([TopicPartition(topic, partition, 0)])
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if time.monotonic() > deadline:
-                raise BrokerUnavailableError(
-                    f"could not read {topic}[{partition}] to its end within {timeout_s:g}s "
-                    f"from {settings.bootstrap_servers}")
-            for rec in c.consume(1000, 0.2):
-                err = rec.error()
-                if err is None:
-                    yield rec
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    return
-                elif err.fatal():
-                    raise BrokerUnavailableError(f"reading {topic}[{partition}]: {err}")
+        for _offset, rec in read_to_end(c, topic, partition, 0, timeout_s):
+            yield rec
     finally:
         c.close()
 
 
 @dataclass
-class _Folded:
-    letters: dict[int, DeadLetter] = field(default_factory=dict)
-    redriven: set[int] = field(default_factory=set)
-    purged_below: int = 0
+class LetterLog:
+    """One queue's dead-letter events folded into the letters still there (the one fold:
+    dead-letter operations here, and the tracker's views count ``len(live)``)."""
+
+    live: dict[int, object] = field(default_factory=dict)  # offset -> what the caller keeps of it
     end: int = 0  # one past the last record seen
 
-    def pending(self) -> list[DeadLetter]:
-        return [d for off, d in sorted(self.letters.items())
-                if off >= self.purged_below and off not in self.redriven]
+    def fold(self, offset: int, headers, letter: Callable[[], object] = lambda: None) -> None:
+        """Fold the queue's record at ``offset``: a letter (``letter()`` is kept) or a control event."""
+        control = offset_arg = None
+        for k, v in headers or ():
+            if k == CONTROL:
+                control = v
+            elif k == CONTROL_OFFSET:
+                offset_arg = v
+        if control is None:
+            self.live[offset] = letter()
+            return
+        try:
+            arg = int(offset_arg)
+        except (TypeError, ValueError):
+            return  # a control event without its offset changes nothing
+        if control == b"redriven":
+            self.live.pop(arg, None)
+        elif control == b"purged":
+            self.live = {o: d for o, d in self.live.items() if o >= arg}
+
+    def pending(self) -> list:
+        """What the letters still there kept, in offset order."""
+        return [d for _off, d in sorted(self.live.items())]
 
 
-def _fold(settings: Settings, queue: str) -> _Folded:
+def _fold(settings: Settings, queue: str) -> LetterLog:
     key = queue.encode()
-    out = _Folded()
+    out = LetterLog()
     for rec in _read_partition(settings, settings.dlq_topic, dlq_partition(settings, queue)):
         out.end = rec.offset() + 1
-        if rec.key() != key:
-            continue
-        ours, user = envelope.split(rec.headers())
-        control = ours.get(CONTROL)
-        if control == b"redriven":
-            out.redriven.add(envelope.int_header(ours, CONTROL_OFFSET, -1))
-        elif control == b"purged":
-            out.purged_below = max(out.purged_below, envelope.int_header(ours, CONTROL_OFFSET, 0))
-        elif control is None:
-            out.letters[rec.offset()] = DeadLetter(
-                queue=queue, offset=rec.offset(),
-                id=(ours.get(envelope.ID) or b"").decode(errors="replace"),
-                value=rec.value() or b"", headers=dict(user),
-                reason=(ours.get(envelope.DLQ_REASON) or b"").decode(errors="replace"),
-                detail=(ours.get(envelope.DLQ_DETAIL) or b"").decode(errors="replace"),
-                deliveries=envelope.int_header(ours, envelope.DELIVERIES, 0),
-                first_delivery_ms=envelope.int_header(ours, envelope.FIRST_DELIVERY_MS, 0),
-                last_delivery_ms=envelope.int_header(ours, envelope.DLQ_LAST_DELIVERY_MS, 0),
-                dead_lettered_ms=envelope.int_header(ours, envelope.DLQ_AT_MS, rec.timestamp()[1]),
-                raw_headers=list(rec.headers() or []))
+        if rec.key() == key:
+            out.fold(rec.offset(), rec.headers(), lambda rec=rec: _letter(queue, rec))
     return out
+
+
+def _letter(queue: str, rec) -> DeadLetter:
+    ours, user = envelope.split(rec.headers())
+    return DeadLetter(
+        queue=queue, offset=rec.offset(),
+        id=(ours.get(envelope.ID) or b"").decode(errors="replace"),
+        value=rec.value() or b"", headers=dict(user),
+        reason=(ours.get(envelope.DLQ_REASON) or b"").decode(errors="replace"),
+        detail=(ours.get(envelope.DLQ_DETAIL) or b"").decode(errors="replace"),
+        deliveries=envelope.int_header(ours, envelope.DELIVERIES, 0),
+        first_delivery_ms=envelope.int_header(ours, envelope.FIRST_DELIVERY_MS, 0),
+        last_delivery_ms=envelope.int_header(ours, envelope.DLQ_LAST_DELIVERY_MS, 0),
+        dead_lettered_ms=envelope.int_header(ours, envelope.DLQ_AT_MS, rec.timestamp()[1]),
+        raw_headers=list(rec.headers() or []))
 
 
 def _matches(d: DeadLetter, reason: str | None, min_age_s: float | None,

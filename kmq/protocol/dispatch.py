@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
+from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.markers import Credit
 
 
@@ -134,13 +135,16 @@ class Want:
     taken: list = field(default_factory=list)
 
 
-def select(records: Iterable[Any], chunk_end: int, wants: dict[bytes, Want]) -> None:
+def select(records: Iterable[Any], chunk_end: int, wants: dict[bytes, Want],
+           max_span: int = MAX_RANGE_LEN) -> None:
     """Take, in offset order, each wanting queue's records at or above its cursor.
 
     ``records`` is one chunk of a queue partition in offset order, ending before
     ``chunk_end`` (the offset after the chunk); ``wants`` maps a queue's key to its
     :class:`Want`. A queue that took all it wanted has its cursor just past its last
     record taken; one that wanted more has seen everything of itself below ``chunk_end``.
+    What one queue takes spans fewer than ``max_span`` offsets (one marker range holds
+    what is handed out); a record beyond stops the taking there, as if demand ran out.
     """
     get = wants.get
     for rec in records:
@@ -149,6 +153,10 @@ def select(records: Iterable[Any], chunk_end: int, wants: dict[bytes, Want]) -> 
             continue
         o = rec.offset()
         if o < w.cursor:
+            continue
+        if w.taken and o - w.taken[0].offset() >= max_span:
+            w.cursor = o
+            w.demand = 0
             continue
         w.taken.append(rec)
         w.demand -= 1

@@ -29,6 +29,7 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from kmq.protocol.limits import MAX_GROUPS_PER_RANGE
 from kmq.protocol.markers import RangeRef
 
 ENTRY_VERSION = 1          # scheduled entries
@@ -126,9 +127,33 @@ class InFlight:
                 g.mask |= taken
                 break
         else:
-            kept.append(Group(deadline_ms, cause, reason, taken))
+            joined = _coalesce(kept, deadline_ms, cause) if len(kept) >= MAX_GROUPS_PER_RANGE else None
+            if joined is not None:
+                joined.mask |= taken
+            else:
+                kept.append(Group(deadline_ms, cause, reason, taken))
         self.groups = kept
         return taken
+
+
+def _coalesce(groups: list[Group], deadline_ms: int, cause: Cause) -> Group | None:
+    """The group of ``cause`` that offsets join when a range holds MAX_GROUPS_PER_RANGE groups.
+
+    Bounds an entry's size (groups x mask bytes) however many distinct
+    deadlines or reasons markers bring. Never earlier than asked: the group
+    of the same cause with the nearest deadline at or after ``deadline_ms``,
+    else the latest one, moved to ``deadline_ms``. A rejected offset may so
+    carry another rejected offset's reason. None when no group has ``cause``.
+    """
+    same = [g for g in groups if g.cause == cause]
+    if not same:
+        return None
+    later = [g for g in same if g.deadline_ms >= deadline_ms]
+    if later:
+        return min(later, key=lambda g: g.deadline_ms)
+    latest = max(same, key=lambda g: g.deadline_ms)
+    latest.deadline_ms = deadline_ms
+    return latest
 
 
 @dataclass(slots=True)

@@ -31,6 +31,30 @@ Wire format (version 1, big-endian)::
 CREDIT, ACQUIRE and BEGIN belong to shared queues (docs/shared-queues.md): a consumer
 asks for work with CREDIT; the tracker's dispatcher records what it hands out with
 ACQUIRE (a START written by the tracker itself) and announces itself with BEGIN.
+
+Limits. Anything on the markers topic may be hostile (every consumer can
+write to it), so decoding is bounded by what the SDK itself can produce, and
+a marker outside these limits is never handed to the state machine:
+
+- ``MAX_RANGE_LEN`` offsets in one range: the SDK's largest fetch of one
+  partition (``batch_size`` is at most ``MAX_BATCH_SIZE``; a fetch whose offsets
+  span more, across aborted transactions or other queues' records, is split);
+- ``MAX_RECORD_OFFSETS`` offsets over all range markers of one record (so one
+  record decodes into at most 32 KiB of masks; the SDK splits its records at
+  this), and at most ``MAX_MARKERS_PER_RECORD`` markers;
+- ``MAX_TIMEOUT_MS`` for a START's or EXTEND's timeout (the 12 h visibility
+  ceiling), ``MAX_DELAY_MS`` for a RELEASE's delay (``KMQ_MAX_DELAY_S`` cannot
+  exceed it), times (SCHEDULE due, TICK) within ``0..MAX_TIME_MS``;
+- queue names by ``kmq.protocol.placement.QUEUE_NAME_RE``, reasons up to
+  ``MAX_REASON_BYTES`` and message ids up to ``MAX_MESSAGE_ID_BYTES``;
+- a CREDIT's consumer id up to ``MAX_MESSAGE_ID_BYTES``, its ``free`` up to
+  ``MAX_CREDIT`` and its lease and timeout up to ``MAX_TIMEOUT_MS``.
+
+A record that does not frame (truncated, unknown type, too many offsets) is
+one :class:`MarkerDecodeError`; :func:`decode_lenient` additionally sets apart
+single markers that frame but break a limit, keeping the rest of the record.
+Decoding costs time and memory linear in the record's bytes plus at most
+``MAX_RECORD_OFFSETS / 8`` bytes of masks, whatever the record says.
 """
 
 from __future__ import annotations
@@ -41,9 +65,14 @@ from enum import IntEnum
 from typing import Union
 
 from kmq.errors import MarkerDecodeError
+# The limits (see the module docstring) and mask helpers, re-exported for callers of this codec.
+from kmq.protocol.limits import (MAX_BATCH_SIZE, MAX_CREDIT, MAX_DELAY_MS, MAX_MARKERS_PER_RECORD,  # noqa: F401
+                                 MAX_MESSAGE_ID_BYTES, MAX_RANGE_LEN, MAX_REASON_BYTES, MAX_RECORD_OFFSETS,
+                                 MAX_TIME_MS, MAX_TIMEOUT_MS, int_in, name_violation, offsets_violation,
+                                 utf8_len)
+from kmq.protocol.masks import first_offsets, lowest_bits, mask_offsets, mask_of, offsets_mask  # noqa: F401
 
 VERSION = 1
-MAX_RANGE_LEN = 1 << 22  # bounds what a garbage record can make us allocate
 
 
 class MarkerType(IntEnum):
@@ -206,7 +235,72 @@ _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _U64 = struct.Struct(">Q")
 _CREDIT_TAIL = struct.Struct(">IQQIII")
+_U64_MAX = (1 << 64) - 1
 _RANGE_TAIL = struct.Struct(">Iqq")
+
+
+def _range_violation(r: object) -> str | None:
+    if not isinstance(r, RangeRef):
+        return f"range is {type(r).__name__}, not a RangeRef"
+    return name_violation("queue", r.queue) or offsets_violation(r.partition, r.start, r.end)
+
+
+def violation(m: object) -> str | None:
+    """Why ``m`` is outside the codec's limits (module docstring), or None when it is within.
+
+    The decoder never returns a marker with a violation, and the state machine
+    checks again (a marker built in-process skips the decoder).
+    """
+    if isinstance(m, RANGE_MARKERS):
+        why = _range_violation(m.range)
+        if why:
+            return why
+        if not isinstance(m.mask, int) or not 0 < m.mask <= m.range.full_mask:
+            return "mask selects no offset or offsets outside its range"
+        if isinstance(m, (Start, Extend, Acquire)) and not int_in(m.timeout_ms, 0, MAX_TIMEOUT_MS):
+            return f"timeout_ms {m.timeout_ms!r} is not 0..{MAX_TIMEOUT_MS} (MAX_TIMEOUT_MS)"
+        if isinstance(m, Release) and not int_in(m.delay_ms, -1, MAX_DELAY_MS):
+            return f"delay_ms {m.delay_ms!r} is not -1..{MAX_DELAY_MS} (MAX_DELAY_MS)"
+        if isinstance(m, Release) and not isinstance(m.counted, bool):
+            return f"counted {m.counted!r} is not a bool"
+        if isinstance(m, Reject) and not 0 <= utf8_len(m.reason) <= MAX_REASON_BYTES:
+            return f"reason is not UTF-8 text of at most {MAX_REASON_BYTES} bytes (MAX_REASON_BYTES)"
+        if isinstance(m, Acquire) and not int_in(m.epoch, 0, _U64_MAX):
+            return f"epoch {m.epoch!r} is not a u64"
+        return None
+    if isinstance(m, Credit):
+        if not 0 < utf8_len(m.consumer_id) <= MAX_MESSAGE_ID_BYTES:
+            return f"consumer id is not UTF-8 text of 1..{MAX_MESSAGE_ID_BYTES} bytes (MAX_MESSAGE_ID_BYTES)"
+        if not (int_in(m.lane, 0, 0xFFFFFFFF) and int_in(m.epoch, 0, _U64_MAX) and int_in(m.seq, 0, _U64_MAX)):
+            return "lane, epoch or seq out of their u32/u64 ranges"
+        if not int_in(m.free, 0, MAX_CREDIT):
+            return f"free {m.free!r} is not 0..{MAX_CREDIT} (MAX_CREDIT)"
+        if not (int_in(m.lease_ms, 0, MAX_TIMEOUT_MS) and int_in(m.timeout_ms, 0, MAX_TIMEOUT_MS)):
+            return f"lease_ms or timeout_ms is not 0..{MAX_TIMEOUT_MS} (MAX_TIMEOUT_MS)"
+        return name_violation("queue", m.queue)
+    if isinstance(m, Begin):
+        return None if int_in(m.epoch, 0, _U64_MAX) else f"epoch {m.epoch!r} is not a u64"
+    if isinstance(m, Schedule):
+        if not 0 < utf8_len(m.message_id) <= MAX_MESSAGE_ID_BYTES:
+            return f"message id is not UTF-8 text of 1..{MAX_MESSAGE_ID_BYTES} bytes (MAX_MESSAGE_ID_BYTES)"
+        if not int_in(m.due_ms, 0, MAX_TIME_MS):
+            return f"due_ms {m.due_ms!r} is not 0..{MAX_TIME_MS} (MAX_TIME_MS)"
+        if not isinstance(m.value, bytes) or not isinstance(m.headers, tuple) or not all(
+                isinstance(h, tuple) and len(h) == 2 and 0 <= utf8_len(h[0]) <= 0xFFFF
+                and isinstance(h[1], bytes) for h in m.headers) or len(m.headers) > 0xFFFF:
+            return "value or headers are not bytes and (str, bytes) pairs"
+        return name_violation("queue", m.queue)
+    if isinstance(m, Tick):
+        return None if int_in(m.now_ms, 0, MAX_TIME_MS) else \
+            f"now_ms {m.now_ms!r} is not 0..{MAX_TIME_MS} (MAX_TIME_MS)"
+    if isinstance(m, Purge):
+        return name_violation("queue", m.queue)
+    return f"not a marker: {type(m).__name__}"
+
+
+def range_offsets(m: Marker) -> int:
+    """Offsets a marker spans (its range's length; 0 for markers without a range)."""
+    return m.range.length if isinstance(m, RANGE_MARKERS) else 0
 
 
 def _mask_bytes(mask: int, length: int) -> bytes:
@@ -231,14 +325,10 @@ class _Writer:
         self.parts.append(bytes(b))
 
     def range(self, r: RangeRef) -> None:
-        if not 0 < r.end - r.start <= MAX_RANGE_LEN:
-            raise ValueError(f"range {r.start}..{r.end} must hold 1..{MAX_RANGE_LEN} offsets")
         self.str16(r.queue)
         self.parts.append(_RANGE_TAIL.pack(r.partition, r.start, r.end))
 
     def mask(self, r: RangeRef, mask: int, *, allow_full_shorthand: bool = False) -> None:
-        if mask <= 0 or mask > r.full_mask:
-            raise ValueError(f"mask does not select offsets inside {r.start}..{r.end}")
         if allow_full_shorthand and mask == r.full_mask:
             self.parts.append(_U32.pack(0))
         else:
@@ -246,15 +336,21 @@ class _Writer:
 
 
 def encode(markers: list[Marker] | tuple[Marker, ...]) -> bytes:
-    """Encode a batch of markers as one record value."""
+    """Encode a batch of markers as one record value (ValueError if one breaks a limit)."""
     if not markers:
         raise ValueError("a marker record needs at least one marker")
-    if len(markers) > 0xFFFF:
-        raise ValueError("at most 65535 markers fit one record")
+    if len(markers) > MAX_MARKERS_PER_RECORD:
+        raise ValueError(f"at most {MAX_MARKERS_PER_RECORD} markers fit one record")
+    if sum(range_offsets(m) for m in markers) > MAX_RECORD_OFFSETS:
+        raise ValueError(f"the markers span more than {MAX_RECORD_OFFSETS} offsets "
+                         "(MAX_RECORD_OFFSETS): split them with encode_records")
     w = _Writer()
     w.parts.append(_U8.pack(VERSION))
     w.parts.append(_U16.pack(len(markers)))
     for m in markers:
+        why = violation(m)
+        if why:
+            raise TypeError(why) if why.startswith("not a marker") else ValueError(why)
         if isinstance(m, Start):
             w.parts.append(_U8.pack(MarkerType.START))
             w.range(m.range)
@@ -310,17 +406,37 @@ def encode(markers: list[Marker] | tuple[Marker, ...]) -> bytes:
         elif isinstance(m, Begin):
             w.parts.append(_U8.pack(MarkerType.BEGIN))
             w.parts.append(_U64.pack(m.epoch))
-        else:
-            raise TypeError(f"not a marker: {m!r}")
     return b"".join(w.parts)
 
 
+def encode_records(markers: list[Marker] | tuple[Marker, ...],
+                   max_markers: int = MAX_MARKERS_PER_RECORD) -> list[bytes]:
+    """Encode markers, in order, as as few records as the record limits allow."""
+    out: list[bytes] = []
+    chunk: list[Marker] = []
+    offsets = 0
+    for m in markers:
+        n = range_offsets(m)
+        if chunk and (len(chunk) >= max_markers or offsets + n > MAX_RECORD_OFFSETS):
+            out.append(encode(chunk))
+            chunk, offsets = [], 0
+        chunk.append(m)
+        offsets += n
+    if chunk:
+        out.append(encode(chunk))
+    return out
+
+
 class _Reader:
-    __slots__ = ("data", "pos")
+    """Reads fields in order; a field that frames but is unusable sets :attr:`problem`."""
+
+    __slots__ = ("data", "pos", "offsets", "problem")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pos = 0
+        self.offsets = 0  # offsets of the record's range markers so far
+        self.problem: str | None = None  # of the marker being read
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
@@ -331,14 +447,20 @@ class _Reader:
         return out
 
     def unpack(self, s: struct.Struct) -> int:
-        return s.unpack(self.take(s.size))[0]
+        end = self.pos + s.size
+        if end > len(self.data):
+            raise MarkerDecodeError(f"truncated at byte {self.pos} (wanted {s.size} more)", self.data)
+        value = s.unpack_from(self.data, self.pos)[0]
+        self.pos = end
+        return value
 
     def str16(self) -> str:
         raw = self.take(self.unpack(_U16))
         try:
             return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise MarkerDecodeError(f"invalid UTF-8 at byte {self.pos}", self.data) from exc
+        except UnicodeDecodeError:
+            self.problem = self.problem or f"invalid UTF-8 before byte {self.pos}"
+            return ""
 
     def bytes32(self) -> bytes:
         return self.take(self.unpack(_U32))
@@ -346,24 +468,98 @@ class _Reader:
     def range(self) -> RangeRef:
         queue = self.str16()
         partition, start, end = _RANGE_TAIL.unpack(self.take(_RANGE_TAIL.size))
-        if start < 0 or not 0 < end - start <= MAX_RANGE_LEN:
-            raise MarkerDecodeError(f"bad offset range {start}..{end}", self.data)
-        return RangeRef(queue, partition, start, end)
+        r = RangeRef(queue, partition, start, end)
+        why = _range_violation(r)
+        if why:
+            self.problem = self.problem or why
+        return r
 
     def mask(self, r: RangeRef, *, allow_full_shorthand: bool = False) -> int:
-        raw = self.bytes32()
-        if not raw and allow_full_shorthand:
+        n = self.unpack(_U32)
+        if self.problem:  # the range is unusable: skip its mask without building it
+            self.take(n)
+            return 0
+        self.offsets += r.length
+        if self.offsets > MAX_RECORD_OFFSETS:
+            raise MarkerDecodeError(f"the record's ranges span more than {MAX_RECORD_OFFSETS} offsets "
+                                    "(MAX_RECORD_OFFSETS)", self.data)
+        if n == 0 and allow_full_shorthand:
             return r.full_mask
-        if len(raw) != (r.length + 7) // 8:
-            raise MarkerDecodeError(f"mask of {len(raw)} bytes for a range of {r.length}", self.data)
-        mask = int.from_bytes(raw, "little")
+        if n != (r.length + 7) // 8:
+            self.take(n)
+            self.problem = f"mask of {n} bytes for a range of {r.length}"
+            return 0
+        mask = int.from_bytes(self.take(n), "little")
         if mask == 0 or mask > r.full_mask:
-            raise MarkerDecodeError("mask selects no offset or offsets outside its range", self.data)
+            self.problem = "mask selects no offset or offsets outside its range"
         return mask
 
 
-def decode(data: bytes) -> list[Marker]:
-    """Decode one record value; raise :class:`MarkerDecodeError` (keeping the bytes) if malformed."""
+def _read_marker(r: _Reader, kind: int) -> Marker:
+    """One marker's fields, read in order (framing errors raise; see _Reader.problem)."""
+    if kind == MarkerType.START:
+        rng = r.range()
+        timeout_ms = r.unpack(_U32)
+        return Start(rng, timeout_ms, r.mask(rng, allow_full_shorthand=True))
+    if kind == MarkerType.ACK:
+        rng = r.range()
+        return Ack(rng, r.mask(rng))
+    if kind == MarkerType.EXTEND:
+        rng = r.range()
+        mask = r.mask(rng)
+        return Extend(rng, mask, r.unpack(_U32))
+    if kind == MarkerType.RELEASE:
+        rng = r.range()
+        mask = r.mask(rng)
+        delay_ms = r.unpack(_I64)
+        counted = r.unpack(_U8)
+        if counted > 1:
+            r.problem = r.problem or f"bad RELEASE flag {counted}"
+        return Release(rng, mask, delay_ms, bool(counted))
+    if kind == MarkerType.REJECT:
+        rng = r.range()
+        mask = r.mask(rng)
+        return Reject(rng, mask, r.str16())
+    if kind == MarkerType.SCHEDULE:
+        queue = r.str16()
+        message_id = r.str16()
+        due_ms = r.unpack(_I64)
+        value = r.bytes32()
+        headers = tuple((r.str16(), r.bytes32()) for _ in range(r.unpack(_U16)))
+        return Schedule(queue, message_id, due_ms, value, headers)
+    if kind == MarkerType.TICK:
+        return Tick(r.unpack(_I64))
+    if kind == MarkerType.PURGE:
+        return Purge(r.str16())
+    if kind == MarkerType.CREDIT:
+        queue = r.str16()
+        consumer_id = r.str16()
+        return Credit(queue, consumer_id, *_CREDIT_TAIL.unpack(r.take(_CREDIT_TAIL.size)))
+    if kind == MarkerType.ACQUIRE:
+        rng = r.range()
+        timeout_ms = r.unpack(_U32)
+        mask = r.mask(rng, allow_full_shorthand=True)
+        return Acquire(rng, timeout_ms, mask, r.unpack(_U64))
+    if kind == MarkerType.BEGIN:
+        return Begin(r.unpack(_U64))
+    raise MarkerDecodeError(f"unknown marker type {kind} at byte {r.pos - 1}", r.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A record's usable markers, and why each of the others was set apart."""
+
+    markers: list[Marker]
+    set_aside: list[str]  # "marker <i> of <n>: <reason>"
+
+
+def decode_lenient(data: bytes) -> Decoded:
+    """Decode one record, setting apart single markers that frame but break a limit.
+
+    Raises :class:`MarkerDecodeError` (keeping the bytes) when the record as a
+    whole is unusable: not bytes, truncated, trailing bytes, an unknown marker
+    type, more than ``MAX_MARKERS_PER_RECORD`` markers or ``MAX_RECORD_OFFSETS`` offsets.
+    """
     if data is None:
         raise MarkerDecodeError("null record value", b"")
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -377,78 +573,28 @@ def decode(data: bytes) -> list[Marker]:
     count = r.unpack(_U16)
     if count == 0:
         raise MarkerDecodeError("record holds no markers", data)
+    if count > MAX_MARKERS_PER_RECORD:
+        raise MarkerDecodeError(f"record holds {count} markers, more than {MAX_MARKERS_PER_RECORD} "
+                                "(MAX_MARKERS_PER_RECORD)", data)
     out: list[Marker] = []
-    for _ in range(count):
-        kind = r.unpack(_U8)
-        if kind == MarkerType.START:
-            rng = r.range()
-            timeout_ms = r.unpack(_U32)
-            out.append(Start(rng, timeout_ms, r.mask(rng, allow_full_shorthand=True)))
-        elif kind == MarkerType.ACK:
-            rng = r.range()
-            out.append(Ack(rng, r.mask(rng)))
-        elif kind == MarkerType.EXTEND:
-            rng = r.range()
-            mask = r.mask(rng)
-            out.append(Extend(rng, mask, r.unpack(_U32)))
-        elif kind == MarkerType.RELEASE:
-            rng = r.range()
-            mask = r.mask(rng)
-            delay_ms = r.unpack(_I64)
-            counted = r.unpack(_U8)
-            if counted > 1:
-                raise MarkerDecodeError(f"bad RELEASE flag {counted}", data)
-            out.append(Release(rng, mask, delay_ms, bool(counted)))
-        elif kind == MarkerType.REJECT:
-            rng = r.range()
-            mask = r.mask(rng)
-            out.append(Reject(rng, mask, r.str16()))
-        elif kind == MarkerType.SCHEDULE:
-            queue = r.str16()
-            message_id = r.str16()
-            due_ms = r.unpack(_I64)
-            value = r.bytes32()
-            headers = tuple((r.str16(), r.bytes32()) for _ in range(r.unpack(_U16)))
-            out.append(Schedule(queue, message_id, due_ms, value, headers))
-        elif kind == MarkerType.TICK:
-            out.append(Tick(r.unpack(_I64)))
-        elif kind == MarkerType.PURGE:
-            out.append(Purge(r.str16()))
-        elif kind == MarkerType.CREDIT:
-            queue = r.str16()
-            consumer_id = r.str16()
-            out.append(Credit(queue, consumer_id, *_CREDIT_TAIL.unpack(r.take(_CREDIT_TAIL.size))))
-        elif kind == MarkerType.ACQUIRE:
-            rng = r.range()
-            timeout_ms = r.unpack(_U32)
-            mask = r.mask(rng, allow_full_shorthand=True)
-            out.append(Acquire(rng, timeout_ms, mask, r.unpack(_U64)))
-        elif kind == MarkerType.BEGIN:
-            out.append(Begin(r.unpack(_U64)))
+    aside: list[str] = []
+    for i in range(count):
+        r.problem = None
+        marker = _read_marker(r, r.unpack(_U8))
+        why = r.problem or violation(marker)
+        if why:
+            aside.append(f"marker {i + 1} of {count}: {why}")
         else:
-            raise MarkerDecodeError(f"unknown marker type {kind} at byte {r.pos - 1}", data)
+            out.append(marker)
     if r.pos != len(data):
         raise MarkerDecodeError(f"{len(data) - r.pos} trailing bytes", data)
-    return out
+    return Decoded(out, aside)
 
 
-def mask_offsets(start: int, mask: int) -> list[int]:
-    """The absolute offsets a mask selects, ascending (linear in the mask's size)."""
-    out: list[int] = []
-    raw = mask.to_bytes((mask.bit_length() + 7) // 8, "little")
-    for byte_index, byte in enumerate(raw):
-        if byte:
-            base = start + 8 * byte_index
-            out.extend(base + bit for bit in _BITS[byte])
-    return out
-
-
-def offsets_mask(start: int, offsets) -> int:
-    """The mask selecting ``offsets`` relative to ``start``."""
-    m = 0
-    for o in offsets:
-        m |= 1 << (o - start)
-    return m
-
-
-_BITS = tuple(tuple(b for b in range(8) if v >> b & 1) for v in range(256))
+def decode(data: bytes) -> list[Marker]:
+    """Decode one record value; raise :class:`MarkerDecodeError` (keeping the bytes) if any
+    of it is malformed or outside the limits."""
+    got = decode_lenient(data)
+    if got.set_aside:
+        raise MarkerDecodeError(got.set_aside[0], bytes(data))
+    return got.markers

@@ -19,13 +19,16 @@ The flow (numbers match the README):
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Union
 
 from kmq.protocol import entries as E
 from kmq.protocol.entries import Cause, Group, InFlight, Scheduled
-from kmq.protocol.markers import (Ack, Acquire, Begin, Extend, Marker, Purge, RangeRef, Reject, Release,
-                                  Schedule, Start, Tick)
+from kmq.protocol.markers import (Ack, Acquire, Begin, Credit, Extend, Marker, Purge, RangeRef, Reject, Release,
+                                  Schedule, Start, Tick, violation)
+from kmq.protocol.limits import MAX_RECORD_WORK_BYTES
+from kmq.protocol.masks import lowest_bits
+from kmq.protocol.outcomes import Outcome
 
 
 class Store(Protocol):
@@ -96,11 +99,16 @@ Due = Union[Expiry, DueSend, StaleIndexKey]
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """What one marker did, for counters: ``what`` happened to ``count`` messages of ``queue``."""
+    """What one marker did, for counters: ``what`` happened to ``count`` messages of ``queue``.
+
+    ``what`` is ``MALFORMED_MARKER`` (with ``detail`` saying why, and no queue) for a
+    marker outside the codec's limits: it changed nothing and is to be set aside.
+    """
 
     queue: str
-    what: str  # started acked extended released returned rejected scheduled unknown-range
+    what: Outcome
     count: int
+    detail: str = ""
 
 
 # Offsets a consumer may still release or reject: not rejected, not already
@@ -111,52 +119,80 @@ GIVEABLE = (Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED, Cause.RELEASED_BACKOF
 class PartitionState:
     """In-flight ranges and scheduled sends of one markers partition."""
 
-    def __init__(self, store: Store, markers_partition: int = 0) -> None:
+    def __init__(self, store: Store, markers_partition: int = 0,
+                 work_budget_bytes: int = MAX_RECORD_WORK_BYTES) -> None:
         self.store = store
         self.markers_partition = markers_partition
+        # Bytes of entries read and written (keys and values): one marker record may
+        # cost at most the budget (plus the one marker that crosses it), one due() too.
+        self.work_bytes = 0
+        self.work_budget_bytes = work_budget_bytes
+
+    def begin_record(self) -> None:
+        """Start the work budget of the next marker record."""
+        self.work_bytes = 0
+
+    def _get(self, key: bytes) -> bytes | None:
+        raw = self.store.get(key)
+        self.work_bytes += len(key) + (len(raw) if raw else 0)
+        return raw
+
+    def _put(self, key: bytes, value: bytes) -> None:
+        self.work_bytes += len(key) + len(value)
+        self.store.put(key, value)
 
     # -- 4. markers in ------------------------------------------------------
 
     def apply(self, marker: Marker, now_ms: int) -> Applied | None:
-        """Fold one consumer marker into the state (TICKs are handled by due/settle)."""
+        """Fold one consumer marker into the state (TICKs are handled by due/settle).
+
+        Never raises for a marker outside the codec's limits (one built in-process
+        skips the decoder): it is refused as ``MALFORMED_MARKER``, changing nothing.
+        """
+        why = violation(marker)
+        if why is None and self.work_bytes > self.work_budget_bytes:
+            why = (f"its record's markers already read and wrote {self.work_bytes} bytes of entries "
+                   f"(MAX_RECORD_WORK_BYTES={self.work_budget_bytes})")
+        if why is not None:
+            return Applied("", Outcome.MALFORMED_MARKER, 1, why)
         if isinstance(marker, Start):
             return self._start(marker, now_ms)
         if isinstance(marker, Acquire):
             if marker.epoch != self.epoch():
-                return Applied(marker.range.queue, "fenced", marker.mask.bit_count())
+                return Applied(marker.range.queue, Outcome.FENCED, marker.mask.bit_count())
             return self._start(Start(marker.range, marker.timeout_ms, marker.mask), now_ms)
         if isinstance(marker, Begin):
-            self.store.put(E.epoch_key(self.markers_partition), E.encode_epoch(marker.epoch))
+            self._put(E.epoch_key(self.markers_partition), E.encode_epoch(marker.epoch))
             return None
         if isinstance(marker, Schedule):
             return self._schedule(marker)
-        if isinstance(marker, Tick):
+        if isinstance(marker, (Tick, Credit)):  # a CREDIT is the dispatcher's, not state
             return None
         if isinstance(marker, Purge):
             return self._purge(marker.queue)
         key = E.range_key(marker.range)
-        raw = self.store.get(key)
+        raw = self._get(key)
         if raw is None:
-            return Applied(marker.range.queue, "unknown-range", marker.mask.bit_count())
+            return Applied(marker.range.queue, Outcome.UNKNOWN_RANGE, marker.mask.bit_count())
         entry = E.decode_inflight(raw)
         if isinstance(marker, Ack):
-            what, touched = "acked", entry.remove(marker.mask)
+            what, touched = Outcome.ACKED, entry.remove(marker.mask)
         elif isinstance(marker, Extend):
             # Only offsets still waiting on a consumer can be extended; released
             # or rejected ones are no longer the consumer's.
-            what, touched = "extended", entry.move(
+            what, touched = Outcome.EXTENDED, entry.move(
                 marker.mask, now_ms + marker.timeout_ms, Cause.TIMEOUT, from_causes=(Cause.TIMEOUT,))
         elif isinstance(marker, Release):
             if not marker.counted:
-                cause, what = Cause.RETURNED, "returned"
+                cause, what = Cause.RETURNED, Outcome.RETURNED
             elif marker.delay_ms < 0:  # no delay given: the queue's backoff policy decides
-                cause, what = Cause.RELEASED_BACKOFF, "released"
+                cause, what = Cause.RELEASED_BACKOFF, Outcome.RELEASED
             else:
-                cause, what = Cause.RELEASED, "released"
+                cause, what = Cause.RELEASED, Outcome.RELEASED
             touched = entry.move(marker.mask, now_ms + max(0, marker.delay_ms), cause,
                                  from_causes=GIVEABLE)
         elif isinstance(marker, Reject):
-            what, touched = "rejected", entry.move(
+            what, touched = Outcome.REJECTED, entry.move(
                 marker.mask, now_ms, Cause.REJECTED, marker.reason, from_causes=GIVEABLE)
         else:  # pragma: no cover - exhaustive over Marker
             raise TypeError(f"not a marker: {marker!r}")
@@ -165,7 +201,7 @@ class PartitionState:
 
     def _start(self, m: Start, now_ms: int) -> Applied:
         key = E.range_key(m.range)
-        old = self.store.get(key)
+        old = self._get(key)
         entry = InFlight(started_ms=now_ms, timeout_ms=m.timeout_ms,
                          groups=[Group(now_ms + m.timeout_ms, Cause.TIMEOUT, "", m.mask)])
         if old is not None:
@@ -174,14 +210,14 @@ class PartitionState:
             entry.indexed_ms = E.decode_inflight(old).indexed_ms
         self._store_range(key, entry, reindex=True)
         self._advance_cursor(m.range)
-        return Applied(m.range.queue, "started", m.mask.bit_count())
+        return Applied(m.range.queue, Outcome.STARTED, m.mask.bit_count())
 
     def _advance_cursor(self, r: RangeRef) -> None:
         """Remember that the queue's records below ``r.end`` on its partition were fetched."""
         key = E.cursor_key(r.queue, r.partition)
-        raw = self.store.get(key)
+        raw = self._get(key)
         if raw is None or E.decode_offset(raw) < r.end:
-            self.store.put(key, E.encode_offset(r.end))
+            self._put(key, E.encode_offset(r.end))
 
     # -- shared queues' dispatcher -----------------------------------------------
 
@@ -202,18 +238,18 @@ class PartitionState:
 
     def _schedule(self, m: Schedule) -> Applied:
         key = E.schedule_key(m.queue, m.message_id)
-        if self.store.get(key) is not None:
+        if self._get(key) is not None:
             # A duplicate delayed send (producer retry, replay): keep the first.
-            return Applied(m.queue, "scheduled-duplicate", 1)
+            return Applied(m.queue, Outcome.SCHEDULED_DUPLICATE, 1)
         self.store.index_put(E.index_key(m.due_ms, key))  # index first: see Store
-        self.store.put(key, E.encode_scheduled(Scheduled(m.due_ms, m.value, m.headers, m.due_ms)))
-        return Applied(m.queue, "scheduled", 1)
+        self._put(key, E.encode_scheduled(Scheduled(m.due_ms, m.value, m.headers, m.due_ms)))
+        return Applied(m.queue, Outcome.SCHEDULED, 1)
 
     def _purge(self, queue: str) -> Applied:
         dropped = 0
         for prefix in E.queue_prefixes(queue):
             for key in list(self.store.scan_prefix(prefix)):
-                raw = self.store.get(key)
+                raw = self._get(key)
                 if raw is None:
                     continue
                 if E.is_range_key(key):
@@ -226,7 +262,7 @@ class PartitionState:
                 self.store.delete(key)  # entry first, then its index key: see Store
                 if indexed != E.NOT_INDEXED:
                     self.store.index_delete(E.index_key(indexed, key))
-        return Applied(queue, "purged", dropped)
+        return Applied(queue, Outcome.PURGED, dropped)
 
     def _store_range(self, key: bytes, entry: InFlight, reindex: bool = False) -> None:
         """Write ``entry`` and its index key in crash-safe order (see :class:`Store`)."""
@@ -238,7 +274,7 @@ class PartitionState:
             if nxt != old or reindex:
                 self.store.index_put(E.index_key(nxt, key))
                 entry.indexed_ms = nxt
-            self.store.put(key, E.encode_inflight(entry))
+            self._put(key, E.encode_inflight(entry))
         if old != E.NOT_INDEXED and old != nxt:
             self.store.index_delete(E.index_key(old, key))
 
@@ -250,17 +286,21 @@ class PartitionState:
         return None if first is None else E.decode_index_key(first)[0]
 
     def due(self, now_ms: int, limit: int = 1 << 62) -> list[Due]:
-        """What is due at ``now_ms``, earliest first, about ``limit`` messages at most.
+        """What is due at ``now_ms``, earliest first, ``limit`` messages at most.
 
-        Reads only; pass the result to :meth:`settle` once it has been acted on.
+        However large one range is, an expiry is cut to the room left (its
+        lowest offsets first); the rest stays due for the next call, as does
+        what lies past the work budget. Reads only; pass the result to
+        :meth:`settle` once it has been acted on.
         """
         out: list[Due] = []
         taken = 0
+        work_until = self.work_bytes + self.work_budget_bytes
         for ikey in self.store.index_scan(now_ms):
-            if taken >= limit:
+            if taken >= limit or (out and self.work_bytes > work_until):
                 break
             deadline_ms, key = E.decode_index_key(ikey)
-            raw = self.store.get(key)
+            raw = self._get(key)
             if raw is None:
                 out.append(StaleIndexKey(ikey))
                 continue
@@ -278,6 +318,11 @@ class PartitionState:
                     continue
                 found = [DueSend(queue, message_id, s.due_ms, s.value, s.headers)]
             for d in found:
+                room = limit - taken
+                if room <= 0:
+                    break
+                if d.count > room:  # a slice: the rest of the group stays due
+                    d = replace(d, mask=lowest_bits(d.mask, room))
                 out.append(d)
                 taken += d.count
         return out
@@ -289,17 +334,17 @@ class PartitionState:
         """
         for d in sends:
             key = E.schedule_key(d.queue, d.message_id)
-            raw = self.store.get(key)
+            raw = self._get(key)
             if raw is None:
                 continue
             entry = E.decode_scheduled(raw)
             if entry.attempt_offset < 0:
                 entry.attempt_offset = end_offsets[d.queue]
-                self.store.put(key, E.encode_scheduled(entry))
+                self._put(key, E.encode_scheduled(entry))
 
     def range_attempt(self, r: RangeRef) -> tuple[int, int]:
         """Where an earlier republishing attempt of ``r`` began (queue, dead-letter), or -1s."""
-        raw = self.store.get(E.range_key(r))
+        raw = self._get(E.range_key(r))
         if raw is None:
             return -1, -1
         e = E.decode_inflight(raw)
@@ -309,17 +354,17 @@ class PartitionState:
         """Record, before republishing, where the target partitions ended (see InFlight)."""
         for r in ranges:
             key = E.range_key(r)
-            raw = self.store.get(key)
+            raw = self._get(key)
             if raw is None:
                 continue
             e = E.decode_inflight(raw)
             if e.attempt_offset < 0:
                 e.attempt_offset, e.attempt_dlq_offset = ends[r]
-                self.store.put(key, E.encode_inflight(e))
+                self._put(key, E.encode_inflight(e))
 
     def attempt_offset(self, d: DueSend) -> int:
         """Where an earlier publishing attempt of ``d`` started looking, or -1."""
-        raw = self.store.get(E.schedule_key(d.queue, d.message_id))
+        raw = self._get(E.schedule_key(d.queue, d.message_id))
         return -1 if raw is None else E.decode_scheduled(raw).attempt_offset
 
     def settle(self, done: list[Due],
@@ -336,13 +381,13 @@ class PartitionState:
                 continue
             if isinstance(d, DueSend):
                 key = E.schedule_key(d.queue, d.message_id)
-                raw = self.store.get(key)
+                raw = self._get(key)
                 if raw is not None:
                     self.store.delete(key)  # entry first, then its index key: see Store
                     self.store.index_delete(E.index_key(E.decode_scheduled(raw).indexed_ms, key))
                 continue
             key = E.range_key(d.range)
-            raw = self.store.get(key)
+            raw = self._get(key)
             if raw is None:
                 continue
             entry = E.decode_inflight(raw)

@@ -26,9 +26,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from kmq.protocol.outcomes import Outcome
 from kmq.spark.events import SETTLE_EVENTS
 
-_OUTCOMES = {"ack": "acked", "release": "released", "returned": "returned", "reject": "rejected"}
+_OUTCOMES = {"ack": Outcome.ACKED.value, "release": Outcome.RELEASED.value, "returned": Outcome.RETURNED.value,
+             "reject": Outcome.REJECTED.value}
 REDELIVERY_REASONS = ("timed-out", "released", "returned")
 
 
@@ -74,7 +76,7 @@ def deliveries(events: DataFrame, as_of_ms: int | None = None) -> DataFrame:
 
 def percentiles(dels: DataFrame, accuracy: int = 10_000) -> DataFrame:
     """Processing time (START to ACK, ms) of acked deliveries per queue."""
-    acked = dels.where(F.col("outcome") == "acked")
+    acked = dels.where(F.col("outcome") == Outcome.ACKED.value)
     q = F.percentile_approx("processing_ms", [0.5, 0.9, 0.99], accuracy)
     return (acked.groupBy("queue")
             .agg(F.count("*").alias("acked"), q.alias("_q"), F.max("processing_ms").alias("max_ms"),
@@ -144,7 +146,7 @@ def never_acked(dels: DataFrame, records: DataFrame, dead: DataFrame | None = No
     per_msg = (joined.groupBy("queue", "message_id")
                .agg(F.countDistinct("queue_partition", "offset").alias("copies"),
                     F.count("delivery").alias("deliveries"),
-                    F.max(F.when(F.col("outcome") == "acked", 1).otherwise(0)).alias("_acked"),
+                    F.max(F.when(F.col("outcome") == Outcome.ACKED.value, 1).otherwise(0)).alias("_acked"),
                     F.min("ts_ms").alias("first_ms"))
                .where(F.col("_acked") == 0).drop("_acked")
                .join(last, ["queue", "message_id"]))

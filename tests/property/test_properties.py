@@ -6,16 +6,17 @@ from hypothesis import given, settings, strategies as st
 
 from kmq.protocol import entries as E
 from kmq.protocol import markers as M
+from kmq.protocol.placement import QUEUE_NAME_RE
 from kmq.protocol.state import MemoryStore, PartitionState
 
-queues = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
+queues = st.from_regex(QUEUE_NAME_RE, fullmatch=True)
 
 
 @st.composite
 def ranges(draw):
     start = draw(st.integers(0, 2**40))
     length = draw(st.integers(1, 300))
-    return M.RangeRef(draw(queues), draw(st.integers(0, 2**31)), start, start + length)
+    return M.RangeRef(draw(queues), draw(st.integers(0, 2**32 - 1)), start, start + length)
 
 
 @st.composite
@@ -25,17 +26,19 @@ def masked(draw, cls, *extra):
     return cls(r, mask, *[draw(e) for e in extra])
 
 
+timeouts = st.integers(0, M.MAX_TIMEOUT_MS)
 u32 = st.integers(0, 2**32 - 1)
 markers = st.one_of(
-    st.builds(lambda r, t, d: M.Start(r, t, d.draw(st.integers(1, r.full_mask))), ranges(), u32, st.data()),
-    masked(M.Ack), masked(M.Extend, u32), masked(M.Release, st.integers(-1, 2**40), st.booleans()),
+    st.builds(lambda r, t, d: M.Start(r, t, d.draw(st.integers(1, r.full_mask))), ranges(), timeouts,
+              st.data()),
+    masked(M.Ack), masked(M.Extend, timeouts), masked(M.Release, st.integers(-1, M.MAX_DELAY_MS), st.booleans()),
     masked(M.Reject, st.text(max_size=50)),
-    st.builds(M.Schedule, queues, st.text(max_size=30), st.integers(0, 2**50), st.binary(max_size=50),
+    st.builds(M.Schedule, queues, st.text(min_size=1, max_size=30), st.integers(0, M.MAX_TIME_MS), st.binary(max_size=50),
               st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=10)), max_size=3).map(tuple)),
-    st.builds(M.Tick, st.integers(-(2**62), 2**62)), st.builds(M.Purge, queues),
-    st.builds(M.Credit, queues, st.text(max_size=40), u32, st.integers(0, 2**64 - 1),
-              st.integers(0, 2**64 - 1), u32, u32, u32),
-    st.builds(lambda r, t, d, e: M.Acquire(r, t, d.draw(st.integers(1, r.full_mask)), e), ranges(), u32,
+    st.builds(M.Tick, st.integers(0, M.MAX_TIME_MS)), st.builds(M.Purge, queues),
+    st.builds(M.Credit, queues, st.text(min_size=1, max_size=40), u32, st.integers(0, 2**64 - 1),
+              st.integers(0, 2**64 - 1), st.integers(0, M.MAX_CREDIT), timeouts, timeouts),
+    st.builds(lambda r, t, d, e: M.Acquire(r, t, d.draw(st.integers(1, r.full_mask)), e), ranges(), timeouts,
               st.data(), st.integers(0, 2**64 - 1)),
     st.builds(M.Begin, st.integers(0, 2**64 - 1)),
 )

@@ -8,7 +8,8 @@ from hypothesis import given, strategies as st
 
 from kmq.consumer.commits import CommitLedger
 from kmq.consumer.held import HeldRange, MessageBatch
-from kmq.consumer.settlement import SettlementLog, rels_mask
+from kmq.consumer.settlement import SettlementLog
+from kmq.protocol.masks import mask_of as rels_mask
 from kmq.message import Message, Verb
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M

@@ -51,7 +51,16 @@ def test_the_embedded_profile_only_shortens_group_timeouts():
     conf = profiles.group_consumer_config(embedded(), "g")
     assert (conf["session.timeout.ms"], conf["heartbeat.interval.ms"]) == (6_000, 1_000)
     prod, emb = profiles.producer_config(production()), profiles.producer_config(embedded())
+    # Durability is the same on the dev broker; only the codec differs (lz4 measured faster).
+    assert prod.pop("compression.type") == "lz4" and emb.pop("compression.type") == "none"
     assert prod == emb, "durability is the same on the dev broker"
+
+
+def test_kmq_compression_sets_every_producers_codec_and_refuses_unknown_ones():
+    assert profiles.producer_config(embedded(KMQ_COMPRESSION="zstd"))["compression.type"] == "zstd"
+    assert profiles.producer_config(production(KMQ_COMPRESSION="none"))["compression.type"] == "none"
+    with pytest.raises(ConfigError, match="KMQ_COMPRESSION"):
+        embedded(KMQ_COMPRESSION="brotli")
 
 
 @pytest.mark.parametrize("session_ms", [6_000, 20_000, 45_000, 120_000])
@@ -174,18 +183,19 @@ def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
 
 
 def test_the_trackers_own_clients_are_built_from_the_profile(monkeypatch):
+    import agents.payloads
     import agents.redeliver
 
     producers: list = []
     readers: list = []
     monkeypatch.setattr(agents.redeliver, "Producer", capture(producers, then_raise=True))
-    monkeypatch.setattr(agents.redeliver, "Consumer", capture(readers, then_raise=True))
+    monkeypatch.setattr(agents.payloads, "Consumer", capture(readers, then_raise=True))
     s = production()
     r = agents.redeliver.Redeliverer(s, configs=lambda: None)
     with pytest.raises(Captured):
         r._get_producer()
     with pytest.raises(Captured):
-        r._get_reader()
+        r.payloads.consumer()
     assert producers[0].items() >= profiles.producer_config(s).items()
     assert readers[0].items() >= profiles.client_config(s).items()
 
