@@ -119,6 +119,10 @@ class Dispatcher:
     def on_begin(self, markers_partition: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
         self._post(("begin", markers_partition, epoch, cursors))
 
+    def on_started(self, markers_partition: int, fetched: M.RangeRef) -> None:
+        """A START was applied: the queue's records below ``fetched.end`` were fetched."""
+        self._post(("started", markers_partition, fetched))
+
     def snapshot(self) -> dict:
         """Live consumers per shared queue and the dispatcher's counters (views; any thread)."""
         consumers = {}
@@ -195,6 +199,8 @@ class Dispatcher:
                 self._credit(event[1], event[2])
             elif kind == "begin":
                 self._begun(event[1], event[2], event[3])
+            elif kind == "started":
+                self._started(event[1], event[2])
             elif kind == "owned":
                 self._own(event[1])
 
@@ -217,6 +223,14 @@ class Dispatcher:
         part.ready = True
         part.cursors = dict(cursors)
         log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
+
+    def _started(self, m: int, fetched: M.RangeRef) -> None:
+        # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.
+        part = self._parts.get(m)
+        if part is not None and part.ready:
+            key = (fetched.queue, fetched.partition)
+            if part.cursors.get(key, 0) < fetched.end:
+                part.cursors[key] = fetched.end
 
     def _credit(self, m: int, c: M.Credit) -> None:
         part = self._parts.get(m)

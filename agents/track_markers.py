@@ -124,6 +124,10 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
         return applied.detail
     if applied is not None:
         part.count(applied.queue, applied.what, applied.count)
+    if isinstance(marker, M.Start) and applied is not None and applied.what == Outcome.STARTED:
+        # A group consumer fetched these: a dispatcher that takes the queue over (a switch
+        # to shared mode) starts above them.
+        dispatcher.on_started(part.partition, marker.range)
     if isinstance(marker, M.Begin):
         dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors())
     if isinstance(marker, M.Purge):

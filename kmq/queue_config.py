@@ -101,6 +101,17 @@ class QueueConfig:
         """"shared" or "partition": this queue's setting, else the deployment's default."""
         return self.dispatch or settings.dispatch
 
+    def group_id(self, settings: Settings, queue: str) -> str:
+        """The consumer group of the queue's partition mode.
+
+        ``<prefix><queue>``; after a switch of mode, a group of its own per switch
+        (``<prefix><queue>@<switch time ms>``): it starts where the dispatcher stopped
+        (``handover``), and no member of a group from before the switch (one that hung,
+        or left mid-join) can hold its partitions or its rebalances up.
+        """
+        base = settings.group_id(queue)
+        return f"{base}@{self.dispatch_since_ms}" if self.dispatch_since_ms else base
+
     # -- codec ----------------------------------------------------------------
 
     def encode(self) -> bytes:

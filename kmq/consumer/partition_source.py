@@ -1,6 +1,7 @@
 """Where a ``dispatch="partition"`` queue's messages come from: its consumer group (step 2).
 
-The queue's consumers form the Kafka group ``kmq.<queue>`` (round-robin); each member
+The queue's consumers form the Kafka group ``kmq.<queue>`` (round-robin; after a switch of
+mode one of its own, see :meth:`QueueConfig.group_id`); each member
 fetches only those of its partitions that hold the queue, writes one START marker per
 fetched partition run (a bit mask marks the queue's offsets) and commits the source
 offsets once the broker has acknowledged the START covering them (:class:`CommitLedger`),
@@ -53,7 +54,7 @@ class PartitionSource:
         c._log.wake_at = 1 << 62  # no refills to ask for: acks wait for the flush interval
         self._kc = KafkaConsumer({
             # Group timeouts and security of the profile (kmq.kafka.profiles).
-            **profiles.group_consumer_config(s, s.group_id(c.queue)),
+            **profiles.group_consumer_config(s, c._queue_config.group_id(s, c.queue)),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",

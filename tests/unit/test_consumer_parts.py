@@ -105,3 +105,17 @@ def test_a_truncated_header_is_refused():
     for cut in range(len(raw)):
         with pytest.raises(D.DeliveryDecodeError):
             D.decode(raw[:cut])
+
+
+def test_a_switch_of_mode_gives_partition_mode_a_group_of_its_own():
+    from kmq.queue_config import QueueConfig
+    from kmq.settings import Settings
+    s = Settings(dispatch="shared")
+    cfg = QueueConfig()
+    assert cfg.group_id(s, "jobs") == "kmq.jobs"
+    to_partition = QueueConfig(dispatch="partition", updated_at_ms=1234).switched(s, cfg)
+    assert to_partition.handover_pending and to_partition.group_id(s, "jobs") == "kmq.jobs@1234"
+    # Other settings changed later keep the group; a name no queue can have (not listed as a queue).
+    assert to_partition.changed(max_deliveries=3).group_id(s, "jobs") == "kmq.jobs@1234"
+    from kmq.protocol.placement import QUEUE_NAME_RE
+    assert not QUEUE_NAME_RE.match("jobs@1234")
