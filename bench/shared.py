@@ -12,7 +12,7 @@
   partition-owned consumer, the same records, alternating who goes first.
 - latency: send -> receive of a message every 20 ms, idle and while another tenant
   floods its own queue on the same partition (``--flood`` messages at once).
-- first: time from ``client.consumer()`` returning to the first message, per mode.
+- first: time from calling ``client.consumer()`` to the first message, per mode.
 """
 
 from __future__ import annotations
@@ -323,8 +323,8 @@ def first(args) -> None:
                     wait_handover(client, q)
                 client.send(q, b"hello")
                 client.flush()
+                t0 = time.monotonic()  # from asking for a consumer, construction included
                 with client.consumer(q, visibility_timeout_s=30) as c:
-                    t0 = time.monotonic()
                     m = None
                     while m is None and time.monotonic() - t0 < 60:
                         m = c.receive(0.05)

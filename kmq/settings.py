@@ -91,7 +91,7 @@ class Settings:
         24 * 3600 * 1000, "KMQ_DELIVERIES_RETENTION_MS",
         "Deliveries topic retention (a delivery older than its visibility timeout is redelivered anyway)")
     dispatch: str = _setting(
-        "partition", "KMQ_DISPATCH",
+        "shared", "KMQ_DISPATCH",
         "Dispatch mode of queues that do not set one: `shared` (any number of consumers, the tracker "
         "dispatches) or `partition` (a consumer group over the queue's partitions)")
     visibility_timeout_s: float = _setting(

@@ -78,7 +78,8 @@ def make_settings(broker: EmbeddedBroker, tmp_path_factory) -> Callable[..., Set
         values = dict(
             bootstrap_servers=broker.bootstrap_servers, profile="embedded",
             app_id=f"kmq-test-{tag}", queue_topic=f"{tag}.queue", markers_topic=f"{tag}.markers",
-            dlq_topic=f"{tag}.dlq", queues_topic=f"{tag}.queues", queue_partitions=4,
+            dlq_topic=f"{tag}.dlq", queues_topic=f"{tag}.queues", deliveries_topic=f"{tag}.deliveries",
+            queue_partitions=4,
             markers_partitions=4, dlq_partitions=2,
             data_dir=str(tmp_path_factory.mktemp(f"data-{tag}")), web_port=free_port(),
             max_deliveries=3, visibility_timeout_s=2.0, group_prefix=f"{tag}.",

@@ -103,6 +103,7 @@ class SharedSource:
         _, high = self._kc.get_watermark_offsets(tp, timeout=10, cached=False)
         self._kc.assign([TopicPartition(self._topic, self.lane, max(0, high))])
         c._log.wake_at = self._refill_at()
+        c._log.wake.set()  # the flusher asks for work at once, not after its first idle wait
 
     # -- asking for work (the flusher thread, lock held) --------------------------------
 
