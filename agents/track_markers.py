@@ -111,6 +111,12 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
         if why is None:
             dispatcher.on_credit(part.partition, marker)  # soft state: nothing in the table
         return why
+    if isinstance(marker, M.Start) and not expiry.start_allowed(
+            redeliverer.config(marker.range.queue), settings, now_ms):
+        # A shared queue's messages are handed out by its dispatcher (ACQUIRE); a START
+        # would only move its cursor (a forged one past the end would stall the queue).
+        part.count(marker.range.queue, Outcome.START_ON_SHARED, marker.mask.bit_count())
+        return None
     if isinstance(marker, (M.Start, M.Acquire)):
         purged_before = redeliverer.config(marker.range.queue).purged_before.get(marker.range.partition, 0)
         admitted = expiry.admit_start(marker, settings.queue_partitions, purged_before)

@@ -461,7 +461,7 @@ def main() -> None:
                       transactional_queues=args.transactional_queues,
                       tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
                       rebalances=8)
-    with stack(tracker=False, queue_partitions=8, markers_partitions=8,
+    with stack(tracker=False, dispatch="partition", queue_partitions=8, markers_partitions=8,
                visibility_timeout_s=cfg.visibility_s) as (settings, _t, _b):
         result = run_chaos(settings, cfg)
     print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting", "by_mode")}, indent=1))

@@ -38,7 +38,7 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def run(args) -> dict:
-    with stack(max_deliveries=100) as (settings, _t, _b):
+    with stack(max_deliveries=100, dispatch="partition") as (settings, _t, _b):
         client = kmq.Client(settings=settings)
         n_parts = client.partition_count(settings.queue_topic)
         queue = "lateness"

@@ -83,7 +83,7 @@ def fetched_bytes_per_delivered(settings, client, queue: str, expect: int, whole
 
 def amplification(args) -> dict:
     results = {}
-    with stack(queue_partitions=args.partitions) as (settings, _t, _b):
+    with stack(queue_partitions=args.partitions, dispatch="partition") as (settings, _t, _b):
         client = kmq.Client(settings=settings)
         queues = [f"tenant{i:03d}" for i in range(args.queues)]
         payload = _payload(args.size)
@@ -122,7 +122,7 @@ def amplification(args) -> dict:
 
 def fairness(args) -> dict:
     out = {}
-    with stack(queue_partitions=16) as (settings, _t, _b):
+    with stack(queue_partitions=16, dispatch="partition") as (settings, _t, _b):
         client = kmq.Client(settings=settings)
         victim = "tenant-b"
         vp = queue_partitions(victim, 16)[0]

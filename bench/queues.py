@@ -32,7 +32,7 @@ from kmq.protocol.placement import markers_partition, queue_partitions
 
 
 def run_one(q_count: int, messages: int) -> dict:
-    with stack(queue_partitions=16, markers_partitions=8) as (settings, tracker, _broker):
+    with stack(queue_partitions=16, markers_partitions=8, dispatch="partition") as (settings, tracker, _broker):
         client = kmq.Client(settings=settings)
         queues = [f"q{i:05d}" for i in range(q_count)]
         per = max(1, messages // q_count)

@@ -120,7 +120,7 @@ def main() -> None:
     args = ap.parse_args()
     n = args.messages
     results = {}
-    with stack(compression=args.compression) as (settings, tracker_proc, broker_proc):
+    with stack(compression=args.compression, dispatch="partition") as (settings, tracker_proc, broker_proc):
         client = kmq.Client(settings=settings)
         procs = [psutil.Process(tracker_proc.process.pid), psutil.Process(broker_proc.process.pid)]
         for size in [int(s) for s in args.sizes.split(",")]:

@@ -61,7 +61,7 @@ RECOVERY_LIMIT_S = 600
 
 
 def run_one(n: int, range_size: int) -> dict:
-    with stack(markers_partitions=8) as (settings, tracker, _broker):
+    with stack(markers_partitions=8, dispatch="partition") as (settings, tracker, _broker):
         raw = Producer({**settings.client_config(), "linger.ms": 20, "batch.num.messages": 1000})
         # N held messages over many queues' ranges (offsets need not exist: never due).
         queues = [f"held{i}" for i in range(64)]

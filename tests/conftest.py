@@ -56,6 +56,13 @@ def kill_when_ready(script: Path, args: list[str], settings: Settings) -> None:
         child.wait()
 
 
+def partition_mode(client, queue: str, timeout_s: float = 30.0) -> None:
+    """Give ``queue`` a consumer group (``dispatch="partition"``), for tests of what only that
+    mode has (group commits, transactional STARTs, crash windows); waits for the handover."""
+    client.configure_queue(queue, dispatch="partition")
+    wait_for(lambda: client.queue_config(queue).handover_pending is False, timeout_s, what="the handover")
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

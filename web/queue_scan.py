@@ -15,7 +15,8 @@ BROKER.md) and counts keys:
   when the pass reached back to the position; a pass reads at most
   ``scan_limit`` records back from the end, so a deeper backlog is reported
   as a lower bound with ``exact=False``.
-- **sent**: records of the queue appended since the previous pass (sends,
+- **sent**: records of the queue counted at their timestamps (the first pass over a
+  partition reads it from the log start, later passes what was appended since) (sends,
   delayed sends when due, redeliveries, redrives), counted once each.
 - **dead letters** now on the dead-letter topic (not redriven, not purged),
   folded incrementally from the dead-letter partitions (``kmq.ops.deadletters``
@@ -100,6 +101,7 @@ class QueueScanner:
         self._admin: AdminClient | None = None
         self._queue_parts: int | None = None
         self._prev_end: dict[int, int] = {}
+        self._sent_upto: dict[int, int] = {}  # partition -> records below were counted as sent
         self._discovered: set[str] = set()
         self._key_cache: dict[bytes, str | None] = {}
         self._cache_owned: set[int] = set()
@@ -197,11 +199,13 @@ class QueueScanner:
         for p in parts:
             low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
             low = max(0, low)
-            prev = self._prev_end.get(p)
-            if p in by_part:
-                want = min(by_part[p] + ([prev] if prev is not None else []))
-            else:  # no known queue here: look for new keys (from the log start the first time)
-                want = low if prev is None else prev
+            prev = self._prev_end.get(p, self._sent_upto.get(p))
+            if prev is None:  # the first pass: from the log start (sends are counted by time)
+                want = low
+            elif p in by_part:
+                want = min(by_part[p] + [prev])
+            else:  # no known queue here: look for new keys
+                want = prev
             # ListOffsets may undercount (BROKER.md): only a bound for the cap.
             # A position past the end (a purge point recorded on a topic since
             # recreated) is fetched from the end instead: a fetch beyond the
@@ -258,18 +262,22 @@ class QueueScanner:
                             exact[q] = False
                     if o >= pos:
                         depth[q] += 1
-                    prev = self._prev_end.get(p)
-                    if prev is not None and o >= prev:
-                        sent[q] += 1
+                    if o >= self._sent_upto.get(p, -1):  # each record once, at its own time
+                        ts_ms = m.timestamp()[1]
+                        sent[(q, ts_ms / 1000 if ts_ms > 0 else time.time())] += 1
         finally:
             reader.unassign()
-        now = time.time()
+        oldest = time.time() - self._sent_rates.bucket_s * self._sent_rates.buckets
         with self._lock:
-            for q, n in sent.items():
+            for (q, at_s), n in sent.items():
                 self.sent[q] += n
-                self._sent_rates.add((q, "sent"), n, now)
+                if at_s >= oldest:
+                    self._sent_rates.add((q, "sent"), n, at_s)
         for p, end in ends.items():
             self._prev_end[p] = end
+            # Kept when the partition goes (a few ints per partition): coming back, nothing
+            # counted before is counted again.
+            self._sent_upto[p] = max(end, self._sent_upto.get(p, -1))
         for p in list(self._prev_end):
             if p not in parts:
                 del self._prev_end[p]  # not ours any more: counting restarts if it comes back

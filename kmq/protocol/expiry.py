@@ -72,6 +72,22 @@ def admit_start(start: Start | Acquire, queue_partitions: int,
     return replace(start, mask=keep) if keep else None
 
 
+# A switch to shared mode: STARTs of the group's members are still taken this long after
+# it (they advance the cursor the dispatcher starts from); twice the dispatcher's grace.
+START_GRACE_MS = 6000
+
+
+def start_allowed(cfg: Any, settings: Any, now_ms: int) -> bool:
+    """Whether a consumer's START is tracked: always in partition mode; in shared mode only
+    within ``START_GRACE_MS`` of the switch (a group member that had not seen it yet).
+
+    ``cfg`` is the queue's :class:`kmq.queue_config.QueueConfig`, ``now_ms`` marker time.
+    """
+    if cfg.dispatch_mode(settings) != "shared":
+        return True
+    return bool(cfg.dispatch_since_ms) and now_ms - cfg.dispatch_since_ms < START_GRACE_MS
+
+
 def backoff_deadline(now_ms: int, delay_ms: int) -> int:
     """When a backoff of ``delay_ms`` ends, rounded up to its grain (a few groups per range)."""
     grain = max(BACKOFF_GRAIN_MS, delay_ms // BACKOFF_GRAIN_SHARE)

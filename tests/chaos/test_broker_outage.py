@@ -40,7 +40,8 @@ def proxied(artifacts, tmp_path_factory):
     settings = Settings.from_env(
         {}, bootstrap_servers=f"127.0.0.1:{proxy_port}", profile="embedded", app_id=f"kmq-outage-{tag}",
         queue_partitions=2, markers_partitions=2, dlq_partitions=1, web_port=free_port(),
-        data_dir=str(tmp_path_factory.mktemp("outage-data")), visibility_timeout_s=2.0, group_prefix=f"{tag}.")
+        data_dir=str(tmp_path_factory.mktemp("outage-data")), visibility_timeout_s=2.0, group_prefix=f"{tag}.",
+        dispatch="partition")  # the SDK alone, without a tracker to dispatch
     try:
         wait_for(lambda: _try(ensure_topics, settings), 30, what="the proxied broker")
         yield settings, proxy

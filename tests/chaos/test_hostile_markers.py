@@ -17,7 +17,7 @@ import kmq
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, queue_partitions
 from tests.chaos.conftest import get_json
-from tests.conftest import wait_for
+from tests.conftest import partition_mode, wait_for
 from tests.integration.dlq import read_topic
 
 ISSUE_12_STARTS = 1200
@@ -47,6 +47,7 @@ def test_records_beyond_the_limits_are_set_aside_memory_stays_bounded_and_redeli
     raw = Producer({**settings.client_config(), "compression.type": "gzip", "linger.ms": 5,
                     "message.max.bytes": 10_000_000})
     try:
+        partition_mode(client, queue)  # consumers' STARTs are tracked (a shared queue sets them aside)
         msg_id = client.send(queue, b"behind the hostile records")
         client.flush()
         consumer = client.consumer(queue, visibility_timeout_s=3)

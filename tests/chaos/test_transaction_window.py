@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from kmq.protocol.placement import markers_partition
-from tests.conftest import kill_when_ready, wait_for
+from tests.conftest import kill_when_ready, partition_mode, wait_for
 
 HELPER = Path(__file__).parent / "helpers" / "open_transaction_then_die.py"
 
@@ -29,6 +29,7 @@ def test_a_successor_with_the_same_transactional_id_unblocks_the_tracker_at_once
         make_client, shared_settings, tracker, queue):
     s = shared_settings
     client = make_client(s)
+    partition_mode(client, queue)  # transactional STARTs: a group consumer's
     ids = client.send_batch(queue, [b"m%d" % i for i in range(10)])
     client.flush()
     tid = f"{queue}-instance-0"

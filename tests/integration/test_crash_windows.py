@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import kill_when_ready, wait_for
+from tests.conftest import kill_when_ready, partition_mode, wait_for
 
 HELPER = Path(__file__).parent / "helpers" / "start_then_die.py"
 
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.usefixtures("tracker")
 
 def deliveries_after_death(make_client, settings, queue: str, n: int, mode: str) -> Counter:
     client = make_client(settings)
+    partition_mode(client, queue)  # the window of group consumers: fetched, STARTed, not committed
     ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
     client.flush()
     kill_when_ready(HELPER, [queue, str(n), mode], settings)

@@ -10,7 +10,7 @@ import kmq
 from kmq.dev.devstack import TrackerProcess
 from kmq.errors import PermissionDeniedError
 from kmq.protocol.placement import queue_partitions
-from tests.conftest import wait_for
+from tests.conftest import partition_mode, wait_for
 
 
 def test_interleaved_queues_each_get_exactly_their_own_messages(make_client, shared_settings, tracker, queue):
@@ -43,6 +43,7 @@ def test_interleaved_queues_each_get_exactly_their_own_messages(make_client, sha
 
 def test_growing_a_queues_spread_loses_nothing_in_flight_or_enqueued(make_client, shared_settings, tracker, queue):
     client = make_client(shared_settings)
+    partition_mode(client, queue)  # spread spreads a consumer group over more partitions
     before = client.send_batch(queue, [b"before%d" % i for i in range(60)])
     client.flush()
     n = client.partition_count(shared_settings.queue_topic)

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+import time
 import uuid
 from html.parser import HTMLParser
 from pathlib import Path
@@ -49,8 +50,9 @@ def get(url: str, token: str | None = None) -> tuple[int, dict | str]:
 
 @pytest.fixture(scope="module")
 def deployment(make_settings, artifacts):
+    # Partition mode: the numbers below count no shared consumer's read-ahead.
     s = make_settings(queues_topic=f"web-{uuid.uuid4().hex[:8]}.queues", auth="on", admin_token=ADMIN,
-                      metrics_top_queues=2, stats_refresh_ms=300)
+                      metrics_top_queues=2, stats_refresh_ms=300, dispatch="partition")
     t = TrackerProcess(s, artifacts / "tracker-web.log").start(timeout_s=120)
     yield s, t
     t.stop()
@@ -97,9 +99,20 @@ def workload(deployment, tokens):
         assert again.delivery_count == 2 and first.id == again.id
         again.ack()
         gamma.flush()
+    WORKLOAD_DONE_AT.append(time.time())
     yield client
     alpha.close()
     client.close()
+
+
+# Per-minute figures count an event for 50 to 60 s (10 s buckets): they are asserted only while
+# the workload is that recent; later tests assert what is certain (depth, in flight, totals).
+WORKLOAD_DONE_AT: list[float] = []
+RATES_FRESH_S = 40
+
+
+def rates_fresh() -> bool:
+    return bool(WORKLOAD_DONE_AT) and time.time() - WORKLOAD_DONE_AT[-1] < RATES_FRESH_S
 
 
 def rows_of(t, token=ADMIN, **params) -> dict:
@@ -109,21 +122,23 @@ def rows_of(t, token=ADMIN, **params) -> dict:
     return body
 
 
-EXPECTED_ALPHA = {"depth": 20, "depth_exact": True, "in_flight": 3, "scheduled": 2, "dead_letters": 1,
-                  "sent_per_min": 30, "received_per_min": 10, "acked_per_min": 6, "rejected_per_min": 1,
-                  "released_per_min": 1, "dead_lettered_per_min": 1, "redelivered_per_min": 0}
+EXPECTED_ALPHA = {"depth": 20, "depth_exact": True, "in_flight": 3, "scheduled": 2, "dead_letters": 1}
+EXPECTED_ALPHA_RATES = {"sent_per_min": 30, "received_per_min": 10, "acked_per_min": 6, "rejected_per_min": 1,
+                        "released_per_min": 1, "dead_lettered_per_min": 1, "redelivered_per_min": 0}
+EXPECTED_GAMMA_RATES = {"redelivered_per_min": 1, "acked_per_min": 1, "sent_per_min": 2, "received_per_min": 2}
 
 
 def alpha_settled(t) -> dict | None:
     body = rows_of(t)
     row = next((r for r in body["queues"] if r["queue"] == A), None)
     gamma = next((r for r in body["queues"] if r["queue"] == C), None)
-    if row and all(row[k] == v for k, v in EXPECTED_ALPHA.items()) and gamma and \
-            (gamma["redelivered_per_min"], gamma["acked_per_min"], gamma["in_flight"], gamma["depth"],
-             gamma["sent_per_min"], gamma["received_per_min"]) == (1, 1, 0, 0, 2, 2):
-        # ("sent" comes from the periodic queue-topic scan: it may trail the rest)
-        return body
-    return None
+    if not (row and gamma and all(row[k] == v for k, v in EXPECTED_ALPHA.items())
+            and (gamma["in_flight"], gamma["depth"]) == (0, 0)):
+        return None
+    if rates_fresh() and not (all(row[k] == v for k, v in EXPECTED_ALPHA_RATES.items())
+                              and all(gamma[k] == v for k, v in EXPECTED_GAMMA_RATES.items())):
+        return None  # ("sent" comes from the periodic queue-topic scan: it may trail the rest)
+    return body
 
 
 def test_queue_list_has_the_numbers_of_the_workload(deployment, workload):
@@ -133,10 +148,12 @@ def test_queue_list_has_the_numbers_of_the_workload(deployment, workload):
     assert [r["queue"] for r in body["queues"]] == [A, B, D, C]
     assert body["total"] == 4 and body["workers"] == 1 and not body["partial"]
     assert 0 <= by_name[A]["oldest_in_flight_age_s"] < 120 and by_name[A]["tenant"] == "acme"
-    assert by_name[B]["depth"] == 5 and by_name[B]["in_flight"] == 0 and by_name[B]["sent_per_min"] == 5
+    assert by_name[B]["depth"] == 5 and by_name[B]["in_flight"] == 0
     assert by_name[D]["depth"] == 1
     g = by_name[C]
-    assert (g["depth"], g["in_flight"], g["acked_per_min"], g["redelivered_per_min"]) == (0, 0, 1, 1)
+    assert (g["depth"], g["in_flight"]) == (0, 0)
+    assert rates_fresh(), "the first test runs right after the workload: its per-minute figures count"
+    assert by_name[B]["sent_per_min"] == 5 and (g["acked_per_min"], g["redelivered_per_min"]) == (1, 1)
     assert g["received_per_min"] == 2 and g["sent_per_min"] == 2  # the send and the redelivered copy
     assert body["totals"]["depth"] == 26 and body["totals"]["in_flight"] == 3
     assert sum(body["history"]["series"]["acked"]) == 7
@@ -247,7 +264,7 @@ def test_kmq_send_receive_and_dlq_commands(deployment, tokens):
     env = {"KMQ_QUEUE_TOPIC": s.queue_topic, "KMQ_MARKERS_TOPIC": s.markers_topic, "KMQ_DLQ_TOPIC": s.dlq_topic,
            "KMQ_QUEUES_TOPIC": s.queues_topic, "KMQ_GROUP_PREFIX": s.group_prefix, "KMQ_PROFILE": "embedded",
            "KMQ_APP_ID": s.app_id, "KMQ_MARKERS_PARTITIONS": "4", "KMQ_QUEUE_PARTITIONS": "4",
-           "KMQ_DLQ_PARTITIONS": "2"}
+           "KMQ_DLQ_PARTITIONS": "2", "KMQ_DELIVERIES_TOPIC": s.deliveries_topic, "KMQ_DISPATCH": s.dispatch}
     out = runner.invoke(main, ["send", "c-cli", "one", "two", "three", "-H", "k=v", *common], env=env)
     assert out.exit_code == 0 and "sent 3 messages to c-cli" in out.output, out.output
     out = runner.invoke(main, ["receive", "c-cli", "--ack", "--max", "3", "--json", *common], env=env)
@@ -359,8 +376,10 @@ def test_dashboard_shows_the_queues_in_a_real_browser(deployment, tokens, worklo
     assert {A, B, C, D} <= set(page.rows), page.status
     alpha = page.rows[A]
     assert (alpha["depth"], alpha["in_flight"], alpha["scheduled"], alpha["dead_letters"]) == ("20", "3", "2", "1")
-    assert (alpha["acked_per_min"], alpha["sent_per_min"]) == ("6", "30")
-    assert page.rows[B]["depth"] == "5" and page.rows[C]["redelivered_per_min"] == "1"
+    assert page.rows[B]["depth"] == "5"
+    if rates_fresh():  # else the per-minute window has turned over since the workload
+        assert (alpha["acked_per_min"], alpha["sent_per_min"]) == ("6", "30")
+        assert page.rows[C]["redelivered_per_min"] == "1"
     # A tenant's token: its queue only.
     tenant = parse(browse(f"{t.url}/kmq/ui#token={tokens['acme']}"))
     assert set(tenant.rows) == {A} and tenant.rows[A]["depth"] == "20"

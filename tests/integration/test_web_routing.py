@@ -26,7 +26,7 @@ def get(url: str) -> dict | None:
 
 
 def test_a_non_owning_worker_answers_with_the_owners_numbers(make_settings, artifacts, tmp_path):
-    s = make_settings(stats_refresh_ms=300)
+    s = make_settings(stats_refresh_ms=300, dispatch="partition")  # numbers without a shared read-ahead
     w1 = TrackerProcess(s, artifacts / "tracker-route-1.log")
     w2 = TrackerProcess(s.replace(web_port=free_port(), data_dir=str(tmp_path / "w2")),
                         artifacts / "tracker-route-2.log")

@@ -136,3 +136,15 @@ def test_what_an_attempt_before_a_crash_wrote_is_not_written_again(n):
     again = expiry.plan(due, reads, found=found, **kw)
     assert len(again.writes) == n - n // 2
     assert again.counts[("q", Outcome.FOUND_AFTER_CRASH)] == n // 2
+
+
+@given(st.sampled_from(["shared", "partition", None]), st.sampled_from(["shared", "partition"]),
+       st.integers(0, 10**13), st.integers(0, 10**13))
+def test_a_start_is_tracked_in_partition_mode_and_in_shared_mode_only_just_after_a_switch(
+        dispatch, default, since_ms, now_ms):
+    from kmq.queue_config import QueueConfig
+    from kmq.settings import Settings
+    cfg = QueueConfig(dispatch=dispatch, dispatch_since_ms=since_ms)
+    allowed = expiry.start_allowed(cfg, Settings(dispatch=default), now_ms)
+    shared = (dispatch or default) == "shared"
+    assert allowed == (not shared or (since_ms > 0 and now_ms - since_ms < expiry.START_GRACE_MS))
