@@ -36,7 +36,7 @@ from kmq.kafka.offsets import true_end_offsets
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
-from kmq.queue_config import QueueConfig, QueueConfigs, write_config, write_tenant
+from kmq.queue_config import QueueConfig, QueueConfigs, delete_tenant, write_config, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                          validate_tenant_name)
 from kmq.settings import Settings
@@ -115,10 +115,40 @@ class Client:
         return cfg.spread_to(spread, starts)
 
     def create_tenant(self, name: str) -> str:
-        """Register tenant ``name``; returns its new token (shown once). Admin only."""
+        """Register tenant ``name``; returns its new token (shown once). Admin only.
+
+        An existing name is an error (its token would be replaced silently): use
+        :meth:`rotate_tenant_token` for a new token, :meth:`revoke_tenant` to remove it.
+        """
         name = validate_tenant_name(name)
         configs = self.queue_configs()
         require_admin(configs.caller(self.settings.token or None), "creating a tenant")
+        if name in configs.tenants():
+            raise ConfigError(f"tenant {name!r} exists: use rotate_tenant_token({name!r}) for a new token "
+                              f"or revoke_tenant({name!r}) to remove it")
+        return self._issue_token(configs, name)
+
+    def rotate_tenant_token(self, name: str) -> str:
+        """A new token for existing tenant ``name`` (the old one stops working). Admin only."""
+        name = validate_tenant_name(name)
+        configs = self.queue_configs()
+        require_admin(configs.caller(self.settings.token or None), "rotating a tenant's token")
+        if name not in configs.tenants():
+            raise ConfigError(f"no tenant {name!r}: create it with create_tenant({name!r})")
+        return self._issue_token(configs, name)
+
+    def revoke_tenant(self, name: str) -> None:
+        """Remove tenant ``name``: its token stops working (its queues stay assigned to the
+        name, reachable by the admin). Admin only."""
+        name = validate_tenant_name(name)
+        configs = self.queue_configs()
+        require_admin(configs.caller(self.settings.token or None), "revoking a tenant")
+        if name not in configs.tenants():
+            raise ConfigError(f"no tenant {name!r} to revoke")
+        delete_tenant(self.settings, name)
+        configs.drop_tenant(name)
+
+    def _issue_token(self, configs: QueueConfigs, name: str) -> str:
         token = new_token()
         tenant = Tenant(name, hash_token(token))
         write_tenant(self.settings, tenant)

@@ -277,9 +277,14 @@ class QueueConfigs:
                 self._tenants.pop(name, None)
                 return
             try:
-                self._tenants[name] = Tenant.decode(value)
+                tenant = Tenant.decode(value)
             except (ValueError, KeyError, TypeError, ConfigError) as exc:
                 log.warning("ignoring unreadable tenant record %r: %s", name, exc)
+                return
+            if tenant.name != name:  # a record under one key must not grant another tenant's queues
+                log.warning("ignoring tenant record %r naming tenant %r", name, tenant.name)
+                return
+            self._tenants[name] = tenant
 
     def admin_token_sha256(self) -> str | None:
         """The admin token's hash while auth is on, else None."""
@@ -299,6 +304,10 @@ class QueueConfigs:
     def put_tenant(self, tenant: Tenant) -> None:
         with self._lock:
             self._tenants[tenant.name] = tenant
+
+    def drop_tenant(self, name: str) -> None:
+        with self._lock:
+            self._tenants.pop(name, None)
 
     def get(self, queue: str) -> QueueConfig:
         """The queue's configuration (defaults if it was never configured)."""
@@ -347,11 +356,23 @@ def write_tenant(settings: Settings, tenant: Tenant, timeout_s: float = 15.0) ->
     _write(settings, tenant.key(), tenant.encode(), f"tenant {tenant.name!r}", timeout_s)
 
 
+def delete_tenant(settings: Settings, name: str, timeout_s: float = 15.0) -> None:
+    """Write a tenant's tombstone (its token stops working) and wait until the broker has it."""
+    _write(settings, (TENANT_KEY_PREFIX + name).encode(), None, f"tenant {name!r}", timeout_s)
+
+
 def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
-    """Tracker start: publish whether this deployment has auth on (and the admin hash)."""
+    """Tracker start with auth on: publish the admin hash for SDK processes' own checks.
+
+    A tracker with auth off writes nothing: it must never turn off auth for the
+    processes of a deployment that has it on (it wrote a tombstone, after which every
+    SDK process treated every caller as admin). Trackers themselves trust only their
+    own ``KMQ_AUTH`` and ``KMQ_ADMIN_TOKEN`` (web/api.py ``caller_of``).
+    """
+    if not settings.auth_on:
+        return
     from kmq.ops.tenancy import encode_auth
-    value = encode_auth(settings.admin_token) if settings.auth_on else None
-    _write(settings, AUTH_KEY, value, "the auth record", timeout_s)
+    _write(settings, AUTH_KEY, encode_auth(settings.admin_token), "the auth record", timeout_s)
 
 
 def _write(settings: Settings, key: bytes, value: bytes | None, what: str, timeout_s: float) -> None:

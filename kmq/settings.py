@@ -164,6 +164,15 @@ class Settings:
         "Queues with their own label in /metrics per worker (the busiest); the rest are summed "
         "as queue=\"~other\"")
 
+    # Shown as "***" when set (logs and tracebacks print settings).
+    SECRETS = ("sasl_password", "ssl_key_password", "admin_token", "token")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{f.name}={'***' if f.name in self.SECRETS and getattr(self, f.name) else repr(getattr(self, f.name))}"
+            for f in dataclasses.fields(self))
+        return f"Settings({shown})"
+
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ConfigError(

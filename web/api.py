@@ -98,12 +98,11 @@ def bearer_token(request: Any) -> str | None:
 
 
 def caller_of(request: Any) -> Caller:
-    """Who asks (raises PermissionDeniedError). This worker's own KMQ_AUTH counts
-    too, so auth holds before the queues topic's ``!auth`` record is read."""
+    """Who asks (raises PermissionDeniedError). Who is admin is this worker's own
+    KMQ_AUTH and KMQ_ADMIN_TOKEN, never the queues topic's ``!auth`` record (anyone who
+    may write that topic could make their own token admin there)."""
     configs = _configs()
-    admin_hash = configs.admin_token_sha256() if configs is not None else None
-    if settings.auth_on:
-        admin_hash = admin_hash or hash_token(settings.admin_token)
+    admin_hash = hash_token(settings.admin_token) if settings.auth_on else None
     return identify(bearer_token(request), auth_on=admin_hash is not None,
                     admin_token_sha256=admin_hash,
                     tenants=configs.tenants() if configs is not None else {})

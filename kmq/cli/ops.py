@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import time
 import urllib.error
@@ -36,6 +37,18 @@ def console(stderr: bool = False) -> Any:
     stream = sys.stderr if stderr else sys.stdout
     # Not a terminal (pipes, tests): wide enough that rows never wrap.
     return Console(file=stream, width=None if stream.isatty() else 200, highlight=False)
+
+
+# C0 and C1 control characters: an escape sequence in a payload must not reach the terminal.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(text: object) -> str:
+    """Text from a topic or a tracker, safe to print with rich: control characters replaced
+    (no escape sequence reaches the terminal) and markup escaped (a payload of ``[/]`` or
+    ``[link=...]`` is printed as it is, not interpreted)."""
+    from rich.markup import escape
+    return escape(_CONTROLS.sub("\ufffd", str(text)))
 
 
 def fail(message: str) -> None:
@@ -151,13 +164,14 @@ def receive(settings: Settings, queue: str, ack: bool, max_messages: int, timeou
                                                for k, v in m.headers.items()}, "acked": ack}))
         return
     from rich.table import Table
-    table = Table(title=f"{queue}: {len(got)} message{'s' * (len(got) != 1)}"
+    table = Table(title=f"{shown(queue)}: {len(got)} message{'s' * (len(got) != 1)}"
                   + (" (acked)" if ack else " (not acked: they come back after the visibility timeout)"))
     for col in ("id", "delivery", "value", "headers"):
         table.add_column(col)
     for m in got:
-        table.add_row(m.id, str(m.delivery_count), m.value[:80].decode("utf-8", errors="replace"),
-                      ", ".join(f"{k}={v[:40].decode('utf-8', errors='replace')}" for k, v in m.headers.items()))
+        table.add_row(shown(m.id), str(m.delivery_count), shown(m.value[:80].decode("utf-8", errors="replace")),
+                      shown(", ".join(f"{k}={v[:40].decode('utf-8', errors='replace')}"
+                                      for k, v in m.headers.items())))
     console().print(table)
 
 
@@ -213,7 +227,7 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
         return
     from rich.table import Table
     rows = [data] if queue else data["queues"]
-    title = (f"queue {queue}" if queue else
+    title = (f"queue {shown(queue)}" if queue else
              f"{data['total']} queues ({data['workers']} workers)" + (" PARTIAL" if data["partial"] else ""))
     table = Table(title=title)
     for _, label in STATS_COLUMNS:
@@ -224,14 +238,14 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
             v = r.get(field)
             if field == "depth" and v is not None and r.get("depth_exact") is False:
                 v = f">={v}"
-            cells.append("-" if v is None else str(v))
+            cells.append("-" if v is None else shown(v))
         table.add_row(*cells)
     out = console()
     out.print(table)
     if queue:
         dl = data["dead_letters_detail"]
-        out.print(f"in-flight ranges: {data['in_flight_range_count']}; dead letters: {dl['count']}; "
-                  f"since start: {data['since_start']}")
+        out.print(shown(f"in-flight ranges: {data['in_flight_range_count']}; dead letters: {dl['count']}; "
+                        f"since start: {data['since_start']}"))
 
 
 # -- dead letters ------------------------------------------------------------------------
@@ -261,14 +275,14 @@ def dlq_list(settings: Settings, queue: str, limit: int, reason: str | None, as_
                                    "value": d.value.decode("utf-8", errors="replace")}))
         return
     from rich.table import Table
-    table = Table(title=f"{queue}: {len(letters)} dead letter{'s' * (len(letters) != 1)}"
+    table = Table(title=f"{shown(queue)}: {len(letters)} dead letter{'s' * (len(letters) != 1)}"
                   + (f" (newest {len(shown)} shown)" if len(shown) < len(letters) else ""))
     for col in ("offset", "id", "reason", "deliveries", "dead-lettered", "value"):
         table.add_column(col)
     for d in shown:
-        table.add_row(str(d.offset), d.id, d.reason + (f": {d.detail}" if d.detail else ""),
+        table.add_row(str(d.offset), shown(d.id), shown(d.reason + (f": {d.detail}" if d.detail else "")),
                       str(d.deliveries), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d.dead_lettered_ms / 1000)),
-                      d.value[:60].decode("utf-8", errors="replace"))
+                      shown(d.value[:60].decode("utf-8", errors="replace")))
     console().print(table)
 
 

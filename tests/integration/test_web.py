@@ -393,3 +393,70 @@ def test_dashboard_shows_the_queues_in_a_real_browser(deployment, tokens, worklo
                       ("dashboard-queue.png", f"{t.url}/kmq/ui/queue/{A}#token={ADMIN}")):
         browse(url, screenshot=artifacts / name)
         assert (artifacts / name).stat().st_size > 10_000
+
+
+def test_fausts_own_table_and_router_endpoints_are_not_served(deployment, workload):
+    """They answered without any token: /table/tracker/<key>/ gave raw entries (delayed sends'
+    payloads), /router/ the partition map."""
+    _, t = deployment
+    for path in ("/table/tracker/", "/router/", "/graph/"):
+        status, _body = get(t.url + path)
+        assert status == 404, f"{path} answered {status}"
+    assert get(t.url + "/kmq/api/queues", ADMIN)[0] == 200  # kmq's own views still are
+
+
+def test_a_tenant_is_created_once_then_rotated_or_revoked(deployment):
+    s, t = deployment
+    name = f"initech-{uuid.uuid4().hex[:6]}"
+    queue = f"q-{name}"
+    with kmq.Client(settings=s.replace(token=ADMIN)) as admin:
+        first = admin.create_tenant(name)
+        admin.configure_queue(queue, tenant=name)
+        with pytest.raises(kmq.ConfigError, match="rotate_tenant_token"):
+            admin.create_tenant(name)  # it silently replaced the token before
+        # The tracker follows the queues topic: the token works once it has the record.
+        wait_for(lambda: get(f"{t.url}/kmq/api/queues/{queue}", first)[0] == 200, 30, what="the first token")
+        second = admin.rotate_tenant_token(name)
+        assert second != first
+        wait_for(lambda: get(f"{t.url}/kmq/api/queues/{queue}", first)[0] in (401, 403), 30,
+                 what="the old token refused")
+        assert get(f"{t.url}/kmq/api/queues/{queue}", second)[0] == 200
+        admin.revoke_tenant(name)
+        wait_for(lambda: get(f"{t.url}/kmq/api/queues/{queue}", second)[0] in (401, 403), 30,
+                 what="the revoked token refused")
+        assert get(f"{t.url}/kmq/api/queues/{queue}", ADMIN)[0] == 200
+        with pytest.raises(kmq.ConfigError, match="no tenant"):
+            admin.rotate_tenant_token(name)
+
+
+def test_a_forged_auth_record_makes_nobody_admin_on_the_tracker(deployment):
+    """The tracker trusted the queues topic's `!auth` record before its own KMQ_ADMIN_TOKEN:
+    anyone allowed to write that topic could make their own token admin."""
+    from confluent_kafka import Producer
+
+    from kmq.ops.tenancy import AUTH_KEY, encode_auth
+    from kmq.queue_config import publish_auth
+
+    s, t = deployment
+    forged = "f" * 32
+    raw = Producer(s.client_config())
+    raw.produce(s.queues_topic, encode_auth(forged), AUTH_KEY)
+    assert raw.flush(30) == 0
+    try:
+        # A tenant created after the forged record: once the tracker knows it, it read past it.
+        probe = Tenant_token(s, f"probe-{uuid.uuid4().hex[:6]}")
+        wait_for(lambda: get(f"{t.url}/kmq/api/queues?prefix=zzz", probe)[0] == 200, 30,
+                 what="the tracker past the forged record")
+        assert get(f"{t.url}/kmq/api/queues", forged)[0] in (401, 403)
+        assert get(f"{t.url}/kmq/api/queues", ADMIN)[0] == 200
+    finally:
+        publish_auth(s)  # the deployment's own record again, for the SDK processes' checks
+
+
+def Tenant_token(s, name: str) -> str:
+    """A tenant written straight to the queues topic (the SDK now trusts the forged admin hash)."""
+    from kmq.ops.tenancy import Tenant, hash_token, new_token
+    from kmq.queue_config import write_tenant
+    token = new_token()
+    write_tenant(s, Tenant(name, hash_token(token)))
+    return token

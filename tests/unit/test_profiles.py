@@ -175,7 +175,7 @@ def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
     producers: list = []
     monkeypatch.setattr(kmq.consumer.partition_source, "KafkaConsumer", capture(consumers, then_raise=True))
     monkeypatch.setattr(kmq.consumer.marker_writer, "Producer", capture(producers, then_raise=False))
-    s = production()
+    s = production().replace(dispatch="partition")  # the group consumer's config
     with pytest.raises(Captured):
         kmq.consumer.Consumer(s, "orders", queue_topic_partitions=8, markers_topic_partitions=8)
     assert consumers[0].items() >= profiles.group_consumer_config(s, "kmq.orders").items()

@@ -41,3 +41,14 @@ def test_the_committed_configuration_reference_is_current():
     from pathlib import Path
     doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
     assert doc.read_text() == reference_markdown(), "run: kmq config-reference --out docs/configuration.md"
+
+
+def test_repr_hides_every_secret_and_shows_the_rest():
+    s = Settings(admin_token="a" * 20, token="tenant-secret-token", auth="on")
+    object.__setattr__(s, "sasl_password", "pw-123")  # (frozen; set past validation)
+    object.__setattr__(s, "ssl_key_password", "key-456")
+    text = repr(s)
+    for secret in ("a" * 20, "tenant-secret-token", "pw-123", "key-456"):
+        assert secret not in text
+    assert "admin_token=***" in text and "auth='on'" in text and "sasl_username=''" in text
+    assert "token=''" in repr(Settings())  # unset: nothing to hide

@@ -46,3 +46,32 @@ def test_records_round_trip_and_never_hold_the_token():
     t = TENANTS["acme"]
     assert Tenant.decode(t.encode()) == t and b"acme-token" not in t.encode()
     assert decode_auth(encode_auth("the-admin-token-0123")) == ADMIN
+
+
+def test_a_tenant_record_counts_only_under_its_own_name():
+    """A `!tenant/x` record naming tenant "acme" granted acme's queues to x's token holder."""
+    import threading
+
+    from kmq.ops.tenancy import Tenant, hash_token
+    from kmq.queue_config import QueueConfigs
+
+    view = QueueConfigs.__new__(QueueConfigs)  # the record folding only, no Kafka
+    view._lock, view._tenants = threading.Lock(), {}
+    view._read_tenant("x", Tenant("acme", hash_token("t" * 32)).encode())
+    assert view.tenants() == {}
+    view._read_tenant("acme", Tenant("acme", hash_token("t" * 32)).encode())
+    assert set(view.tenants()) == {"acme"}
+    view._read_tenant("acme", None)  # a tombstone: revoked
+    assert view.tenants() == {}
+
+
+def test_a_tracker_with_auth_off_leaves_the_auth_record_alone(monkeypatch):
+    import kmq.queue_config as qc
+    from kmq.settings import Settings
+
+    written = []
+    monkeypatch.setattr(qc, "_write", lambda s, key, value, what, timeout_s: written.append((key, value)))
+    qc.publish_auth(Settings(auth="off"))
+    assert written == []  # it wrote a tombstone: every SDK process then treated callers as admin
+    qc.publish_auth(Settings(auth="on", admin_token="x" * 24))
+    assert [k for k, _ in written] == [qc.AUTH_KEY] and written[0][1] is not None
