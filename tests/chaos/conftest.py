@@ -13,7 +13,8 @@ from kmq.dev.devstack import TrackerProcess
 @pytest.fixture(scope="module")
 def own_tracker(make_settings, artifacts, request):
     """A tracker worker with its own topics, for tests that would disturb the shared one."""
-    settings = make_settings(max_deliveries=5)
+    # Partition mode: these tests write consumers' STARTs themselves (raw records).
+    settings = make_settings(max_deliveries=5, dispatch="partition")
     t = TrackerProcess(settings, artifacts / f"tracker-{request.module.__name__.split('.')[-1]}.log")
     t.start(timeout_s=120)
     yield t

@@ -16,10 +16,11 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+import kmq
 from kmq.protocol import envelope
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, queue_partitions
-from tests.conftest import wait_for
+from tests.conftest import partition_mode, wait_for
 
 VISIBILITY_MS = 3000
 EARLY_SLACK_S = 0.05
@@ -46,6 +47,8 @@ def read_partition(settings, topic: str, partition: int, until, timeout_s: float
 @pytest.mark.parametrize("skew_s", [600, -600])
 def test_a_skewed_consumer_clock_causes_no_early_and_no_lost_redelivery(shared_settings, tracker, queue, skew_s):
     s = shared_settings
+    with kmq.Client(settings=s) as client:
+        partition_mode(client, queue)  # the START below is a group consumer's, written raw
     p = Producer({**s.client_config(), "linger.ms": 0})
     part = queue_partitions(queue, s.queue_partitions)[0]
     offsets = []

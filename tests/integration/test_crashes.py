@@ -60,7 +60,8 @@ def test_a_consumer_killed_mid_batch_loses_nothing(make_client, shared_settings,
 
 def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_message(
         make_client, make_settings, artifacts, tmp_path, queue):
-    settings = make_settings(visibility_timeout_s=4.0, max_deliveries=5)
+    # Partition mode: the burst below is consumers' STARTs, written raw.
+    settings = make_settings(visibility_timeout_s=4.0, max_deliveries=5, dispatch="partition")
     first = TrackerProcess(settings, artifacts / "tracker-restart-1.log").start(timeout_s=120)
     client = make_client(settings)
     try:
