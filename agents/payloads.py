@@ -102,7 +102,7 @@ class PayloadReader:
                     off = rec.offset()
                     pos = off + 1
                     if off in wanted:
-                        out[off] = Record(rec.value() or b"", rec.headers(), rec.timestamp()[1])
+                        out[off] = Record(rec.value() or b"", rec.headers(), rec.timestamp()[1], rec.key())
                     if off >= hi:
                         done = True
                         break

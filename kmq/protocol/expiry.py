@@ -105,11 +105,13 @@ class QueueRules:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A queue-topic record read back: value, headers as the client gives them, timestamp."""
+    """A queue-topic record read back: value, headers as the client gives them, timestamp,
+    and its key (the queue it was sent to; None: not known)."""
 
     value: bytes
     headers: Any
     timestamp_ms: int
+    key: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +220,11 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
                 d.started_ms, now_ms, partition, off)
             out.writes.append(Write(DLQ, queue, dlq_part, b"", headers, Outcome.DEAD_LETTERED))
             out.counts[(queue, Outcome.PAYLOAD_EXPIRED)] += 1
+            continue
+        if rec.key is not None and rec.key != queue.encode():
+            # Another queue's record at an offset a (forged) marker named: never republished
+            # under this queue's name, nor dead-lettered as this queue's.
+            out.counts[(queue, Outcome.FOREIGN_RECORD)] += 1
             continue
         step = envelope.after_expiry(
             rec.headers, partition=partition, offset=off, record_timestamp_ms=rec.timestamp_ms, cause=d.cause,

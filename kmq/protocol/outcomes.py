@@ -37,6 +37,7 @@ class Outcome(StrEnum):
     UNKNOWN_RANGE = "unknown-range"            # a marker for a range the tracker does not hold
     UNKNOWN_PARTITION = "unknown-partition"    # a START naming a queue-topic partition that does not exist
     BEYOND_END = "beyond-end"                  # offsets past the queue partition's end (never written)
+    FOREIGN_RECORD = "foreign-record"          # a marker named another queue's record: not acted on
     START_ON_SHARED = "start-on-shared"        # a consumer's START for a shared queue (its dispatcher hands out)
     PAYLOAD_EXPIRED = "payload-expired"        # the record left the queue topic before it came due
     TOO_LARGE = "too-large"                    # too large to be written again
@@ -44,4 +45,5 @@ class Outcome(StrEnum):
 
 # Reasons the tracker counts things it set aside (/kmq/health, kmq_tracker_set_aside_total).
 SET_ASIDE = (Outcome.MALFORMED_MARKER, Outcome.UNKNOWN_RANGE, Outcome.UNKNOWN_PARTITION,
-             Outcome.BEYOND_END, Outcome.PAYLOAD_EXPIRED, Outcome.TOO_LARGE, Outcome.START_ON_SHARED)
+             Outcome.BEYOND_END, Outcome.PAYLOAD_EXPIRED, Outcome.TOO_LARGE, Outcome.START_ON_SHARED,
+             Outcome.FOREIGN_RECORD)

@@ -148,3 +148,18 @@ def test_a_start_is_tracked_in_partition_mode_and_in_shared_mode_only_just_after
     allowed = expiry.start_allowed(cfg, Settings(dispatch=default), now_ms)
     shared = (dispatch or default) == "shared"
     assert allowed == (not shared or (since_ms > 0 and now_ms - since_ms < expiry.START_GRACE_MS))
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=40))
+def test_another_queues_record_is_never_written_under_this_queues_name(foreign):
+    """A forged marker of queue q naming offsets that hold queue x's records: they were
+    republished (or dead-lettered) as q's messages."""
+    n = len(foreign)
+    r = M.RangeRef("q", 0, 0, n)
+    due = [Expiry(r, r.full_mask, Cause.TIMEOUT, "", NOW - 5000, NOW - 1)]
+    recs = {o: expiry.Record(b"v", [(envelope.ID, b"id-%d" % o)], 1, b"x" if foreign[o] else b"q")
+            for o in range(n)}
+    plan = expiry.plan(due, {0: expiry.PartitionRead(recs)}, now_ms=NOW, rules=lambda q: expiry.QueueRules(5),
+                       target_partition=lambda q: 0, dlq_partition=lambda q: 1, max_message_bytes=1000)
+    assert len(plan.writes) == foreign.count(False)
+    assert plan.counts[("q", Outcome.FOREIGN_RECORD)] == foreign.count(True)
