@@ -460,3 +460,12 @@ def Tenant_token(s, name: str) -> str:
     token = new_token()
     write_tenant(s, Tenant(name, hash_token(token)))
     return token
+
+
+def test_debug_views_are_admin_only(deployment):
+    """/kmq/debug/state decoded every entry for anyone who asked, on the event loop."""
+    _, t = deployment
+    for path in ("/kmq/debug/state", "/kmq/debug/ticks"):
+        assert get(t.url + path)[0] == 403
+        status, body = get(t.url + path, ADMIN)
+        assert status == 200 and isinstance(body, dict)
