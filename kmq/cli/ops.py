@@ -267,19 +267,19 @@ def dlq_list(settings: Settings, queue: str, limit: int, reason: str | None, as_
 
     with Client(settings=settings) as client:
         letters = client.dead_letters(queue, reason=reason)
-    shown = letters[-limit:] if limit > 0 else letters
+    newest = letters[-limit:] if limit > 0 else letters
     if as_json:
-        for d in shown:
+        for d in newest:
             click.echo(json.dumps({"offset": d.offset, "id": d.id, "reason": d.reason, "detail": d.detail,
                                    "deliveries": d.deliveries, "dead_lettered_ms": d.dead_lettered_ms,
                                    "value": d.value.decode("utf-8", errors="replace")}))
         return
     from rich.table import Table
     table = Table(title=f"{shown(queue)}: {len(letters)} dead letter{'s' * (len(letters) != 1)}"
-                  + (f" (newest {len(shown)} shown)" if len(shown) < len(letters) else ""))
+                  + (f" (newest {len(newest)} shown)" if len(newest) < len(letters) else ""))
     for col in ("offset", "id", "reason", "deliveries", "dead-lettered", "value"):
         table.add_column(col)
-    for d in shown:
+    for d in newest:
         table.add_row(str(d.offset), shown(d.id), shown(d.reason + (f": {d.detail}" if d.detail else "")),
                       str(d.deliveries), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d.dead_lettered_ms / 1000)),
                       shown(d.value[:60].decode("utf-8", errors="replace")))

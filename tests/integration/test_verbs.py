@@ -179,7 +179,9 @@ def test_exponential_backoff_delays_redeliveries(client, queue):
     client.configure_queue(queue, backoff=kmq.Backoff.exponential(1.0, 8.0, jitter="none"))
     client.send(queue, b"retry me")
     client.flush()
-    with client.consumer(queue, visibility_timeout_s=1) as c:
+    # Visibility 3 s: delivery 1 is released well before it could time out, however slow the
+    # machine is between the tracker starting its clock and user code getting the message.
+    with client.consumer(queue, visibility_timeout_s=3) as c:
         m = first(c)
         t0 = time.monotonic()
         m.release()  # no delay: the queue's backoff decides (1 s after delivery 1)
@@ -187,8 +189,8 @@ def test_exponential_backoff_delays_redeliveries(client, queue):
         again = first(c, 10)
         assert 1.0 <= time.monotonic() - t0 < 4.0
         t1 = time.monotonic()
-        # timeout of delivery 2: visibility 1 s, then a 2 s backoff
-        third = first(c, 15)
-        assert 3.0 <= time.monotonic() - t1 < 7.0
+        # timeout of delivery 2: visibility 3 s (from its hand-out, a little before t1), then a 2 s backoff
+        third = first(c, 20)
+        assert 4.0 <= time.monotonic() - t1 < 10.0
         assert (again.delivery_count, third.delivery_count) == (2, 3)
         third.ack()
