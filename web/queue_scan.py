@@ -213,7 +213,7 @@ class QueueScanner:
             starts[p] = min(max(low, want, high - self.scan_limit), max(low, high))
             lows[p] = low
         depth: Counter = Counter()
-        sent: Counter = Counter()
+        sent: dict[tuple[int, int], tuple[str, float]] = {}  # (partition, offset) -> (queue, time s)
         exact: dict[str, bool] = {}
         for (q, p), pos in positions.items():
             if pos < starts[p]:
@@ -264,20 +264,29 @@ class QueueScanner:
                         depth[q] += 1
                     if o >= self._sent_upto.get(p, -1):  # each record once, at its own time
                         ts_ms = m.timestamp()[1]
-                        sent[(q, ts_ms / 1000 if ts_ms > 0 else time.time())] += 1
+                        sent[(p, o)] = (q, ts_ms / 1000 if ts_ms > 0 else time.time())
         finally:
             reader.unassign()
         oldest = time.time() - self._sent_rates.bucket_s * self._sent_rates.buckets
         with self._lock:
-            for (q, at_s), n in sent.items():
-                self.sent[q] += n
+            # Each (partition, offset) once, also across passes that read it again.
+            upto = dict(self._sent_upto)
+            for (p, o), (q, at_s) in sent.items():
+                if o < upto.get(p, -1):
+                    continue
+                self.sent[q] += 1
                 if at_s >= oldest:
-                    self._sent_rates.add((q, "sent"), n, at_s)
+                    self._sent_rates.add((q, "sent"), 1, at_s)
+            # Past the partition's end as first seen and past every record counted (records
+            # appended during the pass are read after that first end-of-partition). Kept when
+            # the partition goes (a few ints each): coming back, nothing is counted again.
+            for (p, o) in sent:
+                upto[p] = max(upto.get(p, -1), o + 1)
+            for p, end in ends.items():
+                upto[p] = max(upto.get(p, -1), end)
+            self._sent_upto = upto
         for p, end in ends.items():
             self._prev_end[p] = end
-            # Kept when the partition goes (a few ints per partition): coming back, nothing
-            # counted before is counted again.
-            self._sent_upto[p] = max(end, self._sent_upto.get(p, -1))
         for p in list(self._prev_end):
             if p not in parts:
                 del self._prev_end[p]  # not ours any more: counting restarts if it comes back

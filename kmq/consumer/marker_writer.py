@@ -57,9 +57,7 @@ class MarkerWriter:
         self._key = queue.encode()
         self._queue = queue
         self._on_error = on_error
-        # Transactions need idempotence; plain marker records keep order without it.
-        base = profiles.producer_config(settings) if transactional else profiles.marker_producer_config(settings)
-        conf: dict[str, Any] = {**base, "linger.ms": 2}
+        conf: dict[str, Any] = {**profiles.producer_config(settings), "linger.ms": 2}
         if transactional:
             conf["transactional.id"] = transactional_id or f"{settings.group_id(queue)}.{uuid.uuid4().hex[:12]}"
             conf["transaction.timeout.ms"] = OPEN_TRANSACTION_LIMIT_MS

@@ -105,19 +105,6 @@ def producer_config(s: Settings) -> dict[str, Any]:
     }
 
 
-def marker_producer_config(s: Settings) -> dict[str, Any]:
-    """A consumer's (non-transactional) marker producer: durable, in order, quick to start.
-
-    Order is kept by one request in flight instead of idempotence: an idempotent
-    producer's first record waited ~1 s for its producer id on the embedded broker (a new
-    shared consumer's first CREDIT: first message after 1.12 s instead of 0.14 s). A
-    retried record can then land twice, adjacent; every marker applied twice in a row
-    changes nothing more than once (a second ACK of a settled range is counted as
-    ``unknown-range``).
-    """
-    return {**producer_config(s), "enable.idempotence": False, "max.in.flight.requests.per.connection": 1}
-
-
 def group_consumer_config(s: Settings, group_id: str) -> dict[str, Any]:
     """A librdkafka group consumer with the profile's group timeouts."""
     t = group_timeouts(s)

@@ -179,9 +179,7 @@ def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
     with pytest.raises(Captured):
         kmq.consumer.Consumer(s, "orders", queue_topic_partitions=8, markers_topic_partitions=8)
     assert consumers[0].items() >= profiles.group_consumer_config(s, "kmq.orders").items()
-    assert producers[0].items() >= profiles.marker_producer_config(s).items()
-    # Plain marker records stay durable and in order without idempotence.
-    assert producers[0]["acks"] == "all" and producers[0]["max.in.flight.requests.per.connection"] == 1
+    assert producers[0].items() >= profiles.producer_config(s).items()
 
 
 def test_the_trackers_own_clients_are_built_from_the_profile(monkeypatch):
