@@ -31,7 +31,7 @@ the dead letters it read back. The rules (docs/reliability.md):
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -50,11 +50,14 @@ class ProcessLog:
     acked: dict[str, float] = field(default_factory=dict)  # id -> time its ack was durable
     released: set[str] = field(default_factory=set)
     rejected: set[str] = field(default_factory=set)
+    # Per id: deliveries received and settlements made durable. A process can receive an id
+    # again after releasing it; that second delivery is unsettled until settled again.
+    received: Counter = field(default_factory=Counter)
+    settles: Counter = field(default_factory=Counter)
 
     def unsettled(self) -> set[str]:
-        """Ids it received and had not durably settled when it ended."""
-        settled = set(self.acked) | self.released | self.rejected
-        return {i for _t, i, _c in self.recv} - settled
+        """Ids of which it held a delivery it had not durably settled when it ended."""
+        return {i for i, n in self.received.items() if n > self.settles[i]}
 
 
 def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> ProcessLog:
@@ -69,6 +72,7 @@ def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> Proce
             continue
         if ev.get("e") == "recv":
             log.recv += [(ev["t"], i, c) for i, c in ev["m"]]
+            log.received.update(i for i, _c in ev["m"])
         elif ev.get("e") == "acking":
             log.acking.update(ev["ids"])
         elif ev.get("e") == "settled":
@@ -76,6 +80,8 @@ def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> Proce
                 log.acked.setdefault(i, ev["t"])
             log.released.update(ev.get("released", ()))
             log.rejected.update(ev.get("rejected", ()))
+            for kind in ("acked", "released", "rejected"):
+                log.settles.update(ev.get(kind, ()))
     return log
 
 

@@ -49,6 +49,16 @@ def test_delivery_after_a_durable_ack_is_a_violation_unless_a_kill_held_it():
     assert acc.duplicates_after_kill == 2
 
 
+def test_a_redelivery_released_then_received_again_and_held_at_a_kill_explains_the_next():
+    # Delivery 1 released, delivery 2 reached the same process, which was killed before it
+    # settled it: delivery 3 elsewhere is explained by that kill (a run had it "unexplained").
+    a = parse_log("a", lines(recv(1, "m1"), settled(2, released=["m1"]), recv(3, "m1", count=2),
+                             {"e": "acking", "ids": ["m1"], "t": 3}), "killed")
+    b = parse_log("b", lines(recv(9, "m1", count=3), settled(10, acked=["m1"])))
+    acc = account(["m1"], [a, b], {})
+    assert acc.violations == [] and acc.duplicates_after_kill == 1 and acc.requested_redeliveries == 1
+
+
 def test_a_release_asks_for_the_redelivery_it_gets():
     a = parse_log("a", lines(recv(1, "m1"), settled(2, released=["m1"])), "stopped")
     b = parse_log("b", lines(recv(3, "m1", count=2), settled(4, acked=["m1"])), "stopped")
