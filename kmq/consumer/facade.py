@@ -508,7 +508,7 @@ class Consumer:
         self._source.close()
         # Threads and callbacks make this object part of reference cycles; dropping the
         # producer here ends its connections now, not at some later garbage collection.
-        self._writer.producer = None
+        self._writer.close()
 
     def __enter__(self) -> "Consumer":
         return self

@@ -142,9 +142,7 @@ class SharedSource:
 
     def flusher_work(self) -> None:
         c = self._c
-        markers = self.credit(time.monotonic())
-        if markers:
-            c._writer.send(markers, [], on_confirmed=_nothing)
+        c._writer.send_soft(self.credit(time.monotonic()))
         self._commit_transaction()
 
     def _commit_transaction(self) -> None:
@@ -345,7 +343,7 @@ class SharedSource:
         c = self._c
         self._leaving = True
         with c._lock:
-            c._writer.send(self.credit(time.monotonic(), force=True), [], on_confirmed=_nothing)
+            c._writer.send_soft(self.credit(time.monotonic(), force=True))
             self._commit_transaction()
         c._writer.flush(timeout_s)
         deadline = time.monotonic() + timeout_s

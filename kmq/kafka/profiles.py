@@ -105,6 +105,16 @@ def producer_config(s: Settings) -> dict[str, Any]:
     }
 
 
+def soft_marker_producer_config(s: Settings) -> dict[str, Any]:
+    """A shared consumer's CREDIT producer: in order, quick to start, no idempotence.
+
+    CREDITs are soft state that a duplicate cannot change (see
+    ``MarkerWriter.send_soft``); every other marker goes through ``producer_config``.
+    """
+    return {**producer_config(s), "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1, "linger.ms": 0}
+
+
 def group_consumer_config(s: Settings, group_id: str) -> dict[str, Any]:
     """A librdkafka group consumer with the profile's group timeouts."""
     t = group_timeouts(s)

@@ -39,6 +39,13 @@ def test_production_producers_wait_for_every_in_sync_replica_and_never_duplicate
         "message.timeout.ms"] == 60_000
 
 
+def test_credits_go_out_in_order_and_at_once_without_idempotence():
+    conf = profiles.soft_marker_producer_config(production())
+    assert conf["enable.idempotence"] is False  # no producer id to wait for (~0.5 s)
+    assert conf["max.in.flight.requests.per.connection"] == 1  # order kept through retries
+    assert conf["acks"] == "all" and conf["partitioner"] == "murmur2_random"
+
+
 def test_production_group_timeouts_are_the_java_clients():
     conf = profiles.group_consumer_config(production(), "kmq.orders")
     assert conf["group.id"] == "kmq.orders"
@@ -129,8 +136,9 @@ def test_queue_retention_must_outlast_the_longest_delay_with_the_fix():
 def test_librdkafka_accepts_every_profile_config(make):
     s = make()
     quiet = {"log_level": 0}
-    producer = RdProducer({**profiles.producer_config(s), **quiet})
-    producer.flush(0)
+    for conf in (profiles.producer_config(s), profiles.soft_marker_producer_config(s)):
+        producer = RdProducer({**conf, **quiet})
+        producer.flush(0)
     consumer = RdConsumer({**profiles.group_consumer_config(s, "g"), **quiet})
     consumer.close()
 
