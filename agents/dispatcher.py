@@ -90,7 +90,7 @@ class Dispatcher:
         self._assigned: set[int] = set()
         self._errors: list[str] = []
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
-                      "bad-credits": 0}
+                      "bad-credits": 0, "acquire-errors": 0}
         self._next_config_scan = 0.0
 
     # -- called from the event loop (the agent, the tick timer) -------------------------
@@ -388,21 +388,29 @@ class Dispatcher:
             def done(err: Any, _msg: Any, chunk: list[_Batch] = chunk) -> None:
                 if err is None:
                     self._acked.append(chunk)
-                else:  # not dispatched: the records are read and handed out again
-                    self._errors.append(str(err))
-                    self._undo(m, chunk)
+                else:
+                    self._failed(m, chunk, err)
 
             produce_when_room(self._producer, self.settings.markers_topic, value, None, partition=m,
                               on_delivery=done)
 
-    def _undo(self, m: int, batches: list[_Batch]) -> None:
+    def _failed(self, m: int, batches: list[_Batch], err: Any) -> None:
+        """An ACQUIRE record was not written: its records were not handed out.
+
+        Rewinding the cursor to them would hand out again what later ACQUIREs (written)
+        already did. Instead this epoch ends: the tick timer sees the partition missing and
+        BEGINs anew, from the cursors the table keeps (every ACQUIRE that reached the log,
+        none that did not). ACQUIREs of the old epoch written before that BEGIN are applied
+        and their lanes written; later ones are fenced, and never acknowledged before it.
+        """
+        self._errors.append(str(err))
+        self.stats["acquire-errors"] += 1
+        if self.stats["acquire-errors"] <= 10 or self.stats["acquire-errors"] % 1000 == 0:
+            log.warning("markers partition %d: an ACQUIRE record of %d deliveries was not written (%s); "
+                        "dispatching begins anew", m, len(batches), err)
         part = self._parts.get(m)
-        if part is None:
-            return
-        for b in batches:
-            r = b.delivery.range
-            key = (r.queue, r.partition)
-            part.cursors[key] = min(part.cursors.get(key, r.start), r.start)
+        if part is not None and part.epoch == batches[0].delivery.epoch:
+            del self._parts[m]
 
     def _write_lanes(self) -> bool:
         if not self._acked:
