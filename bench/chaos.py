@@ -75,6 +75,10 @@ class ChaosConfig:
     # The embedded broker can leave a group assigning a partition to a dead member forever
     # when members die mid-rebalance (docs/reliability.md). 0: kill at any moment.
     queue_kill_gap_s: float = 0.0
+    # Every queue's dispatch mode: "partition" (consumer groups; kills may be paced, see
+    # above) or "shared" (the tracker dispatches; no group, so nothing to pace or strand).
+    dispatch: str = "partition"
+    work_ms: float = 0.0            # how long a consumer works on each batch it received
 
 
 @dataclass
@@ -119,7 +123,7 @@ class Harness:
         self.events.append({"t": round(time.time(), 3), "kind": kind, **info})
 
     def transactional(self, queue: str) -> bool:
-        return self.queues.index(queue) < self.cfg.transactional_queues
+        return not self._shared and self.queues.index(queue) < self.cfg.transactional_queues
 
     def spawn(self, queue: str, slot: str | None = None) -> Child:
         """Start a consumer; a replacement takes its predecessor's ``slot`` (its transactional id)."""
@@ -133,7 +137,7 @@ class Harness:
         out = open(self.work / "logs" / f"{name}.out", "wb")
         p = subprocess.Popen(
             [sys.executable, "-m", "bench.chaos_consumer", queue, str(log_path),
-             "--visibility-s", str(self.cfg.visibility_s), *txn],
+             "--visibility-s", str(self.cfg.visibility_s), "--work-ms", str(self.cfg.work_ms), *txn],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
         out.close()
@@ -206,7 +210,7 @@ class Harness:
         client = kmq.Client(settings=self.s)
         try:
             for q in self.queues:
-                client.configure_queue(q, max_deliveries=cfg.max_deliveries)
+                client.configure_queue(q, max_deliveries=cfg.max_deliveries, dispatch=cfg.dispatch)
             self.wait_until("tracker workers ready", self.trackers_ready, cfg.tracker_ready_s)
             for q in self.queues:
                 for _ in range(cfg.consumers_per_queue):
@@ -294,8 +298,16 @@ class Harness:
                 "sent": sum(len(v) for v in self.sent.values()),
                 "tracker_modes": [e["mode"] for e in self.events if e["kind"] == "tracker-kill"]}
 
+    @property
+    def _shared(self) -> bool:
+        """The run's queues are dispatched by the tracker: no consumer group at all."""
+        return self.cfg.dispatch == "shared"
+
     def _queue_held(self, queue: str, shares: list[tuple] | None = None) -> bool:
-        """The queue's partitions are fetched by its running consumers (their "assigned" lines)."""
+        """The queue's partitions are fetched by its running consumers (their "assigned" lines);
+        a shared queue's are read by its dispatcher whoever consumes."""
+        if self._shared:
+            return True
         shares = shares if shares is not None else [self._share(c) for c in self.running(queue)]
         held = {p for fetched, _ in shares for p in fetched or []}
         return held >= set(queue_partitions(queue, self.s.queue_partitions, 1))
@@ -303,7 +315,10 @@ class Harness:
     def _group_settled(self, queue: str) -> bool:
         """The queue's group is between rebalances: every running member has joined, their
         shares split the whole topic with nothing missing (a dead member still counted by
-        the broker holds a share nobody running has), and the queue's partitions are fetched."""
+        the broker holds a share nobody running has), and the queue's partitions are fetched.
+        A shared queue has no group: it is settled once a consumer runs."""
+        if self._shared:
+            return bool(self.running(queue))
         shares = [self._share(c) for c in self.running(queue)]
         if not shares or any(not given for _, given in shares):
             return False
@@ -408,18 +423,23 @@ class Harness:
 
     def _account(self) -> dict:
         dead = self._dead_letters()
-        modes = {"transactional": [q for q in self.queues if self.transactional(q)],
-                 "plain": [q for q in self.queues if not self.transactional(q)]}
+        if self._shared:  # consumers of a shared queue write no STARTs, in no transaction
+            modes = {"shared": list(self.queues)}
+        else:
+            modes = {"transactional": [q for q in self.queues if self.transactional(q)],
+                     "plain": [q for q in self.queues if not self.transactional(q)]}
         by_mode = {}
         for mode, queues in modes.items():
             if queues:
                 logs = [read_log(c.log_path, c.ending) for c in self.children if c.queue in queues]
                 by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead)
         violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
-        # Transactional STARTs close the START/commit window: nothing acked comes back at all.
-        txn = by_mode.get("transactional")
-        if txn is not None and txn.redelivered_after_durable_ack:
-            violations.append(f"transactional: {txn.redelivered_after_durable_ack} delivered after a durable ack")
+        # Transactional STARTs close the START/commit window, and a shared queue has none
+        # (the dispatcher acquires before it delivers): nothing acked comes back at all.
+        for strict in ("transactional", "shared"):
+            acc = by_mode.get(strict)
+            if acc is not None and acc.redelivered_after_durable_ack:
+                violations.append(f"{strict}: {acc.redelivered_after_durable_ack} delivered after a durable ack")
         logs = [read_log(c.log_path, c.ending) for c in self.children]
         everything = account([i for ids in self.sent.values() for i in ids], logs, dead)
         total = everything.summary()
@@ -460,15 +480,16 @@ def main() -> None:
                       chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
                       transactional_queues=args.transactional_queues,
                       tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
-                      rebalances=8)
-    with stack(tracker=False, dispatch="partition", queue_partitions=8, markers_partitions=8,
+                      rebalances=8, dispatch=args.dispatch)
+    with stack(tracker=False, dispatch=args.dispatch, queue_partitions=8, markers_partitions=8,
                visibility_timeout_s=cfg.visibility_s) as (settings, _t, _b):
         result = run_chaos(settings, cfg)
     print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting", "by_mode")}, indent=1))
     cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
            f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
-           f"--transactional-queues {args.transactional_queues}")
-    print(f"saved {save('chaos', {'command': cmd, **result})}")
+           f"--transactional-queues {args.transactional_queues} --dispatch {args.dispatch}")
+    name = "chaos" if args.dispatch == "partition" else "chaos_shared"
+    print(f"saved {save(name, {'command': cmd, **result})}")
     sys.exit(0 if result["ok"] else 1)
 
 

@@ -54,6 +54,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--visibility-s", type=float, default=4.0)
     ap.add_argument("--transactional-id", help="transactional STARTs, with this stable instance id")
+    ap.add_argument("--work-ms", type=float, default=0.0,
+                    help="time each batch takes to handle, so that kills catch messages held")
     args = ap.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -76,6 +78,8 @@ def main() -> None:
         if not batch:
             continue
         log.write(e="recv", m=[[m.id, m.delivery_count] for m in batch])
+        if args.work_ms:
+            stop.wait(args.work_ms / 1000)  # the work itself (a SIGTERM cuts it short)
         done: dict[str, list[str]] = {"acked": [], "released": [], "rejected": []}
         to_ack = []
         for m in batch:

@@ -88,7 +88,10 @@ def lateness(results: dict[str, dict]) -> list[str]:
 
 def chaos(r: dict) -> list[str]:
     c, a, d = r["chaos"], r["accounting"], r["drain"]
-    out = ["## Chaos: kills, restarts, rebalances, exact accounting", "",
+    shared = r.get("config", {}).get("dispatch") == "shared"
+    title = ("## Chaos on shared queues: kills at any moment, restarts, consumers joining and leaving"
+             if shared else "## Chaos: kills, restarts, rebalances, exact accounting")
+    out = [title, "",
            "Consumers SIGKILLed and restarted, tracker workers SIGKILLed and restarted on their data",
            "dir (keep) or an empty one (wipe), extra consumers started and stopped (rebalances), while",
            "messages are sent, acked, released and rejected; then every message id is accounted for",
@@ -101,7 +104,8 @@ def chaos(r: dict) -> list[str]:
            f"**{a['lost']}** | {a['duplicates']} ({a['duplicates_after_kill']}) | "
            f"{a['redelivered_after_durable_ack']} | {len(a['violations'])} |", ""]
     for mode, m in sorted(r.get("by_mode", {}).items()):
-        out.append(f"- {mode} STARTs: {m['sent']:,} sent, {m['lost']} lost, {m['duplicates']} duplicates, "
+        kind = "shared queues" if mode == "shared" else f"{mode} STARTs"
+        out.append(f"- {kind}: {m['sent']:,} sent, {m['lost']} lost, {m['duplicates']} duplicates, "
                    f"{m['redelivered_after_durable_ack']} delivered after a durable ack.")
     out.append(f"- acks in transit at a kill (sent, unconfirmed, never came back): {a['ack_in_transit']}; "
                f"redeliveries asked for by releases: {a['requested_redeliveries']}.")
@@ -267,7 +271,7 @@ def render(results: dict[str, dict]) -> str:
            "same run are the figures to trust, absolute rates move with the neighbours. The sections",
            "before the shared-queue ones measure partition-mode queues (`dispatch=\"partition\"`).", ""]
     # A named section renders its result file; an unnamed one gathers several files.
-    sections = [("throughput", throughput), (None, lateness), ("chaos", chaos),
+    sections = [("throughput", throughput), (None, lateness), ("chaos", chaos), ("chaos_shared", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
                 ("shared_throughput", shared_throughput), ("shared_latency", shared_latency),

@@ -1,0 +1,44 @@
+"""The chaos run on shared queues in CI: three consumers per one-partition queue, SIGKILLed at
+any moment (no pacing: there is no consumer group to disturb), tracker workers killed with and
+without their data dirs, consumers joining and leaving; then every message id is accounted for
+(bench/chaos.py, rules in bench/chaos_ledger.py and docs/reliability.md).
+
+A shared queue has no START/commit window (the dispatcher acquires before it delivers), so the
+rule is the strict one: nothing durably acked is ever delivered again, duplicates only after a
+consumer was killed (what it held comes back after its visibility timeout), and no queue may be
+stranded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.chaos import ChaosConfig, run_chaos
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_shared_queues_lose_nothing_under_unpaced_kills_restarts_joins_and_leaves(make_settings, artifacts):
+    settings = make_settings(queue_partitions=4, markers_partitions=4, dispatch="shared")
+    cfg = ChaosConfig(queues=4, consumers_per_queue=3, trackers=3, messages_per_queue=600,
+                      kills=40, chaos_s=40.0, queue_kill_gap_s=0.0,
+                      tracker_kills=[(0.25, "keep"), (0.6, "wipe")],
+                      rebalances=3, visibility_s=4.0, quiet_s=6.0, transactional_queues=0,
+                      dispatch="shared", prefix="chaos-shared")
+    result = run_chaos(settings, cfg, artifacts / "chaos-shared-ci", say=print)
+    (artifacts / "chaos-shared-ci.json").write_text(json.dumps(result, indent=1))
+    acc, chaos = result["accounting"], result["chaos"]
+    print(json.dumps({"chaos": chaos, "drain": result["drain"], "accounting": acc}, indent=1))
+    assert chaos["consumer_kills"] >= 40
+    assert chaos["tracker_modes"] == ["keep", "wipe"]
+    assert chaos["rebalances"] >= 3
+    assert acc["sent"] == 4 * 600
+    assert result["drain"]["stranded_queues"] == []
+    assert acc["lost"] == 0, acc
+    assert acc["redelivered_after_durable_ack"] == 0, acc
+    assert acc["unexplained_duplicates"] == 0, acc
+    assert acc["unexpected_ids"] == 0, acc
+    assert acc["duplicates"] == acc["duplicates_after_kill"] + acc["duplicates_after_graceful_stop"]
+    assert result["by_mode"]["shared"]["sent"] == 4 * 600
+    assert result["ok"], acc["violations"]
