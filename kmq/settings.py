@@ -164,6 +164,10 @@ class Settings:
         100, "KMQ_METRICS_TOP_QUEUES",
         "Queues with their own label in /metrics per worker (the busiest); the rest are summed "
         "as queue=\"~other\"")
+    log_format: str = _setting(
+        "text", "KMQ_LOG_FORMAT",
+        "Tracker worker's log lines: `text` (Faust's) or `json` (one object a line: ts, level, "
+        "logger, message, exc)")
 
     # Shown as "***" when set (logs and tracebacks print settings).
     SECRETS = ("sasl_password", "ssl_key_password", "admin_token", "token")
@@ -205,6 +209,8 @@ class Settings:
             raise ConfigError(f"KMQ_DISPATCH={self.dispatch!r}: use shared or partition")
         if self.compression not in ("",) + COMPRESSIONS:
             raise ConfigError(f"KMQ_COMPRESSION={self.compression!r}: use one of {', '.join(COMPRESSIONS)}")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"KMQ_LOG_FORMAT={self.log_format!r}: use text or json")
         if self.transactional_starts not in ("on", "off"):
             raise ConfigError(f"KMQ_TRANSACTIONAL_STARTS={self.transactional_starts!r}: use on or off")
         if self.auth == "on" and len(self.admin_token) < 16:
