@@ -132,3 +132,20 @@ def test_the_redrive_uses_the_transactional_id_of_the_checklist():
 def test_the_docs_carry_the_current_checklist(doc):
     text = (ROOT / doc).read_text()
     assert text == acls.with_checklist(text), f"run: kmq acls --update {doc}"
+
+
+def test_kmq_acls_prints_the_names_of_the_environment_and_updates_docs_with_the_defaults(
+        tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kmq.cli import main
+
+    monkeypatch.setenv("KMQ_APP_ID", "billing-tracker")
+    printed = CliRunner().invoke(main, ["acls"])
+    assert printed.exit_code == 0 and "`billing-tracker-redrive-`" in printed.output
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{acls.BEGIN}\nstale\n{acls.END}\nrest\n")
+    assert CliRunner().invoke(main, ["acls", "--update", str(doc)]).exit_code == 0
+    text = doc.read_text()
+    assert text.startswith("intro\n") and text.endswith("rest\n") and "stale" not in text
+    assert "`kmq-tracker-redrive-`" in text and "billing" not in text
