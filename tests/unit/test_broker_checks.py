@@ -73,3 +73,19 @@ def test_a_fatal_finding_stops_the_start_with_every_fix(monkeypatch):
     text = str(raised.value)
     assert "offsets.retention.minutes" in text and "KMQ_DELIVERY_TIMEOUT_MS" in text
     assert text.count("offsets.retention.minutes=10080") == 1, "one message per finding, not per broker"
+
+
+def test_a_shared_queues_position_has_no_offsets_retention_cliff():
+    """Shared queues keep their position as cursors in the tracker's table (compacted
+    changelog, never tombstoned), not as group offsets: an idle month changes nothing."""
+    from kmq.protocol.markers import Ack, RangeRef, Start, Tick
+    from kmq.protocol.state import MemoryStore, PartitionState
+
+    r = RangeRef("orders", 0, 100, 110)
+    s = PartitionState(MemoryStore())
+    s.apply(Start(r, 1000, r.full_mask), now_ms=0)
+    s.apply(Ack(r, r.full_mask), now_ms=1)
+    month_ms = 30 * DAY_MS
+    s.settle(s.due(month_ms))
+    s.apply(Tick(month_ms), now_ms=month_ms)
+    assert s.cursors() == {("orders", 0): 110}
