@@ -51,3 +51,14 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_a_stale_
         text = log.read_text()
         assert text.count("its tables are rebuilt from the changelog") == 1
         assert time.time() - D.last_seen_s(s.data_dir) < 600, "stamped again at start"
+
+
+def test_a_missing_queues_topic_names_both_causes_and_the_acl_fix(make_settings):
+    import pytest
+
+    from kmq.errors import ConfigError
+    from kmq.queue_config import QueueConfigs
+
+    s = make_settings().replace(queues_topic="no-such-queues-topic")
+    with pytest.raises(ConfigError, match=r"does not exist or may not be read.*READ and DESCRIBE.*kmq acls"):
+        QueueConfigs(s, follow=False, timeout_s=5)
