@@ -42,6 +42,10 @@ MIN_REDRIVE_TRANSACTION_TIMEOUT_MS = 60_000
 BROKER_CONFIGS = ("offsets.retention.minutes", "transaction.max.timeout.ms")
 
 
+class NotAllowedToCheck(Exception):
+    """The principal may not DescribeConfigs the brokers (an ACL left out): checks are skipped."""
+
+
 @dataclass(frozen=True)
 class Finding:
     """One broker setting that does not fit kmq's; ``fatal`` ones stop the worker."""
@@ -122,6 +126,8 @@ def describe_broker_configs(s: Settings, timeout_s: float = 15.0) -> dict[int, d
                                        if n in entries and entries[n].value is not None}
         return out
     except KafkaException as exc:
+        if "AUTHORIZATION_FAILED" in str(exc).upper():
+            raise NotAllowedToCheck(str(exc)) from exc
         raise BrokerUnavailableError(
             f"could not read the brokers' configs at {s.bootstrap_servers} within {timeout_s:g}s "
             f"(the tracker needs DESCRIBE_CONFIGS on the cluster): {exc}") from exc
@@ -156,7 +162,16 @@ def check_at_start(s: Settings, changelog_topic: str, timeout_s: float = 15.0) -
     Raises :class:`ConfigError` naming every fatal finding.
     """
     findings: list[Finding] = []
-    for broker, configs in sorted(describe_broker_configs(s, timeout_s).items()):
+    try:
+        by_broker = describe_broker_configs(s, timeout_s)
+    except NotAllowedToCheck as exc:
+        # Tight ACLs should not stop the tracker; they only leave these checks undone.
+        by_broker = {}
+        findings.append(Finding("DescribeConfigs", (
+            "could not read the brokers' offsets.retention.minutes and transaction.max.timeout.ms "
+            f"({exc}): grant the tracker DESCRIBE_CONFIGS on the cluster (`kmq acls`) or check them "
+            "by hand (docs/deployment.md, 'Retention relations')"), fatal=False))
+    for broker, configs in sorted(by_broker.items()):
         for f in check_broker(s, configs):
             if all(f.message != seen.message for seen in findings):
                 findings.append(f)

@@ -89,3 +89,12 @@ def test_a_shared_queues_position_has_no_offsets_retention_cliff():
     s.settle(s.due(month_ms))
     s.apply(Tick(month_ms), now_ms=month_ms)
     assert s.cursors() == {("orders", 0): 110}
+
+
+def test_a_tracker_without_describe_configs_starts_with_a_warning_that_names_the_acl(monkeypatch):
+    def refused(s, t):
+        raise B.NotAllowedToCheck("CLUSTER_AUTHORIZATION_FAILED")
+    monkeypatch.setattr(B, "describe_broker_configs", refused)
+    monkeypatch.setattr(B, "describe_topic_config", lambda s, topic, t: None)
+    (warning,) = B.check_at_start(Settings(), "changelog").warnings
+    assert "DESCRIBE_CONFIGS on the cluster" in warning and "kmq acls" in warning
