@@ -284,8 +284,8 @@ class Settings:
         # Tansu answers a group join after about half the session timeout. Production: a
         # crashed tracker worker's partitions (and their redeliveries) wait this long, so well
         # under the 30 s default visibility timeout; measured on the embedded broker, SIGKILL
-        # to the survivor owning all partitions: 6 s -> 9.0 s, 10 s -> 14.9 s, 15 s -> 23.5 s
-        # (docs/deployment.md, "Failover").
+        # of one of two tracker workers to the other owning all partitions: 6 s -> 9.2 s,
+        # 10 s -> 16.4 s, 15 s -> 24.3 s, 45 s -> 70.3 s (bench/failover.py, docs/deployment.md).
         return 6000 if self.embedded else 10000
 
     @property
