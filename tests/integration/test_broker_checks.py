@@ -27,7 +27,9 @@ def test_check_at_start_on_the_embedded_broker_reads_the_changelog_and_refuses_n
 
 def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_a_stale_data_dir(
         make_settings, artifacts, queue):
+    import json
     import time
+    import urllib.request
 
     import kmq
     from app import data_dir as D
@@ -37,7 +39,15 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_a_stale_
 
     s = make_settings(markers_retention_ms=3 * 86_400_000, max_delay_s=86_400.0)
     log = artifacts / f"tracker-stale-{s.app_id}.log"
-    with TrackerProcess(s, log):
+
+    def scheduled(t: TrackerProcess) -> int | None:
+        try:
+            with urllib.request.urlopen(f"{t.url}/kmq/api/queues/{queue}", timeout=10) as r:
+                return json.loads(r.read())["scheduled"]
+        except OSError:
+            return None
+
+    with TrackerProcess(s, log) as t:
         with kmq.Client(settings=s) as client:
             client.send(queue, b"delayed", delay_s=3600)  # an entry in the tracker's table
             client.flush()
@@ -45,12 +55,15 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_a_stale_
                           what="the changelog")
         assert config["delete.retention.ms"] == str(3 * 86_400_000)
         wait_for(lambda: D.table_dirs(s.data_dir), 30, what="the tables on disk")
+        wait_for(lambda: scheduled(t) == 1, 30, what="the delayed send in the table")
     # The worker stamped its data dir; pretend it last ran 4 days ago (> 90% of 3 days).
     D.stamp(s.data_dir, time.time() - 4 * 86_400)
-    with TrackerProcess(s, log):
+    with TrackerProcess(s, log) as t:
         text = log.read_text()
         assert text.count("its tables are rebuilt from the changelog") == 1
         assert time.time() - D.last_seen_s(s.data_dir) < 600, "stamped again at start"
+        # Restored from the changelog alone: the delayed send is still there.
+        wait_for(lambda: scheduled(t) == 1, 30, what="the delayed send restored")
 
 
 def test_a_missing_queues_topic_names_both_causes_and_the_acl_fix(make_settings):
