@@ -149,3 +149,15 @@ def test_kmq_acls_prints_the_names_of_the_environment_and_updates_docs_with_the_
     text = doc.read_text()
     assert text.startswith("intro\n") and text.endswith("rest\n") and "stale" not in text
     assert "`kmq-tracker-redrive-`" in text and "billing" not in text
+
+
+def test_fausts_internal_topic_names_are_the_ones_the_checklist_grants():
+    import inspect
+
+    from faust.assignor import leader_assignor
+    from faust.tables import base
+
+    assert 'f"{self.app.conf.id}-__assignor-__leader"' in inspect.getsource(leader_assignor)
+    assert 'f"{self.app.conf.id}-{self.name}-changelog"' in inspect.getsource(base)
+    from tables.tracker import tracker_state
+    assert tracker_state.name == acls.TRACKER_TABLE
