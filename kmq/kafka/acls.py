@@ -58,7 +58,7 @@ def _queue_settings_reader(s: Settings) -> list[Grant]:
     # kmq.queue_config loads every queue's settings at start, in every role.
     return [
         Grant("Topic", s.queues_topic, False, ("Read", "Describe"),
-              "queue settings, loaded at start (without READ: 'topic does not exist')"),
+              "queue settings, loaded at start (without READ every SDK process stops there)"),
         Grant("Group", f"{s.app_id}-queue-configs", False, ("Read",),
               "the queue-settings reader (assign only, never commits)"),
     ]

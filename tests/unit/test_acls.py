@@ -117,7 +117,7 @@ def test_the_tracker_may_use_fausts_changelog_and_group_and_the_redrive_ids():
     admin = acls.grants(S)["tenant admin"]
     assert any(g.covers("TransactionalId", acls.redrive_transactional_id(S, "orders"), "Write")
                for g in admin)
-    # Every app loads queue settings at start (the SDK says "topic does not exist" otherwise).
+    # Every app loads queue settings at start (the SDK stops there otherwise).
     for role, gs in acls.grants(S).items():
         assert any(g.covers("Topic", S.queues_topic, "Read") for g in gs), role
 
