@@ -9,17 +9,28 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# A system user owns the data dir; the service tree stays root-owned (read-only to it).
-RUN useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin kmq \
+# tini as PID 1: it forwards SIGTERM to faust (so a worker leaves its group before the
+# grace period ends) and reaps children. A system user owns the data dir; the service
+# tree stays root-owned (read-only to it).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin kmq \
     && mkdir -p /var/lib/kmq \
     && chown kmq:kmq /var/lib/kmq
 
 WORKDIR /srv/kmq
 
-# Dependencies first (cached until pyproject.toml or the SDK changes).
+# Dependencies first, pinned (constraints.txt): this layer is cached until a pin
+# changes, whatever happens to the SDK or the service tree.
+COPY constraints.txt ./
+RUN pip install -r constraints.txt
+
+# The SDK itself, without resolving again; pip check fails the build if a pin
+# no longer satisfies pyproject.toml.
 COPY pyproject.toml README.md ./
 COPY kmq/ kmq/
-RUN pip install ".[tracker]"
+RUN pip install --no-deps ".[tracker]" && pip check
 
 COPY app/ app/
 COPY agents/ agents/
@@ -39,7 +50,11 @@ EXPOSE 6066
 
 USER kmq
 
+# Ready, not just alive: /kmq/ready answers 200 once this worker serves its partitions.
+# It asks KMQ_WEB_HOST (loopback when that is a wildcard address), so a worker bound to
+# one interface is checked there.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/kmq/health' % os.environ['KMQ_WEB_PORT'], timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; h = os.environ.get('KMQ_WEB_HOST', '127.0.0.1'); h = '127.0.0.1' if h in ('', '0.0.0.0') else ('::1' if h == '::' else h); h = '[%s]' % h if ':' in h else h; urllib.request.urlopen('http://%s:%s/kmq/ready' % (h, os.environ['KMQ_WEB_PORT']), timeout=4)"]
 
+ENTRYPOINT ["/usr/bin/tini", "-g", "--"]
 CMD ["faust", "-A", "app", "worker", "-l", "info"]

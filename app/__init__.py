@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from pathlib import Path
 
 # `faust -A app` imports this package with the working directory on the path
@@ -19,8 +20,9 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 import faust  # noqa: E402
 
-from app import consumer_tuning  # noqa: E402
+from app import consumer_tuning, data_dir  # noqa: E402
 from app.settings import faust_options  # noqa: E402
+from kmq.kafka import acls, broker_checks  # noqa: E402
 from kmq.kafka.admin import ensure_topics  # noqa: E402
 from kmq.queue_config import publish_auth  # noqa: E402
 from kmq.settings import Settings  # noqa: E402
@@ -40,6 +42,15 @@ class TrackerApp(faust.App):
         created = await loop.run_in_executor(None, ensure_topics, settings)
         if created:
             log.info("created topics %s", ", ".join(created))
+        # Broker settings kmq depends on (offsets retention, transaction bound, changelog
+        # tombstones): a ConfigError here stops the worker with the fix.
+        report = await loop.run_in_executor(
+            None, broker_checks.check_at_start, settings, acls.changelog_topic(settings))
+        for warning in report.warnings:
+            log.warning("%s", warning)
+        # Before any table opens (tables start after this): drop tables too old to resume.
+        data_dir.rebuild_if_stale(settings.data_dir, time.time(), report.tombstones_kept_ms)
+        data_dir.stamp(settings.data_dir)
         await loop.run_in_executor(None, publish_auth, settings)
 
 
@@ -49,3 +60,9 @@ app = TrackerApp(
     origin="app",
     **faust_options(settings),
 )
+
+
+@app.timer(interval=data_dir.STAMP_INTERVAL_S)
+async def stamp_data_dir() -> None:
+    """Mark the data dir as in use (a data dir unused for too long is rebuilt at start)."""
+    data_dir.stamp(settings.data_dir)

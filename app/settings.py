@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from app import logs
 from kmq.kafka import profiles
 from kmq.kafka import security
 from kmq.settings import Settings
@@ -50,6 +51,8 @@ def faust_options(s: Settings) -> dict[str, Any]:
         "worker_redirect_stdouts": False,
         **profiles.faust_options(s),
     }
+    if s.log_format == "json":
+        opts["logging_config"] = logs.logging_config()
     credentials = _credentials(s)
     if credentials is not None:
         opts["broker_credentials"] = credentials

@@ -220,8 +220,13 @@ class QueueConfigs:
                 f"{timeout_s:g}s (KMQ_BOOTSTRAP_SERVERS): {exc}") from exc
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
-            raise ConfigError(f"topic {topic!r} does not exist: create kmq's topics first "
-                              "(`faust -A app create-topics` or `kmq dev`)")
+            # A principal without DESCRIBE/READ on the topic gets the same answer as for a
+            # missing one (or TOPIC_AUTHORIZATION_FAILED): say both.
+            why = f" ({meta.error.name()})" if meta is not None and meta.error is not None else ""
+            raise ConfigError(f"topic {topic!r} does not exist or may not be read{why}: create "
+                              "kmq's topics first (`faust -A app create-topics` or `kmq dev`), or "
+                              "grant this principal READ and DESCRIBE on it (`kmq acls`, "
+                              "docs/security.md)")
         parts = sorted(meta.partitions)
         self._consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         eof: set[int] = set()

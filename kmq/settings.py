@@ -107,7 +107,8 @@ class Settings:
     redeliver_batch_limit: int = _setting(
         20000, "KMQ_REDELIVER_BATCH_LIMIT", "Most messages one tick redelivers")
     session_timeout_ms: int = _setting(
-        0, "KMQ_SESSION_TIMEOUT_MS", "Consumer group session timeout (0: 6000 embedded, 45000 production)")
+        0, "KMQ_SESSION_TIMEOUT_MS", "Consumer group session timeout (0: 6000 embedded, 10000 production: a crashed worker's "
+        "partitions move after it, so keep it well below KMQ_VISIBILITY_TIMEOUT_S)")
     max_message_bytes: int = _setting(
         1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload + headers) the broker accepts")
     group_prefix: str = _setting("kmq.", "KMQ_GROUP_PREFIX", "Prefix of each queue's consumer group id")
@@ -163,6 +164,10 @@ class Settings:
         100, "KMQ_METRICS_TOP_QUEUES",
         "Queues with their own label in /metrics per worker (the busiest); the rest are summed "
         "as queue=\"~other\"")
+    log_format: str = _setting(
+        "text", "KMQ_LOG_FORMAT",
+        "Tracker worker's log lines: `text` (Faust's) or `json` (one object a line: ts, level, "
+        "logger, message, exc)")
 
     # Shown as "***" when set (logs and tracebacks print settings).
     SECRETS = ("sasl_password", "ssl_key_password", "admin_token", "token")
@@ -204,6 +209,8 @@ class Settings:
             raise ConfigError(f"KMQ_DISPATCH={self.dispatch!r}: use shared or partition")
         if self.compression not in ("",) + COMPRESSIONS:
             raise ConfigError(f"KMQ_COMPRESSION={self.compression!r}: use one of {', '.join(COMPRESSIONS)}")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"KMQ_LOG_FORMAT={self.log_format!r}: use text or json")
         if self.transactional_starts not in ("on", "off"):
             raise ConfigError(f"KMQ_TRANSACTIONAL_STARTS={self.transactional_starts!r}: use on or off")
         if self.auth == "on" and len(self.admin_token) < 16:
@@ -274,8 +281,12 @@ class Settings:
     def effective_session_timeout_ms(self) -> int:
         if self.session_timeout_ms:
             return self.session_timeout_ms
-        # Tansu answers a group join after about half the session timeout.
-        return 6000 if self.embedded else 45000
+        # Tansu answers a group join after about half the session timeout. Production: a
+        # crashed tracker worker's partitions (and their redeliveries) wait this long, so well
+        # under the 30 s default visibility timeout; measured on the embedded broker, SIGKILL
+        # of one of two tracker workers to the other owning all partitions: 6 s -> 9.2 s,
+        # 10 s -> 16.4 s, 15 s -> 24.3 s, 45 s -> 70.3 s (bench/failover.py, docs/deployment.md).
+        return 6000 if self.embedded else 10000
 
     @property
     def effective_tracker_fetch_wait_ms(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from app import app, settings
 from app.settings import ROCKSDB_OPTIONS
-from kmq.kafka.profiles import topic_durability_config
+from kmq.kafka.broker_checks import changelog_topic_config
 
 INDEX_VALUE = b"\x01"  # a present, non-null value (null is a changelog tombstone)
 
@@ -20,6 +20,7 @@ tracker_state = app.Table(
     "tracker", key_type=bytes, value_type=bytes, partitions=settings.markers_partitions,
     help="In-flight ranges (R...), scheduled sends (S...) and the deadline index (D...)",
     options=dict(ROCKSDB_OPTIONS),
-    # The changelog is the state: as durable as kmq's own topics (min.insync.replicas).
-    extra_topic_configs=topic_durability_config(settings),
+    # The changelog is the state: as durable as kmq's own topics (min.insync.replicas), and
+    # its tombstones kept as long as markers (a stopped worker's RocksDB must not outlive them).
+    extra_topic_configs=changelog_topic_config(settings),
 )

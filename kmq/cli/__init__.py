@@ -97,6 +97,22 @@ def config_reference(out: str | None) -> None:
         click.echo(text, nl=False)
 
 
+@main.command("acls")
+@click.option("--update", "update", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Rewrite the checklist between the acl-checklist markers of this file (repeatable).")
+def acls(update: tuple[str, ...]) -> None:
+    """The Kafka ACLs each role needs (Markdown), with the names the KMQ_* settings give.
+
+    The docs carry the default names: --update renders those, whatever KMQ_* says.
+    """
+    from kmq.kafka.acls import checklist_markdown, with_checklist
+    from kmq.settings import Settings
+    for path in update:
+        Path(path).write_text(with_checklist(Path(path).read_text(), Settings()))
+    if not update:
+        click.echo(checklist_markdown(Settings.from_env()), nl=False)
+
+
 def _port_free(port: int) -> bool:
     import socket
     with socket.socket() as s:

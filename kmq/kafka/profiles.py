@@ -16,7 +16,8 @@ group timeouts cannot differ between them:
 in-sync replicas (librdkafka ``acks=all`` + idempotence, Faust
 ``producer_acks=-1``), topics with replication factor 3 and
 min.insync.replicas 2 (a write survives one broker down), standby table
-replicas, the Java client's group timeouts (session 45 s).
+replicas, a 10 s group session (the Java client's 45 s default would hold a crashed
+tracker worker's redeliveries past the 30 s visibility timeout; docs/deployment.md).
 
 ``embedded`` (the Tansu dev broker, BROKER.md): the same acks and
 idempotence, replication factor 1, short group timeouts (Tansu answers a

@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 
 from confluent_kafka import Consumer, Producer
 
+from kmq.kafka.broker_checks import redrive_transaction_timeout_ms
 from kmq.kafka.offsets import read_to_end
 from kmq.protocol import envelope
 from kmq.errors import BrokerUnavailableError, ConfigError
@@ -187,14 +188,21 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
     conf = producer_config(settings)
     producer = Producer({**conf,
                          "transactional.id": f"{settings.app_id}-redrive-{queue}",
-                         # librdkafka wants message.timeout.ms <= transaction.timeout.ms
-                         "transaction.timeout.ms": max(60000, conf.get("message.timeout.ms", 0)),
+                         # librdkafka wants message.timeout.ms <= transaction.timeout.ms;
+                         # the tracker checks it against the brokers' bound at start.
+                         "transaction.timeout.ms": redrive_transaction_timeout_ms(settings),
                          "linger.ms": 5})
     try:
         # Fences an earlier redrive of this queue and settles its last transaction,
         # so the fold below sees everything that was moved.
         producer.init_transactions(30)
     except Exception as exc:
+        if "INVALID_TRANSACTION_TIMEOUT" in str(exc).upper():
+            raise ConfigError(
+                f"KMQ_DELIVERY_TIMEOUT_MS={settings.delivery_timeout_ms} asks for transactions of "
+                f"{redrive_transaction_timeout_ms(settings)} ms, above the brokers' "
+                "transaction.max.timeout.ms (900000 by default): lower KMQ_DELIVERY_TIMEOUT_MS "
+                "or raise transaction.max.timeout.ms") from exc
         raise BrokerUnavailableError(
             f"could not start a transaction on {settings.bootstrap_servers}: {exc}") from exc
     folded = _fold(settings, queue)

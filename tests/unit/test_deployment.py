@@ -273,7 +273,8 @@ def test_the_image_runs_the_worker_from_the_service_tree_as_a_non_root_user(serv
     steps = dockerfile()
     words = [w for w, _ in steps]
     assert steps[0] == ("FROM", "python:3.11-slim")
-    assert any(w == "RUN" and re.search(r"""pip install ["']?\.\[tracker\]["']?""", a) for w, a in steps)
+    assert any(w == "RUN" and re.search(r"""pip install --no-deps ["']?\.\[tracker\]["']?""", a)
+               for w, a in steps)
     copied = {a.split()[0].rstrip("/") for w, a in steps if w == "COPY"}
     assert {"kmq", "app", "agents", "tables"} <= copied
     for d in ("kmq", "app", "agents", "tables"):
@@ -311,3 +312,71 @@ def test_the_build_context_keeps_what_the_image_copies():
     for needed in ("kmq", "app", "agents", "tables", "pyproject.toml", "README.md"):
         assert needed not in ignored
     assert ".venv" in ignored and ".git" in ignored
+
+
+# -- operating over days (issue 16) ---------------------------------------------------
+
+
+def broker_configs(service: dict) -> dict[str, str]:
+    """The apache/kafka image's env-to-config mapping: KAFKA_OFFSETS_RETENTION_MINUTES -> offsets.retention.minutes."""
+    return {k[len("KAFKA_"):].lower().replace("_", "."): v
+            for k, v in env_of(service).items() if k.startswith("KAFKA_")}
+
+
+def test_the_brokers_pass_the_workers_start_up_checks(services):
+    from kmq.kafka.broker_checks import check_broker
+
+    for broker in brokers(services).values():
+        configs = broker_configs(broker)
+        assert "offsets.retention.minutes" in configs and "transaction.max.timeout.ms" in configs
+        for worker in workers(services).values():
+            assert check_broker(worker_settings(worker), configs) == []
+
+
+def duration_s(text: str) -> float:
+    """Compose durations as used here: ``100s``, ``2m``, ``1m30s``."""
+    parts = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", text)
+    assert parts and text, text
+    return int(parts.group(1) or 0) * 60 + int(parts.group(2) or 0)
+
+
+def test_workers_get_time_to_leave_their_group_before_a_sigkill(services):
+    import mode
+
+    # The redeliverer's flush on stop (agents/redeliver.py, _flush's default timeout).
+    source = (ROOT / "agents" / "redeliver.py").read_text()
+    (flush_s,) = re.findall(r"def _flush\(self, producer: Producer, timeout_s: float = ([\d.]+)\)", source)
+    needed_s = mode.Service.shutdown_timeout + float(flush_s)
+    for name, service in workers(services).items():
+        assert duration_s(service["stop_grace_period"]) >= needed_s, f"{name}: stop_grace_period"
+        assert "init" not in service, f"{name}: the image has its init; a second one would be nested"
+    # The image runs faust under an init process that forwards SIGTERM (to the process group).
+    (entrypoint,) = [json.loads(a) for w, a in dockerfile() if w == "ENTRYPOINT"]
+    assert entrypoint[0].endswith("/tini") and "--" in entrypoint
+    assert any(w == "RUN" and "install" in a and " tini" in a for w, a in dockerfile())
+
+
+def test_the_image_installs_pinned_dependencies_before_copying_the_sdk():
+    steps = dockerfile()
+    copies = [(i, a.split()) for i, (w, a) in enumerate(steps) if w == "COPY"]
+    (pins,) = [i for i, args in copies if args[0] == "constraints.txt"]
+    (sdk,) = [i for i, args in copies if args[0].rstrip("/") == "kmq"]
+    (install,) = [i for i, (w, a) in enumerate(steps) if w == "RUN" and "-r constraints.txt" in a]
+    assert pins < install < sdk, "a change to kmq/ must not re-download the dependencies"
+
+
+def test_the_health_check_asks_for_readiness_where_the_worker_listens(monkeypatch):
+    (check,) = [a for w, a in dockerfile() if w == "HEALTHCHECK"]
+    cmd = json.loads(check[check.index("CMD") + 3:].strip())
+    code = cmd[cmd.index("-c") + 1]
+    assert "/kmq/ready" in code and "KMQ_WEB_HOST" in code
+    asked = []
+    import urllib.request
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: asked.append(url))
+    for host, url in (("0.0.0.0", "http://127.0.0.1:6066/kmq/ready"),
+                      ("10.0.0.5", "http://10.0.0.5:6066/kmq/ready"),
+                      ("::", "http://[::1]:6066/kmq/ready")):
+        monkeypatch.setenv("KMQ_WEB_HOST", host)
+        monkeypatch.setenv("KMQ_WEB_PORT", "6066")
+        exec(code, {})
+        assert asked[-1] == url

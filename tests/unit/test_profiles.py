@@ -46,10 +46,12 @@ def test_credits_go_out_in_order_and_at_once_without_idempotence():
     assert conf["acks"] == "all" and conf["partitioner"] == "murmur2_random"
 
 
-def test_production_group_timeouts_are_the_java_clients():
+def test_production_group_session_is_short_enough_for_a_prompt_failover():
     conf = profiles.group_consumer_config(production(), "kmq.orders")
     assert conf["group.id"] == "kmq.orders"
-    assert (conf["session.timeout.ms"], conf["heartbeat.interval.ms"]) == (45_000, 3_000)
+    # 10 s (issue 16): a crashed worker's partitions move well within a 30 s visibility timeout.
+    assert (conf["session.timeout.ms"], conf["heartbeat.interval.ms"]) == (10_000, 1_666)
+    assert conf["session.timeout.ms"] < production().visibility_timeout_s * 1000 / 2
     assert conf["max.poll.interval.ms"] == 300_000
     assert conf["isolation.level"] == "read_committed"
 

@@ -16,7 +16,7 @@ def test_defaults_and_env_values():
 
 def test_production_profile_is_durable_by_default():
     s = Settings.from_env({})
-    assert s.effective_replication_factor == 3 and s.effective_session_timeout_ms == 45000
+    assert s.effective_replication_factor == 3 and s.effective_session_timeout_ms == 10000
 
 
 @pytest.mark.parametrize("env, names", [

@@ -1,0 +1,70 @@
+"""A tracker data dir that slept longer than the changelog keeps tombstones is rebuilt.
+
+Faust resumes a table partition from the changelog offset its RocksDB saved. Compaction
+drops a tombstone ``delete.retention.ms`` after it was written; a worker stopped longer
+than that may never read the tombstones of entries settled meanwhile, and its RocksDB
+would keep them alive: settled messages redelivered. So a worker stamps its data dir
+every minute, and at start one whose stamp is older than (most of) the changelog's
+``delete.retention.ms`` drops its tables: Faust restores them from the changelog.
+Only Faust's table folders (``<KMQ_DATA_DIR>/v*/tables``) are removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+log = logging.getLogger("kmq.tracker")
+
+STAMP = "kmq-last-seen"
+STAMP_INTERVAL_S = 60.0
+# Offline for more than this share of delete.retention.ms counts as stale (clock skew, the
+# stamp's interval, compaction timing).
+STALE_SHARE = 0.9
+
+
+def table_dirs(data_dir: str | os.PathLike) -> list[Path]:
+    """Faust's RocksDB table folders under the data dir (``v<version>/tables``)."""
+    return sorted(p for p in Path(data_dir).glob("v*/tables") if p.is_dir())
+
+
+def last_seen_s(data_dir: str | os.PathLike) -> float | None:
+    """When a worker last ran on this data dir: its stamp, else its tables' newest file (None: no tables)."""
+    dirs = table_dirs(data_dir)
+    if not dirs:
+        return None
+    stamp = Path(data_dir) / STAMP
+    if stamp.is_file():
+        return stamp.stat().st_mtime
+    times = [f.stat().st_mtime for d in dirs for f in d.rglob("*") if f.is_file()]
+    return max(times, default=max(d.stat().st_mtime for d in dirs))
+
+
+def is_stale(last_seen: float | None, now_s: float, tombstones_kept_ms: int) -> bool:
+    """Whether tables last written at ``last_seen`` may miss tombstones compaction has dropped."""
+    return last_seen is not None and now_s - last_seen > STALE_SHARE * tombstones_kept_ms / 1000
+
+
+def rebuild_if_stale(data_dir: str | os.PathLike, now_s: float, tombstones_kept_ms: int) -> bool:
+    """Remove the tables of a stale data dir (Faust restores them); True if it did."""
+    seen = last_seen_s(data_dir)
+    if not is_stale(seen, now_s, tombstones_kept_ms):
+        return False
+    assert seen is not None
+    for d in table_dirs(data_dir):
+        shutil.rmtree(d)
+    log.warning("data dir %s was last used %.1f days ago, longer than the changelog keeps "
+                "tombstones (%.1f days): its tables are rebuilt from the changelog",
+                data_dir, (now_s - seen) / 86400, tombstones_kept_ms / 86_400_000)
+    return True
+
+
+def stamp(data_dir: str | os.PathLike, now_s: float | None = None) -> None:
+    """Record that a worker runs on this data dir now."""
+    path = Path(data_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / STAMP).touch()
+    if now_s is not None:
+        os.utime(path / STAMP, (now_s, now_s))

@@ -1,0 +1,147 @@
+"""The Kafka ACLs each role needs: every topic, group and transactional id kmq uses, in one place.
+
+Four roles run kmq code against the cluster:
+
+- **producer**: an application that sends (``Client.send``, delayed sends);
+- **consumer**: an application that receives, in either dispatch mode (a queue
+  can switch mode, so a consumer needs both);
+- **tenant admin**: ``configure_queue``, tenants, dead-letter list/redrive/purge
+  (the SDK's admin calls and the ``kmq`` CLI);
+- **tracker**: the Faust workers (``faust -A app worker``).
+
+:func:`grants` derives, from one :class:`~kmq.settings.Settings`, what each role
+needs; docs/security.md and docs/deployment.md carry :func:`checklist_markdown`
+(tests/unit/test_acls.py checks the docs are current and that every group id,
+transactional id and topic the code names is covered). Groups that "never join
+or commit" (readers with ``assign()``) are listed too: a broker may still check
+them (OffsetFetch), and their names say whose reader it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kmq.settings import Settings
+
+ROLES = ("producer", "consumer", "tenant admin", "tracker")
+TRACKER_TABLE = "tracker"  # tables/tracker.py: the table's name, hence its changelog's
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One ACL: ``operations`` on a resource named ``name`` (exactly, or every name it prefixes)."""
+
+    resource: str          # Topic, Group, TransactionalId, Cluster
+    name: str
+    prefixed: bool
+    operations: tuple[str, ...]
+    why: str
+
+    def covers(self, resource: str, name: str, operation: str | None = None) -> bool:
+        """Whether this grant allows ``operation`` (any, if None) on that resource."""
+        if resource != self.resource or (operation is not None and operation not in self.operations):
+            return False
+        return name.startswith(self.name) if self.prefixed else name == self.name
+
+
+def changelog_topic(s: Settings) -> str:
+    """Faust's changelog of the tracker's table: ``<app id>-<table>-changelog``."""
+    return f"{s.app_id}-{TRACKER_TABLE}-changelog"
+
+
+def redrive_transactional_id(s: Settings, queue: str) -> str:
+    """The transactional id of one queue's redrive (kmq.ops.deadletters): fences an earlier one."""
+    return f"{s.app_id}-redrive-{queue}"
+
+
+def _queue_settings_reader(s: Settings) -> list[Grant]:
+    # kmq.queue_config loads every queue's settings at start, in every role.
+    return [
+        Grant("Topic", s.queues_topic, False, ("Read", "Describe"),
+              "queue settings, loaded at start (without READ every SDK process stops there)"),
+        Grant("Group", f"{s.app_id}-queue-configs", False, ("Read",),
+              "the queue-settings reader (assign only, never commits)"),
+    ]
+
+
+def grants(s: Settings) -> dict[str, list[Grant]]:
+    """Role -> the ACLs it needs, with the names these settings give."""
+    t, app, prefix = s.topics, s.app_id, s.group_prefix
+    producer = [
+        Grant("Topic", t.queue, False, ("Write", "Describe"), "messages"),
+        Grant("Topic", t.markers, False, ("Write", "Describe"), "SCHEDULE markers of delayed sends"),
+        *_queue_settings_reader(s),
+    ]
+    consumer = [
+        Grant("Topic", t.queue, False, ("Read", "Describe"),
+              "partition mode: the group's partitions; shared mode: referenced ranges"),
+        Grant("Topic", t.deliveries, False, ("Read", "Describe"), "shared mode: the consumer's lane"),
+        Grant("Topic", t.markers, False, ("Write", "Describe"), "START, ACK, RELEASE, REJECT, CREDIT ..."),
+        Grant("Group", prefix, True, ("Read", "Describe"),
+              f"`{prefix}<queue>`, `{prefix}<queue>@<switch ms>` after a mode switch, "
+              f"readers `{prefix}<queue>.lanes` and `.refs` (prefix ACL)"),
+        Grant("TransactionalId", prefix, True, ("Write", "Describe"),
+              f"KMQ_TRANSACTIONAL_STARTS=on: `{prefix}<queue>.<random>` unless the consumer "
+              "passes its own transactional_id (then grant that)"),
+        *_queue_settings_reader(s),
+    ]
+    tenant_admin = [
+        Grant("Topic", t.queues, False, ("Read", "Write", "Describe"),
+              "configure_queue, tenants, purge points"),
+        Grant("Group", f"{app}-queue-configs", False, ("Read",),
+              "the queue-settings reader (assign only, never commits)"),
+        Grant("Topic", t.dlq, False, ("Read", "Write", "Describe"), "list, redrive, purge dead letters"),
+        Grant("Group", f"{app}-dlq-reader", False, ("Read",), "the dead-letter reader (assign only)"),
+        Grant("Group", f"{app}-end-offsets", False, ("Read",),
+              "configure_queue reads the queue topic's ends (partition starts; assign only)"),
+        Grant("Topic", t.queue, False, ("Write", "Describe"), "redrive republishes dead letters"),
+        Grant("Topic", t.markers, False, ("Write", "Describe"), "PURGE markers"),
+        Grant("TransactionalId", f"{app}-redrive-", True, ("Write", "Describe"),
+              "`<KMQ_APP_ID>-redrive-<queue>`: one redrive per queue at a time"),
+    ]
+    tracker = [
+        *(Grant("Topic", name, False, ("Read", "Write", "Describe", "DescribeConfigs"), why)
+          for name, why in ((t.queue, "payload read-back, redeliveries, due delayed sends"),
+                            (t.markers, "the markers it tracks; TICK, ACQUIRE, BEGIN"),
+                            (t.dlq, "dead letters; the views count them"),
+                            (t.deliveries, "shared queues' deliveries"),
+                            (t.queues, "queue settings, handover, its auth record"))),
+        Grant("Topic", f"{app}-", True, ("Read", "Write", "Describe", "Create", "DescribeConfigs"),
+              f"Faust's internal topics: `{changelog_topic(s)}`, `{app}-__assignor-__leader`"),
+        Grant("Group", app, True, ("Read", "Describe"),
+              f"Faust's group `{app}`; readers `{app}-payload-reader`, `-dispatcher`, "
+              "`-end-offsets`, `-queue-configs`, `-dlq-reader` and the views' (assign only)"),
+        Grant("Group", prefix, True, ("Describe",),
+              "the views read queues' group offsets (partition-mode depth)"),
+        Grant("Cluster", "kafka-cluster", False, ("Create", "DescribeConfigs", "Describe"),
+              "Create: kmq's topics at start (drop it if they are made by your tooling); "
+              "DescribeConfigs: the start-up checks of offsets retention and transaction timeout; "
+              "Describe: listing groups"),
+    ]
+    return {"producer": producer, "consumer": consumer, "tenant admin": tenant_admin,
+            "tracker": tracker}
+
+
+def checklist_markdown(s: Settings | None = None) -> str:
+    """The ACL checklist as a markdown table, with the default names (generated into the docs)."""
+    s = s or Settings()
+    rows = ["| role | resource | name | pattern | operations | why |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for role, gs in grants(s).items():
+        for g in gs:
+            pattern = "prefixed" if g.prefixed else "literal"
+            rows.append(f"| {role} | {g.resource} | `{g.name}` | {pattern} | "
+                        f"{', '.join(g.operations)} | {g.why} |")
+    return "\n".join(rows) + "\n"
+
+
+BEGIN, END = "<!-- acl-checklist: begin (generated by `kmq acls`) -->", "<!-- acl-checklist: end -->"
+
+
+def with_checklist(doc: str, s: Settings | None = None) -> str:
+    """``doc`` with the text between the checklist markers replaced by the current checklist."""
+    head, sep, rest = doc.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise ValueError(f"the document has no {BEGIN} ... {END} markers")
+    return f"{head}{BEGIN}\n{checklist_markdown(s)}{END}{tail}"

@@ -1,0 +1,163 @@
+"""The ACL checklist (kmq.kafka.acls) covers every name the code uses, and the docs carry it.
+
+Given the source of each role's modules, every ``group.id`` and ``transactional.id``
+they build and every kmq topic they name must be granted to that role; the
+docs' checklist must be what ``kmq acls --update`` renders today.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kmq.kafka import acls
+from kmq.queue_config import QueueConfig
+from kmq.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+S = Settings(app_id="app-x", group_prefix="pfx.")
+
+# Which roles run each module: every name in it must be granted to each of them, except in
+# kmq/client.py, whose methods each role uses a part of (there: to one of them).
+ALL = acls.ROLES
+SHARED_BY_PARTS = ("kmq/client.py",)
+ROLE_OF = {
+    "kmq/queue_config.py": ALL,
+    "kmq/client.py": ("producer", "consumer", "tenant admin"),
+    "kmq/consumer/": ("consumer",),
+    "kmq/ops/": ("tenant admin",),
+    "kmq/kafka/offsets.py": ("tracker", "tenant admin"),
+    "kmq/kafka/admin.py": ("tracker",),
+    "kmq/stats/": ("tracker",),
+    "app/": ("tracker",),
+    "agents/": ("tracker",),
+    "tables/": ("tracker",),
+    "web/": ("tracker",),
+}
+ID_RE = re.compile(r'"(group\.id|transactional\.id)":\s*(?:[a-z_]+ or )?(f?)"([^"]*)"')
+TOPIC_RE = re.compile(r"\b(?:self\.)?(?:_?settings|s)\.(queue|markers|dlq|queues|deliveries)_topic\b")
+
+
+def roles_of(rel: str) -> tuple[str, ...]:
+    return next((roles for prefix, roles in ROLE_OF.items() if rel.startswith(prefix)), ())
+
+
+def role_files() -> list[tuple[str, str]]:
+    out = []
+    for folder in ("kmq", "app", "agents", "tables", "web"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            if roles_of(rel):
+                out.append((rel, path.read_text()))
+    return out
+
+
+def render(is_f: str, template: str) -> str:
+    """An f-string template with the sample settings' names (anything else: a sample value)."""
+    if not is_f:
+        return template
+
+    def value(m: re.Match) -> str:
+        expr = m.group(1)
+        if "app_id" in expr:
+            return S.app_id
+        if "group_id(" in expr:
+            return S.group_id("orders")
+        return "x"
+    return re.sub(r"\{([^}]*)\}", value, template)
+
+
+def test_every_module_that_talks_to_kafka_has_a_role():
+    for folder in ("kmq/consumer", "kmq/ops", "app", "agents", "tables", "web"):
+        for path in (ROOT / folder).rglob("*.py"):
+            assert roles_of(str(path.relative_to(ROOT))), path
+
+
+def test_every_group_and_transactional_id_in_the_code_is_granted_to_its_role():
+    granted = acls.grants(S)
+    found = 0
+    for rel, text in role_files():
+        for kind, is_f, template in ID_RE.findall(text):
+            name = render(is_f, template)
+            resource = "Group" if kind == "group.id" else "TransactionalId"
+            assert_granted(rel, granted, resource, name)
+            found += 1
+    assert found >= 8, "the scan finds the code's ids"
+
+
+def assert_granted(rel: str, granted: dict, resource: str, name: str) -> None:
+    covered = {role: any(g.covers(resource, name) for g in granted[role]) for role in roles_of(rel)}
+    ok = any(covered.values()) if rel in SHARED_BY_PARTS else all(covered.values())
+    assert ok, f"{rel}: {resource} {name!r} is missing in the ACLs of {covered} (kmq/kafka/acls.py)"
+
+
+def test_partition_mode_groups_before_and_after_a_mode_switch_are_granted_to_consumers():
+    consumer = acls.grants(S)["consumer"]
+    for config in (QueueConfig(), QueueConfig(dispatch_since_ms=1_700_000_000_000)):
+        assert any(g.covers("Group", config.group_id(S, "orders"), "Read") for g in consumer)
+
+
+def test_every_kmq_topic_a_module_names_is_granted_to_its_role():
+    granted = acls.grants(S)
+    for rel, text in role_files():
+        for kind in set(TOPIC_RE.findall(text)):
+            topic = getattr(S.topics, kind)
+            assert_granted(rel, granted, "Topic", topic)
+
+
+def test_the_tracker_may_use_fausts_changelog_and_group_and_the_redrive_ids():
+    tracker = acls.grants(S)["tracker"]
+    from kmq.spark.changelog import tracker_changelog_topic
+    assert acls.changelog_topic(S) == tracker_changelog_topic(S.app_id)
+    for name in (acls.changelog_topic(S), f"{S.app_id}-__assignor-__leader"):
+        assert any(g.covers("Topic", name, "Write") for g in tracker)
+    assert any(g.covers("Group", S.app_id, "Read") for g in tracker)
+    admin = acls.grants(S)["tenant admin"]
+    assert any(g.covers("TransactionalId", acls.redrive_transactional_id(S, "orders"), "Write")
+               for g in admin)
+    # Every app loads queue settings at start (the SDK stops there otherwise).
+    for role, gs in acls.grants(S).items():
+        assert any(g.covers("Topic", S.queues_topic, "Read") for g in gs), role
+
+
+def test_the_redrive_uses_the_transactional_id_of_the_checklist():
+    text = (ROOT / "kmq/ops/deadletters.py").read_text()
+    (template,) = re.findall(r'"transactional\.id":\s*f"([^"]*)"', text)
+    assert render("f", template) == acls.redrive_transactional_id(S, "x")
+
+
+@pytest.mark.parametrize("doc", ["docs/security.md", "docs/deployment.md"])
+def test_the_docs_carry_the_current_checklist(doc):
+    text = (ROOT / doc).read_text()
+    assert text == acls.with_checklist(text), f"run: kmq acls --update {doc}"
+
+
+def test_kmq_acls_prints_the_names_of_the_environment_and_updates_docs_with_the_defaults(
+        tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kmq.cli import main
+
+    monkeypatch.setenv("KMQ_APP_ID", "billing-tracker")
+    printed = CliRunner().invoke(main, ["acls"])
+    assert printed.exit_code == 0 and "`billing-tracker-redrive-`" in printed.output
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{acls.BEGIN}\nstale\n{acls.END}\nrest\n")
+    assert CliRunner().invoke(main, ["acls", "--update", str(doc)]).exit_code == 0
+    text = doc.read_text()
+    assert text.startswith("intro\n") and text.endswith("rest\n") and "stale" not in text
+    assert "`kmq-tracker-redrive-`" in text and "billing" not in text
+
+
+def test_fausts_internal_topic_names_are_the_ones_the_checklist_grants():
+    import inspect
+
+    from faust.assignor import leader_assignor
+    from faust.tables import base
+
+    assert 'f"{self.app.conf.id}-__assignor-__leader"' in inspect.getsource(leader_assignor)
+    assert 'f"{self.app.conf.id}-{self.name}-changelog"' in inspect.getsource(base)
+    from tables.tracker import tracker_state
+    assert tracker_state.name == acls.TRACKER_TABLE

@@ -1,0 +1,56 @@
+"""A tracker data dir unused for longer than the changelog keeps tombstones is rebuilt at start.
+
+Given a data dir with Faust's table folders and a stamp (times set explicitly, no sleeps):
+a recent one is kept, a stale one loses its tables and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+
+from app import data_dir as D
+
+DAY_S = 86_400
+WEEK_MS = 7 * DAY_S * 1000
+NOW = 1_800_000_000.0
+
+
+def tables(root) -> None:
+    d = root / "v1" / "tables" / "tracker-0.db"
+    d.mkdir(parents=True)
+    (d / "000001.sst").write_bytes(b"x")
+
+
+def test_a_data_dir_used_recently_is_kept(tmp_path):
+    tables(tmp_path)
+    D.stamp(tmp_path, NOW - 6 * DAY_S)
+    assert not D.rebuild_if_stale(tmp_path, NOW, WEEK_MS)
+    assert D.table_dirs(tmp_path)
+
+
+def test_a_data_dir_older_than_the_tombstones_loses_only_its_tables(tmp_path):
+    tables(tmp_path)
+    (tmp_path / "other.txt").write_text("kept")
+    D.stamp(tmp_path, NOW - 8 * DAY_S)
+    assert D.rebuild_if_stale(tmp_path, NOW, WEEK_MS)
+    assert D.table_dirs(tmp_path) == [] and (tmp_path / "other.txt").read_text() == "kept"
+    assert (tmp_path / "v1").is_dir()
+
+
+def test_without_a_stamp_the_newest_table_file_tells_the_age(tmp_path):
+    tables(tmp_path)
+    sst = tmp_path / "v1" / "tables" / "tracker-0.db" / "000001.sst"
+    os.utime(sst, (NOW - 2 * DAY_S, NOW - 2 * DAY_S))
+    assert D.last_seen_s(tmp_path) == NOW - 2 * DAY_S
+    assert D.is_stale(D.last_seen_s(tmp_path), NOW, DAY_S * 1000)
+    assert not D.is_stale(D.last_seen_s(tmp_path), NOW, WEEK_MS)
+
+
+def test_an_empty_or_missing_data_dir_has_nothing_to_rebuild(tmp_path):
+    assert not D.rebuild_if_stale(tmp_path / "missing", NOW, 1)
+    assert not D.rebuild_if_stale(tmp_path, NOW, 1)
+
+
+def test_the_margin_counts_most_of_the_tombstone_retention_as_fresh():
+    assert not D.is_stale(NOW - 0.89 * 7 * DAY_S, NOW, WEEK_MS)
+    assert D.is_stale(NOW - 0.91 * 7 * DAY_S, NOW, WEEK_MS)

@@ -1,0 +1,95 @@
+"""The tracker runs on pinned dependencies, and what app/consumer_tuning.py patches is still there.
+
+constraints.txt pins kmq[tracker] and everything it pulls in; the image installs exactly
+that and ./scripts/bootstrap installs with it as constraints. These tests fail loudly
+when the installed versions leave the pins, a new dependency is not pinned, or the
+private Faust/aiokafka attributes the tuning patches change.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from importlib.metadata import PackageNotFoundError, distribution, version
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins() -> dict[str, str]:
+    out = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, pinned = line.partition("==")
+            assert pinned, f"constraints.txt: {line!r} is not name==version"
+            out[norm(name)] = pinned
+    return out
+
+
+def tracker_closure() -> set[str]:
+    """Every distribution kmq[tracker] needs here, transitively (installed metadata)."""
+    seen: set[str] = set()
+
+    def walk(name: str, extras: tuple[str, ...] = ()) -> None:
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            return  # a marker-excluded requirement (other platform or Python)
+        key = norm(name)
+        if key in seen and not extras:
+            return
+        seen.add(key)
+        for raw in dist.requires or []:
+            req = Requirement(raw)
+            if req.marker and not any(req.marker.evaluate({"extra": e}) for e in (extras or ("",))):
+                continue
+            walk(req.name, tuple(req.extras))
+
+    walk("kmq", ("tracker",))
+    return seen - {"kmq"}
+
+
+def test_every_dependency_of_the_tracker_is_pinned():
+    missing = tracker_closure() - set(pins())
+    assert not missing, f"pin these in constraints.txt: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", sorted(pins()))
+def test_the_installed_version_is_the_pinned_one(name):
+    assert version(name) == pins()[name], \
+        f"{name} {version(name)} is installed, constraints.txt pins {pins()[name]}: ./scripts/bootstrap dev"
+
+
+def test_the_pins_satisfy_pyproject():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for raw in project["dependencies"] + project["optional-dependencies"]["tracker"]:
+        req = Requirement(raw)
+        assert req.specifier.contains(pins()[norm(req.name)], prereleases=True), raw
+
+
+def test_the_attributes_consumer_tuning_patches_exist_with_the_shapes_it_assumes():
+    from aiokafka.consumer.consumer import AIOKafkaConsumer
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    # Wrapped methods: names, arguments and sync/async as app/consumer_tuning.py calls them.
+    create = AIOKafkaConsumerThread.__dict__.get("_create_worker_consumer")
+    highwaters = AIOKafkaConsumerThread.__dict__.get("_highwaters")
+    assert create is not None and list(inspect.signature(create).parameters) == ["self", "transport"]
+    assert highwaters is not None and inspect.iscoroutinefunction(highwaters)
+    assert list(inspect.signature(highwaters).parameters) == ["self", "partitions"]
+    # Attributes set on the consumer before it starts: aiokafka must still store them
+    # under these names and hand them to its fetcher when it starts.
+    source = inspect.getsource(AIOKafkaConsumer)
+    for attr, arg in (("_fetch_max_wait_ms", "fetch_max_wait_ms"), ("_isolation_level", "isolation_level")):
+        assert f"self.{attr} = {arg}" in source, f"aiokafka no longer keeps {arg} in {attr}"
+        assert f"{arg}=self.{attr}" in source, f"aiokafka no longer reads {attr} when it starts"
