@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from hypothesis import HealthCheck, settings as hypothesis_settings
 
 from kmq.kafka.admin import ensure_topics
 from kmq.dev.devstack import TrackerProcess, settings_env
@@ -29,6 +30,12 @@ ARTIFACTS = Path(os.environ.get("KMQ_TEST_ARTIFACTS", Path(__file__).parent.pare
 if os.environ.get("PYTEST_XDIST_WORKER"):  # each pytest-xdist worker (its own broker) apart
     ARTIFACTS = ARTIFACTS / os.environ["PYTEST_XDIST_WORKER"]
 _counter = itertools.count()
+
+# Property tests assert what the code does, never how fast a shared machine runs it:
+# hypothesis's default 200 ms deadline per example (and its too-slow health check) failed
+# a property test under a load average of 30 on this 2-core machine.
+hypothesis_settings.register_profile("kmq", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("kmq")
 
 
 def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, interval_s: float = 0.05,
