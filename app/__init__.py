@@ -50,8 +50,17 @@ class TrackerApp(faust.App):
             log.warning("%s", warning)
         # Before any table opens (tables start after this): drop tables too old to resume.
         data_dir.rebuild_if_stale(settings.data_dir, time.time(), report.tombstones_kept_ms)
+        data_dir.rebuild_if_unclean(settings.data_dir)  # also takes the clean-stop mark away
         data_dir.stamp(settings.data_dir)
         await loop.run_in_executor(None, publish_auth, settings)
+
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        # Faust has let its streams run empty, stopped the tables and flushed its producer:
+        # every table write is in the changelog, so the data dir may be reused as it is.
+        # (Not in on_shutdown: a worker stopped by a signal closes its loop before that.)
+        data_dir.mark_clean_stop(settings.data_dir)
 
 
 app = TrackerApp(

@@ -7,6 +7,16 @@ would keep them alive: settled messages redelivered. So a worker stamps its data
 every minute, and at start one whose stamp is older than (most of) the changelog's
 ``delete.retention.ms`` drops its tables: Faust restores them from the changelog.
 Only Faust's table folders (``<KMQ_DATA_DIR>/v*/tables``) are removed.
+
+The same holds after a worker was killed: RocksDB takes each table write at once, the
+changelog a moment later (Faust's producer buffer), and the markers agent skips records
+whose changes its table already holds. A worker restarted on the data dir of a killed one
+would keep writes the changelog never got (an ACK's delete, an ACQUIRE's entry) and never
+write them again: the next worker to restore that partition from the changelog would
+redeliver the acked message, or lose track of the acquired one. So a worker that stops
+cleanly (Faust flushed its producer and closed its tables) leaves a mark, and at start a
+data dir with tables and no mark drops them too (Kafka Streams does the same after an
+unclean shutdown under exactly-once).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from pathlib import Path
 log = logging.getLogger("kmq.tracker")
 
 STAMP = "kmq-last-seen"
+CLEAN_STOP = "kmq-clean-stop"  # present only between a clean stop and the next start
 STAMP_INTERVAL_S = 60.0
 # Offline for more than this share of delete.retention.ms counts as stale (clock skew, the
 # stamp's interval, compaction timing).
@@ -68,3 +79,27 @@ def stamp(data_dir: str | os.PathLike, now_s: float | None = None) -> None:
     (path / STAMP).touch()
     if now_s is not None:
         os.utime(path / STAMP, (now_s, now_s))
+
+
+def mark_clean_stop(data_dir: str | os.PathLike) -> None:
+    """Record that the worker on this data dir stopped cleanly (every table write is in the changelog)."""
+    path = Path(data_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / CLEAN_STOP).touch()
+
+
+def rebuild_if_unclean(data_dir: str | os.PathLike) -> bool:
+    """At start: drop the tables of a data dir whose last worker did not stop cleanly (Faust
+    restores them from the changelog); True if it did. Either way the mark is taken away,
+    so that a worker killed from now on leaves none."""
+    mark = Path(data_dir) / CLEAN_STOP
+    clean = mark.is_file()
+    mark.unlink(missing_ok=True)
+    dirs = [d for d in table_dirs(data_dir) if any(f.is_file() for f in d.rglob("*"))]
+    if clean or not dirs:  # (Faust makes the folders of a new data dir empty)
+        return False
+    for d in dirs:
+        shutil.rmtree(d)
+    log.warning("data dir %s: the last worker on it did not stop cleanly (killed?); its tables may "
+                "hold writes the changelog never got, so they are rebuilt from the changelog", data_dir)
+    return True

@@ -54,3 +54,23 @@ def test_an_empty_or_missing_data_dir_has_nothing_to_rebuild(tmp_path):
 def test_the_margin_counts_most_of_the_tombstone_retention_as_fresh():
     assert not D.is_stale(NOW - 0.89 * 7 * DAY_S, NOW, WEEK_MS)
     assert D.is_stale(NOW - 0.91 * 7 * DAY_S, NOW, WEEK_MS)
+
+
+def test_tables_of_a_worker_that_did_not_stop_cleanly_are_rebuilt(tmp_path):
+    tables(tmp_path)
+    (tmp_path / "other.txt").write_text("kept")
+    assert D.rebuild_if_unclean(tmp_path)  # killed: no clean-stop mark
+    assert D.table_dirs(tmp_path) == [] and (tmp_path / "other.txt").read_text() == "kept"
+
+
+def test_tables_after_a_clean_stop_are_kept_and_the_mark_is_taken_at_start(tmp_path):
+    tables(tmp_path)
+    D.mark_clean_stop(tmp_path)
+    assert not D.rebuild_if_unclean(tmp_path)
+    assert D.table_dirs(tmp_path)
+    # Running now: a kill from here on leaves no mark, so the next start rebuilds.
+    assert D.rebuild_if_unclean(tmp_path) and D.table_dirs(tmp_path) == []
+
+
+def test_a_new_data_dir_has_nothing_to_rebuild(tmp_path):
+    assert not D.rebuild_if_unclean(tmp_path / "fresh")
