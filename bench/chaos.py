@@ -480,14 +480,15 @@ def main() -> None:
                       chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
                       transactional_queues=args.transactional_queues,
                       tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
-                      rebalances=8, dispatch=args.dispatch)
+                      rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms)
     with stack(tracker=False, dispatch=args.dispatch, queue_partitions=8, markers_partitions=8,
                visibility_timeout_s=cfg.visibility_s) as (settings, _t, _b):
         result = run_chaos(settings, cfg)
     print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting", "by_mode")}, indent=1))
     cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
            f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
-           f"--transactional-queues {args.transactional_queues} --dispatch {args.dispatch}")
+           f"--transactional-queues {args.transactional_queues} --dispatch {args.dispatch} "
+           f"--work-ms {args.work_ms:g}")
     name = "chaos" if args.dispatch == "partition" else "chaos_shared"
     print(f"saved {save(name, {'command': cmd, **result})}")
     sys.exit(0 if result["ok"] else 1)
