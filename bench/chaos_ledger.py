@@ -146,7 +146,7 @@ def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str,
     sent = set(sent)
     deliveries: dict[str, list[tuple[float, int, int]]] = defaultdict(list)  # id -> (t, log#, count)
     acked_at: dict[str, float] = {}
-    attempted_ack: set[str] = set()
+    attempted_ack: dict[str, set[int]] = defaultdict(set)  # id -> killed logs that sent its ack
     released: dict[str, int] = defaultdict(int)
     held_at_kill: set[str] = set()
     held_at_stop: set[str] = set()
@@ -160,11 +160,14 @@ def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str,
         unsettled = log.unsettled()
         if log.ending in ("killed", "crashed"):
             held_at_kill |= unsettled
-            attempted_ack |= log.acking & unsettled  # sent an ack it could not confirm
+            for i in log.acking & unsettled:  # sent an ack it could not confirm
+                attempted_ack[i].add(n)
         elif log.ending == "stopped":
             held_at_stop |= unsettled
     delivered = set(deliveries)
-    never_back = {i for i in attempted_ack if len(deliveries[i]) == 1}
+    # In transit: its last delivery went to a process killed while acking it, and it never
+    # came back (a release before that delivery, e.g., does not change that).
+    never_back = {i for i, acking in attempted_ack.items() if max(deliveries[i])[1] in acking}
     in_transit = (never_back & sent) - set(acked_at) - set(dead_letters)
     lost = sorted(sent - set(acked_at) - set(dead_letters) - in_transit)
 

@@ -59,6 +59,22 @@ def test_a_redelivery_released_then_received_again_and_held_at_a_kill_explains_t
     assert acc.violations == [] and acc.duplicates_after_kill == 1 and acc.requested_redeliveries == 1
 
 
+def test_an_ack_in_transit_after_a_release_is_not_lost():
+    # Delivery 1 released; delivery 2 to a process killed just after it sent the ack, which
+    # landed (nothing came back): a run counted it as lost.
+    a = parse_log("a", lines(recv(1, "m1"), settled(2, released=["m1"])))
+    b = parse_log("b", lines(recv(3, "m1", count=2), {"e": "acking", "ids": ["m1"], "t": 3}), "killed")
+    acc = account(["m1"], [a, b], {})
+    assert acc.lost == [] and acc.ack_in_transit == 1 and acc.violations == []
+
+
+def test_an_ack_in_transit_that_came_back_is_not_in_transit():
+    a = parse_log("a", lines(recv(1, "m1"), {"e": "acking", "ids": ["m1"], "t": 1}), "killed")
+    b = parse_log("b", lines(recv(5, "m1", count=2)), "killed")
+    acc = account(["m1"], [a, b], {})
+    assert acc.lost == ["m1"] and acc.ack_in_transit == 0
+
+
 def test_a_release_asks_for_the_redelivery_it_gets():
     a = parse_log("a", lines(recv(1, "m1"), settled(2, released=["m1"])), "stopped")
     b = parse_log("b", lines(recv(3, "m1", count=2), settled(4, acked=["m1"])), "stopped")
