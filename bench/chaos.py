@@ -474,7 +474,10 @@ def main() -> None:
     ap.add_argument("--trackers", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--transactional-queues", type=int, default=1,
-                    help="how many queues' consumers use transactional STARTs")
+                    help="how many queues' consumers use transactional STARTs (partition mode)")
+    ap.add_argument("--dispatch", choices=("partition", "shared"), default="partition",
+                    help="every queue's dispatch mode")
+    ap.add_argument("--work-ms", type=float, default=0.0, help="time a consumer works on each batch")
     args = ap.parse_args()
     cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
                       chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
