@@ -207,7 +207,8 @@ def shared_bytes(results: dict[str, dict]) -> list[str]:
                    f"({', '.join(f'{x:.2f}' for x in alone)}; socket "
                    f"{statistics.median(r['amplification_socket'] for r in v['one_at_a_time']):.2f}) | "
                    f"**{t['median']:.2f}**, {t['max']:.2f} ({t['consumers']} consumers on "
-                   f"{v['deliveries_partitions']} lanes; socket {t['median_socket']:.2f}) | "
+                   f"{v['deliveries_partitions']} lanes, {sum(r['amplification'] > 1.5 for r in t['runs'])} "
+                   f"above 1.5; socket {t['median_socket']:.2f}) | "
                    f"{v['queues'] / v['partitions']:.2f} | "
                    f"{_met(statistics.median(alone) <= 1.5)}, {_met(t['median'] <= 1.5)} |")
     out += ["", "Bytes the broker was given per message sent, every topic read back after the run",
