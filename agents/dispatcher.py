@@ -364,13 +364,17 @@ class Dispatcher:
             for slot, seq, run in hand_out(w, roster):
                 start, end = run[0].offset(), run[-1].offset() + 1
                 ref = M.RangeRef(w.queue, p, start, end)
-                if len(run) == end - start:
-                    mask = ref.full_mask
-                    by_ref = True
-                else:
-                    mask = M.offsets_mask(start, [r.offset() for r in run])
-                    by_ref = refer(sum(len(r) for r in run), ahead.bytes_between(start, end),
-                                   D.REFERENCE_MIN_SHARE)
+                contiguous = len(run) == end - start
+                mask = ref.full_mask if contiguous else M.offsets_mask(start, [r.offset() for r in run])
+                # The consumer's reader fetches past the range (its read-ahead): a queue's short
+                # contiguous run among other tenants' records is copied, not referred.
+                run_bytes = sum(len(r) for r in run)
+                range_bytes = run_bytes if contiguous else ahead.bytes_between(start, end)
+                own_after, all_after = ahead.bytes_from(end, run[0].key(),
+                                                        D.REFERENCE_READ_AHEAD_BYTES - range_bytes)
+                # Records of the range the read-ahead no longer holds cannot be counted: copy.
+                held = bool(ahead.offsets) and ahead.offsets[0] <= start
+                by_ref = held and refer(run_bytes + own_after, range_bytes + all_after, D.REFERENCE_MIN_SHARE)
                 kind = D.REFERENCE if by_ref else D.COPY
                 d = D.Delivery(kind, part.epoch, seq, slot.timeout_ms, ref, mask)
                 out.setdefault(m, []).append(_Batch(slot.consumer_id, slot.lane, d, [] if by_ref else run))

@@ -11,6 +11,7 @@ first alone, then while tenant A floods its own queue (on another partition,
 and on B's partition), to state how far a flood moves B's latency.
 
     python -m bench.placement amplification [--queues 100] [--partitions 16] [--per-queue 2000]
+        [--dispatch shared]   # shared queues, bytes written too: bench/shared_bytes.py
     python -m bench.placement fairness [--flood 300000]
 """
 
@@ -26,6 +27,7 @@ from confluent_kafka import Consumer
 
 import kmq
 from bench.common import save, stack
+from bench.shared_bytes import shared_amplification
 from kmq.protocol.placement import queue_partitions
 
 
@@ -185,15 +187,24 @@ def main() -> None:
     a.add_argument("--per-queue", type=int, default=2000)
     a.add_argument("--size", type=int, default=100)
     a.add_argument("--sample", type=int, default=3)
+    a.add_argument("--dispatch", choices=("partition", "shared"), default="partition")
+    a.add_argument("--lanes", type=int, default=0, help="deliveries topic partitions (shared; 0: default)")
     f = sub.add_parser("fairness")
     f.add_argument("--flood", type=int, default=300_000)
     f.add_argument("--seconds", type=float, default=8.0)
     args = ap.parse_args()
     if args.what == "amplification":
-        res = amplification(args)
-        path = save(f"amplification-{args.queues}q-{args.partitions}p", {"command": " ".join(
-            ["python -m bench.placement amplification", f"--queues {args.queues}",
-             f"--partitions {args.partitions}", f"--per-queue {args.per_queue}"]), **res})
+        command = " ".join(["python -m bench.placement amplification", f"--queues {args.queues}",
+                            f"--partitions {args.partitions}", f"--per-queue {args.per_queue}"])
+        if args.dispatch == "shared":
+            res = shared_amplification(args)
+            extra = "".join(f" --{k} {getattr(args, k)}" for k in ("size", "lanes") if getattr(args, k)
+                            and getattr(args, k) != {"size": 100}.get(k))
+            path = save(f"shared_amplification-{args.queues}q-{args.partitions}p{extra.replace(' --', '-')}"
+                        .replace(" ", ""), {"command": f"{command} --dispatch shared{extra}", **res})
+        else:
+            res = amplification(args)
+            path = save(f"amplification-{args.queues}q-{args.partitions}p", {"command": command, **res})
     else:
         res = fairness(args)
         path = save("fairness", {"command": f"python -m bench.placement fairness --flood {args.flood}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,6 +186,57 @@ def amplification(results: dict[str, dict]) -> list[str]:
     return out + [f"Source: {_source(v)}." for v in rows] + [""]
 
 
+def shared_bytes(results: dict[str, dict]) -> list[str]:
+    rows = [v for k, v in results.items() if k.startswith("shared_amplification-")]
+    if not rows:
+        return []
+    out = ["## Shared queues: read amplification and bytes written", "",
+           "Q equally busy shared queues on a P-partition queue topic, a tracker dispatching. Read",
+           "amplification: bytes a consumer's readers (lane and references) fetched, librdkafka's",
+           "per-partition rxbytes (key + value) as in partition mode's table, over the bytes of its",
+           "own messages delivered (value + queue key + headers); in brackets the socket bytes it",
+           "received from the broker (batch and fetch framing, idle fetches). First `--sample`",
+           "queues drained one at a time, then all the others at once (one consumer each, sharing",
+           "the deliveries topic's lanes).", "",
+           "| reference rule | queues | partitions | payload B | one at a time (runs) | "
+           "all at once: median, max | partition mode (Q/P) | goal <= 1.5 (medians): alone, at once |",
+           "|---|---|---|---|---|---|---|---|"]
+    rows = sorted(rows, key=lambda v: (not v["reference_rule"].startswith("before"), v["size"],
+                                       v["deliveries_partitions"]))
+    for v in rows:
+        alone = [r["amplification"] for r in v["one_at_a_time"]]
+        t = v["together"]
+        out.append(f"| {v['reference_rule']} | {v['queues']} | {v['partitions']} | {v['size']} | "
+                   f"**{statistics.median(alone):.2f}** "
+                   f"({', '.join(f'{x:.2f}' for x in alone)}; socket "
+                   f"{statistics.median(r['amplification_socket'] for r in v['one_at_a_time']):.2f}) | "
+                   f"**{t['median']:.2f}**, {t['max']:.2f} ({t['consumers']} consumers on "
+                   f"{v['deliveries_partitions']} lanes, {sum(r['amplification'] > 1.5 for r in t['runs'])} "
+                   f"above 1.5; socket {t['median_socket']:.2f}) | "
+                   f"{v['queues'] / v['partitions']:.2f} | "
+                   f"{_met(statistics.median(alone) <= 1.5)}, {_met(t['median'] <= 1.5)} |")
+    out += ["", "Bytes the broker was given per message sent, every topic read back after the run",
+            "(queue records, markers, lane headers and copies, the tracker's changelog; TICKs and",
+            "BEGINs are per second, not per message): record bytes (key + value + headers) and, for",
+            "the totals, the bytes the read-back consumer received (batch framing included).", ""]
+    for v in rows:
+        sent, pay = v["sent"], v["size"]
+        out += [f"Reference rule {v['reference_rule']}; {v['queues']} queues, {v['partitions']} partitions, "
+                f"{v['deliveries_partitions']} lanes, {sent:,} messages of {pay} B:", "",
+                "| topic | record kind | records | bytes / message | x payload |", "|---|---|---|---|---|"]
+        for topic, t in sorted(v["written"].items()):
+            for kind, k in sorted(t["kinds"].items()):
+                out.append(f"| {topic} | {kind} | {k['records']:,} | {k['bytes'] / sent:.1f} | "
+                           f"{k['bytes'] / sent / pay:.3f} |")
+        ratio, sock = v["written_per_payload_byte"], v["written_socket_per_payload_byte"]
+        out += [f"| **all** | | {sum(t['records'] for t in v['written'].values()):,} | "
+                f"{v['written_bytes'] / sent:.1f} (socket {v['written_socket_bytes'] / sent:.1f}) | "
+                f"**{ratio:.2f}** (socket {sock:.2f}) |", "",
+                f"Goal <= 2.2 x payload: {_met(sock <= 2.2)} ({sock:.2f} counting framing, {ratio:.2f} "
+                "record bytes only).", ""]
+    return out + [f"Source ({v['reference_rule'].split(':')[0]}): {_source(v)}." for v in rows] + [""]
+
+
 def fairness(r: dict) -> list[str]:
     out = ["## Fairness: one tenant's flood, another tenant's latency", "",
            "Tenant B sends a message every 20 ms and times send -> receive while tenant A floods",
@@ -275,7 +327,7 @@ def render(results: dict[str, dict]) -> str:
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
                 ("shared_throughput", shared_throughput), ("shared_latency", shared_latency),
-                ("shared_first_message", shared_first)]
+                ("shared_first_message", shared_first), (None, shared_bytes)]
     for name, fn in sections:
         if name is None:
             out += fn(results)

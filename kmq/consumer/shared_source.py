@@ -87,6 +87,7 @@ class SharedSource:
         self._ref_kc: KafkaConsumer | None = None
         self._leaving = False
         self._farewell: D.Farewell | None = None
+        self._config = config
         self._kc = KafkaConsumer({
             **profiles.client_config(s),
             "group.id": f"{s.group_id(c.queue)}.lanes",  # never joins or commits
@@ -274,7 +275,8 @@ class SharedSource:
                 "fetch.queue.backoff.ms": 10,
                 # A referred range is read, then the reader seeks to the next: little read-ahead.
                 "max.partition.fetch.bytes": 256 * 1024,
-                "queued.max.messages.kbytes": 1024,
+                "queued.max.messages.kbytes": D.REFERENCE_READ_AHEAD_BYTES // 1024,
+                **(self._config or {}),  # the caller's librdkafka settings apply to both readers
             })
         return self._ref_kc
 

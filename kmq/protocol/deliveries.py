@@ -9,9 +9,10 @@ handed to one consumer, written as
 - then, for ``kind = COPY``, one record per handed-out offset, key ``consumer_id``,
   in offset order: the queue record's value, headers and timestamp, copied;
   for ``kind = REFERENCE`` nothing more: the consumer reads the offsets from the queue
-  topic itself. The dispatcher refers when the queue's records make up most of the
-  range (:data:`REFERENCE_MIN_SHARE`), so reading the range costs the consumer little
-  beyond its own records; it copies when other queues' records would dominate it.
+  topic itself. The dispatcher refers when the queue's records make up most of what the
+  consumer's reader fetches (:data:`REFERENCE_MIN_SHARE` of the range and of the
+  :data:`REFERENCE_READ_AHEAD_BYTES` after it), so reading the range costs the consumer
+  little beyond its own records; it copies when other queues' records would dominate it.
 
 The consumer pairs the copies with the header by order (one dispatcher writes all of a
 consumer's deliveries, each with one idempotent producer on one partition, so they stay
@@ -45,6 +46,9 @@ REFERENCE = 3
 # Refer to a range (no copy) when the queue's records are at least this share of its bytes:
 # the consumer then reads at most 1.5 bytes per byte it is delivered.
 REFERENCE_MIN_SHARE = 2 / 3
+# A consumer's reference reader fetches this far ahead of a range (its librdkafka queue), so
+# the share is judged over the range and what follows it up to this many bytes.
+REFERENCE_READ_AHEAD_BYTES = 1024 * 1024
 HEADER_KEY_PREFIX = b"\x00"  # consumer ids are printable: a header key can never be a copy's
 
 _HEAD = struct.Struct(">BBQQI")

@@ -247,6 +247,19 @@ class Lookahead:
         i, j = bisect_left(self.offsets, lo), bisect_left(self.offsets, hi)
         return sum(len(r) for r in self.records[i:j])
 
+    def bytes_from(self, start: int, key: bytes, window_bytes: int) -> tuple[int, int]:
+        """Payload bytes of the records held from ``start`` on until ``window_bytes`` are
+        counted: (those of ``key``'s records, all). What a reader pointed at ``start`` fetches."""
+        own = total = 0
+        for r in self.records[bisect_left(self.offsets, start):]:
+            if total >= window_bytes:
+                break
+            n = len(r)
+            total += n
+            if r.key() == key:
+                own += n
+        return own, total
+
     def trim(self, floor: int) -> None:
         """Forget records below ``floor`` (no wanting queue looks there any more)."""
         cut = bisect_left(self.offsets, floor)
