@@ -27,3 +27,4 @@ __all__ = [
     "handler", "Handler", "Reject",
 ]
 __version__ = "0.1.0"
+from kmq import aio  # noqa: E402 - kmq.aio.Client, for asyncio services
