@@ -27,7 +27,7 @@ class Handler:
     queue: str
     fn: Callable[..., Any]
     concurrency: int = 1
-    prefetch: int | None = None  # messages held beyond the running ones (None: = concurrency)
+    prefetch: int | None = None  # messages held beyond the running ones (None: see read_ahead)
     non_retryable: tuple[type[BaseException], ...] = ()
     consumer_options: dict[str, Any] = field(default_factory=dict)
 
@@ -52,9 +52,17 @@ class Handler:
         return inspect.iscoroutinefunction(self.fn)
 
     @property
+    def read_ahead(self) -> int:
+        """Messages held ready beyond the running ones: ``prefetch``, else 8 x concurrency
+        (at least 32): enough to cover a shared queue's credit round trip (~0.1 s) at full
+        speed. bench/worker.py, 32 x 20 ms handlers, shared: read-ahead 32 -> 0.52 of ideal,
+        96 -> 0.69, 256 -> 0.90."""
+        return max(32, 8 * self.concurrency) if self.prefetch is None else self.prefetch
+
+    @property
     def max_in_flight(self) -> int:
         """What its consumer may hold: the running ones and the prefetched ones."""
-        return self.concurrency + (self.concurrency if self.prefetch is None else self.prefetch)
+        return self.concurrency + self.read_ahead
 
     def with_concurrency(self, concurrency: int | None) -> "Handler":
         return self if concurrency is None else replace(self, concurrency=concurrency)
@@ -69,7 +77,7 @@ def handler(queue: str, *, concurrency: int = 1, prefetch: int | None = None,
     """Make ``fn(msg: kmq.Message)`` the handler of ``queue``; run it with ``kmq worker``.
 
     ``concurrency``: messages handled at once (threads for a plain function, tasks for
-    ``async def``). ``prefetch``: messages held ready beyond those (default: as many).
+    ``async def``). ``prefetch``: messages held ready beyond those (default: 8 x concurrency, at least 32).
     ``non_retryable``: exception types that dead-letter at once, like :class:`kmq.Reject`.
     Other keywords go to :meth:`kmq.Client.consumer` (e.g. ``visibility_timeout_s``,
     ``max_processing_s``).

@@ -156,14 +156,18 @@ def test_exceptions_retry_then_dead_letter_with_the_reason(client, queue, mode, 
     assert {sent[i]: n for i, n in calls.items()} == {"ok": 1, "flaky": 2, "broken": m, "reject": 1, "fatal": 1}
 
 
-def start_worker(settings, queue, ledger, *, kind, extra=()):
+def start_worker(settings, queue, ledger, *, kind, extra=(), handler_s=0.05):
     env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(ROOT), "KMQ_TEST_QUEUE": queue,
            "KMQ_TEST_LEDGER": str(ledger), "KMQ_TEST_ASYNC": "1" if kind == "async" else "0",
-           "KMQ_TEST_HANDLER_S": "0.05"}
+           "KMQ_TEST_HANDLER_S": str(handler_s)}
     p = subprocess.Popen([sys.executable, "-m", "kmq.cli", "worker", "tests.integration.helpers.worker_jobs",
                           "--log-level", "warning", *extra], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready", "the worker did not start"
     return p
+
+
+def started_ids(ledger: Path) -> list[str]:
+    return ledger_ids(Path(str(ledger) + ".started"))
 
 
 def ledger_ids(ledger: Path) -> list[str]:
@@ -199,3 +203,54 @@ def test_sigterm_mid_run_loses_nothing_and_acks_nothing_twice(client, queue, mod
     assert [i for i, c in counts.items() if c != 1] == [], "handled (and acked) twice"
     with client.consumer(queue, visibility_timeout_s=5) as c:  # and none comes back
         assert c.receive_batch(10, timeout_s=3.0) == []
+
+
+def receive_n(client, queue, n, timeout_s=60.0):
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        back = []
+        wait_for(lambda: back.extend(c.receive_batch(n, 0.2)) or len(back) >= n, timeout_s,
+                 what=f"{n} messages back")
+        for m in back:
+            m.ack()
+        c.flush()
+        return back
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_handlers_still_running_after_the_grace_are_released_and_the_worker_exits_0(
+        client, queue, kind, settings, tmp_path):
+    ids = client.send_batch(queue, [b"stuck%d" % i for i in range(3)])
+    client.flush()
+    ledger = tmp_path / "ledger"
+    p = start_worker(settings, queue, ledger, kind=kind, extra=("--grace-s", "0.5"), handler_s=3600)
+    try:
+        wait_for(lambda: len(started_ids(ledger)) >= 3, 60, what="3 handlers running")
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    back = receive_n(client, queue, 3)  # released at close: back at once, the delivery counted
+    assert sorted(m.id for m in back) == sorted(ids) and {m.delivery_count for m in back} == {2}
+
+
+def test_a_second_signal_exits_at_once_and_the_messages_come_back_after_the_visibility_timeout(
+        client, queue, settings, tmp_path):
+    # A dead shared consumer keeps its lease (5 s) after its last credit: the dispatcher may
+    # hand a message back to it (observed: 1 of 3) and the visibility timeout must pass again,
+    # a delivery each time; room for those, so none reaches max_deliveries meanwhile.
+    client.configure_queue(queue, max_deliveries=10)
+    ids = client.send_batch(queue, [b"stuck%d" % i for i in range(3)])
+    client.flush()
+    ledger = tmp_path / "ledger"
+    p = start_worker(settings, queue, ledger, kind="sync", handler_s=3600)  # grace 30 s
+    try:
+        wait_for(lambda: len(started_ids(ledger)) >= 3, 60, what="3 handlers running")
+        p.send_signal(signal.SIGTERM)
+        p.send_signal(signal.SIGINT)
+        assert p.wait(20) == 1  # well before the 30 s grace
+    finally:
+        if p.poll() is None:
+            p.kill()
+    back = receive_n(client, queue, 3)  # nothing released: they come back after their visibility
+    assert sorted(m.id for m in back) == sorted(ids) and min(m.delivery_count for m in back) >= 2

@@ -72,7 +72,7 @@ def test_a_decorated_function_stays_callable_and_says_how_it_runs():
 
     assert send_email(21) == 42
     assert (send_email.queue, send_email.concurrency, send_email.is_async) == ("emails", 32, False)
-    assert send_email.max_in_flight == 64 and send_email.consumer_options == {"visibility_timeout_s": 60}
+    assert send_email.max_in_flight == 32 + 256 and send_email.consumer_options == {"visibility_timeout_s": 60}
     assert ping.is_async and ping.concurrency == 1
     assert [h.queue for h in select([send_email, ping], ["pings"], 4)] == ["pings"]
     assert select([send_email], (), 4)[0].concurrency == 4

@@ -1,7 +1,7 @@
 """A jobs module for `kmq worker` tests: one handler of $KMQ_TEST_QUEUE.
 
 Each handler call appends "<id> <delivery count>" to $KMQ_TEST_LEDGER once it returns (the
-message is then acked); $KMQ_TEST_ASYNC=1 makes it an ``async def``; $KMQ_TEST_HANDLER_S is
+message is then acked), and to $KMQ_TEST_LEDGER.started when it starts; $KMQ_TEST_ASYNC=1 makes it an ``async def``; $KMQ_TEST_HANDLER_S is
 how long one call takes (I/O: a sleep). Started with `python -m kmq.cli worker
 tests.integration.helpers.worker_jobs`.
 """
@@ -19,8 +19,8 @@ HANDLER_S = float(os.environ.get("KMQ_TEST_HANDLER_S", "0.05"))
 _lock = threading.Lock()
 
 
-def _record(msg: kmq.Message) -> None:
-    with _lock, open(LEDGER, "a") as f:
+def _record(msg: kmq.Message, suffix: str = "") -> None:
+    with _lock, open(LEDGER + suffix, "a") as f:
         f.write(f"{msg.id} {msg.delivery_count}\n")
         f.flush()
 
@@ -28,10 +28,12 @@ def _record(msg: kmq.Message) -> None:
 if os.environ.get("KMQ_TEST_ASYNC") == "1":
     @kmq.handler(QUEUE, concurrency=8)
     async def handle(msg: kmq.Message) -> None:
+        _record(msg, ".started")
         await asyncio.sleep(HANDLER_S)
         _record(msg)
 else:
     @kmq.handler(QUEUE, concurrency=8)
     def handle(msg: kmq.Message) -> None:
+        _record(msg, ".started")
         time.sleep(HANDLER_S)
         _record(msg)
