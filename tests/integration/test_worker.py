@@ -254,3 +254,47 @@ def test_a_second_signal_exits_at_once_and_the_messages_come_back_after_the_visi
             p.kill()
     back = receive_n(client, queue, 3)  # nothing released: they come back after their visibility
     assert sorted(m.id for m in back) == sorted(ids) and min(m.delivery_count for m in back) >= 2
+
+
+def test_two_processes_drain_the_queue_and_stop_on_one_sigterm_and_metrics_count_outcomes(
+        client, queue, settings, tmp_path):
+    from kmq.dev.embedded import free_port
+    import re
+    import urllib.request
+
+    n = 200
+    ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
+    client.flush()
+    ledger = tmp_path / "ledger"
+    port = free_port()
+    p = start_worker(settings, queue, ledger, kind="sync", extra=("--processes", "2"))
+    try:
+        wait_for(lambda: len(set(ledger_ids(ledger))) >= n, 120, what="every message handled")
+        p.send_signal(signal.SIGTERM)  # the parent passes it on to both children
+        assert p.wait(60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    counts = Counter(ledger_ids(ledger))
+    assert sorted(counts) == sorted(ids) and set(counts.values()) == {1}
+    # One process with --metrics-port: what it handled, by outcome.
+    more = client.send_batch(queue, [b"x%d" % i for i in range(20)])
+    client.flush()
+    ledger2 = tmp_path / "ledger2"
+    q = start_worker(settings, queue, ledger2, kind="sync", extra=("--metrics-port", str(port)))
+    try:
+        wait_for(lambda: len(ledger_ids(ledger2)) >= 20, 60, what="20 more handled")
+
+        def acked():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                page = r.read().decode()
+            found = re.search(r'kmq_worker_messages_total\{queue="%s",handler="[^"]+",outcome="acked"\} (\d+)'
+                              % re.escape(queue), page)
+            return found and int(found.group(1)) == 20 and "kmq_worker_handler_seconds_bucket" in page
+        wait_for(acked, 30, what="20 acked in /metrics")
+        q.send_signal(signal.SIGTERM)
+        assert q.wait(60) == 0
+    finally:
+        if q.poll() is None:
+            q.kill()
+    assert sorted(ledger_ids(ledger2)) == sorted(more)
