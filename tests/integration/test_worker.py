@@ -298,3 +298,25 @@ def test_two_processes_drain_the_queue_and_stop_on_one_sigterm_and_metrics_count
         if q.poll() is None:
             q.kill()
     assert sorted(ledger_ids(ledger2)) == sorted(more)
+
+
+def test_a_handler_past_max_processing_s_is_reported_and_its_message_delivered_again(
+        client, queue, caplog):
+    msg_id = client.send(queue, b"slow")
+    client.flush()
+    deliveries: list[int] = []
+
+    def slow(msg):
+        deliveries.append(msg.delivery_count)
+        if msg.delivery_count == 1:  # runs until the keepalive gave up on it (no sleep: a poll)
+            wait_for(lambda: msg.lapsed, 60, what="the message to lapse")
+
+    handler = kmq.handler(queue, visibility_timeout_s=1, max_processing_s=1)(slow)
+    with caplog.at_level("WARNING", logger="kmq.worker"):
+        running = Running(client, handler)
+        try:
+            wait_for(lambda: deliveries == [1, 2], 60, what="the second delivery")
+        finally:
+            running.stop()
+    overran = [r.getMessage() for r in caplog.records if "handler_overran" in r.getMessage()]
+    assert len(overran) == 1 and msg_id in overran[0]
