@@ -23,10 +23,13 @@ from kmq.errors import KmqError
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port; per process).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address metrics bind.")
+@click.option("--bootstrap-servers", default=None,
+              help="Kafka bootstrap servers (default: KMQ_BOOTSTRAP_SERVERS).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def worker(module: str, queues: str, concurrency: int | None, processes: int, grace_s: float,
-           metrics_port: int | None, metrics_host: str, log_level: str) -> None:
+           metrics_port: int | None, metrics_host: str, bootstrap_servers: str | None,
+           log_level: str) -> None:
     """Run the @kmq.handler functions of MODULE (e.g. `kmq worker jobs`) until SIGTERM.
 
     SIGTERM/SIGINT: stop receiving, let running handlers finish within --grace-s, give
@@ -45,7 +48,8 @@ def worker(module: str, queues: str, concurrency: int | None, processes: int, gr
         sys.exit(run_processes(argv, processes))
     try:
         status = run_worker(module, queues=[q for q in queues.split(",") if q], concurrency=concurrency,
-                            grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host)
+                            grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
+                            bootstrap_servers=bootstrap_servers)
     except KmqError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

@@ -46,7 +46,7 @@ def select(handlers: Sequence[Handler], queues: Sequence[str] = (),
 
 def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurrency: int | None = None,
                grace_s: float = DEFAULT_GRACE_S, metrics_port: int | None = None,
-               metrics_host: str = "127.0.0.1") -> int:
+               metrics_host: str = "127.0.0.1", bootstrap_servers: str | None = None) -> int:
     """Run the module's handlers until SIGTERM/SIGINT; returns the exit status (main thread)."""
     from kmq.client import Client
 
@@ -70,7 +70,7 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    client = Client()
+    client = Client(bootstrap_servers)  # the rest from KMQ_* variables
     runners = [HandlerRunner(client, h, shutdown, metrics) for h in handlers]
     failed: list[BaseException] = []
 
@@ -80,7 +80,8 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
         except BaseException as exc:  # noqa: BLE001 - one failing runner stops the worker
             log.exception("handler %s of queue %s failed", runner.handler.name, runner.handler.queue)
             failed.append(exc)
-            shutdown.signal(time.monotonic()) if not shutdown.stopping.is_set() else None
+            if not shutdown.stopping.is_set():
+                shutdown.signal(time.monotonic())  # the others drain and stop too
 
     threads = [threading.Thread(target=run, args=(r,), name=f"kmq-worker-{r.handler.queue}", daemon=True)
                for r in runners]

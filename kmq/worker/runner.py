@@ -51,6 +51,7 @@ class HandlerRunner:
         self.metrics = metrics
         self.running = 0          # handlers in user code now
         self.still_running_at_close = 0
+        self.max_processing_s = 0.0  # the consumer's, once open
         self._lock = threading.Lock()
         self.ready = threading.Event()  # set once the consumer is open (tests, logs)
 
@@ -66,6 +67,7 @@ class HandlerRunner:
                    "flush_interval_s": FLUSH_INTERVAL_S, **h.consumer_options,
                    "max_in_flight": h.max_in_flight}
         consumer = self.client.consumer(h.queue, **options)
+        self.max_processing_s = consumer.max_processing_s
         self.ready.set()
         return consumer
 
@@ -83,7 +85,7 @@ class HandlerRunner:
         if msg.lapsed:
             # Held past max_processing_s: the tracker took it back, a verb changes nothing.
             log.warning("%s", _line("handler_overran", h, msg, elapsed_s=round(elapsed_s, 3),
-                                    max_processing_s="exceeded"))
+                                    max_processing_s=self.max_processing_s))
         elif msg.settled is None:
             outcome = decide(exc, delivery_count=msg.delivery_count, max_deliveries=max_deliveries,
                              non_retryable=h.non_retryable)
