@@ -5,7 +5,8 @@
 - :mod:`kmq.worker.runner`: one handler's receive loop, thread pool or event loop;
 - :mod:`kmq.worker.shutdown`: SIGTERM drains within a grace, a second one exits (pure);
 - :mod:`kmq.worker.main`: one process of runners, or N processes;
-- :mod:`kmq.worker.metrics`: the optional per-worker Prometheus endpoint.
+- :mod:`kmq.worker.metrics`: the optional per-worker Prometheus endpoint;
+- :mod:`kmq.tracing` (outside: sends use it too): OpenTelemetry spans, when installed.
 
 See docs/workers.md.
 """

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kmq.errors import MessageSettledError
 from kmq.message import Message
+from kmq.tracing import handling
 from kmq.worker.outcome import decide, failure_reason
 from kmq.worker.registry import Handler
 from kmq.worker.shutdown import ShutdownSignal
@@ -123,7 +124,8 @@ class HandlerRunner:
         started = self._enter()
         try:
             try:
-                self.handler.fn(msg)
+                with handling(msg.queue, self.handler.name, msg.id, msg.headers):
+                    self.handler.fn(msg)
                 exc = None
             except Exception as e:  # noqa: BLE001 - any failure of user code is the message's
                 exc = e
@@ -216,7 +218,8 @@ class HandlerRunner:
         started = self._enter()
         try:
             try:
-                await self.handler.fn(msg)
+                with handling(msg.queue, self.handler.name, msg.id, msg.headers):
+                    await self.handler.fn(msg)
                 exc = None
             except asyncio.CancelledError:
                 raise  # the grace is over: close() released it

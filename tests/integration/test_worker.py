@@ -320,3 +320,25 @@ def test_a_handler_past_max_processing_s_is_reported_and_its_message_delivered_a
             running.stop()
     overran = [r.getMessage() for r in caplog.records if "handler_overran" in r.getMessage()]
     assert len(overran) == 1 and msg_id in overran[0]
+
+
+def test_a_send_inside_a_span_is_handled_in_the_same_trace(client, queue):
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())  # once per process; test_tracing.py may have
+    with trace.get_tracer("test").start_as_current_span("request") as parent:
+        msg_id = client.send(queue, b"traced")
+    client.flush()
+    seen = {}
+
+    def handle(msg):
+        seen[msg.id] = trace.get_current_span().get_span_context().trace_id
+
+    running = Running(client, kmq.handler(queue)(handle))
+    try:
+        wait_for(lambda: msg_id in seen, 60, what="the traced message")
+    finally:
+        running.stop()
+    assert seen[msg_id] == parent.get_span_context().trace_id
