@@ -101,3 +101,32 @@ def test_a_delayed_send_arrives_after_its_delay(settings, queue):
                 assert m.id == msg_id and time.time() - sent_at >= 1.0
                 await m.ack()
     asyncio.run(main())
+
+
+def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the_background(
+        settings, queue):
+    import importlib.util
+    from pathlib import Path
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "aiohttp_app.py"
+    spec = importlib.util.spec_from_file_location("aiohttp_app", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    async def main():
+        app = example.make_app(queue, settings)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+            ids = []
+            for i in range(10):
+                r = await http.post(f"/orders/{queue}", data=b"order-%d" % i)
+                assert r.status == 202
+                ids.append((await r.json())["id"])
+            deadline = time.monotonic() + 60
+            while len(app[example.SEEN]) < 10:
+                assert time.monotonic() < deadline, "the background consumer did not see them all"
+                await asyncio.sleep(0.05)
+            assert sorted(app[example.SEEN]) == sorted(ids)
+            assert sorted(app[example.SEEN].values()) == sorted(b"order-%d" % i for i in range(10))
+    asyncio.run(main())
