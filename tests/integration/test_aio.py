@@ -130,3 +130,31 @@ def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the
             assert sorted(app[example.SEEN]) == sorted(ids)
             assert sorted(app[example.SEEN].values()) == sorted(b"order-%d" % i for i in range(10))
     asyncio.run(main())
+
+
+def test_the_faust_example_sends_and_consumes_on_fausts_own_loop(settings, queue, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kmq.dev.devstack import settings_env
+    from tests.conftest import wait_for
+
+    root = Path(__file__).resolve().parents[2]
+    ledger = tmp_path / "ledger"
+    env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(root), "KMQ_EXAMPLE_QUEUE": queue,
+           "KMQ_EXAMPLE_LEDGER": str(ledger), "KMQ_EXAMPLE_COUNT": "10"}
+    with open(tmp_path / "faust.log", "w") as out:
+        p = subprocess.Popen([sys.executable, "-m", "faust", "-A", "docs.examples.faust_app",
+                              "--datadir", str(tmp_path / "faust-data"), "worker", "-l", "warn",
+                              "--without-web"], env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: p.poll() is not None or (ledger.exists() and len(ledger.read_text().splitlines()) >= 10),
+                     120, what="the Faust app's 10 messages")
+            assert p.poll() is None, (tmp_path / "faust.log").read_text()[-2000:]
+        finally:
+            p.terminate()
+            p.wait(60)
+    values = sorted(line.split()[1] for line in ledger.read_text().splitlines())
+    assert values == sorted(f"order-{i}" for i in range(10))
