@@ -14,9 +14,11 @@ EXPORTER = InMemorySpanExporter()
 
 @pytest.fixture(scope="module", autouse=True)
 def provider():
-    p = TracerProvider()
-    p.add_span_processor(SimpleSpanProcessor(EXPORTER))
-    trace.set_tracer_provider(p)  # once per process (OpenTelemetry's rule)
+    p = trace.get_tracer_provider()
+    if not isinstance(p, TracerProvider):  # set once per process (OpenTelemetry's rule) ...
+        p = TracerProvider()
+        trace.set_tracer_provider(p)
+    p.add_span_processor(SimpleSpanProcessor(EXPORTER))  # ... by this test or another one
     return p
 
 
