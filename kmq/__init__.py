@@ -16,6 +16,7 @@ from kmq.consumer import MessageBatch
 from kmq.message import Message
 from kmq.queue_config import QueueConfig
 from kmq.settings import Settings
+from kmq.worker import Handler, Reject, handler
 
 __all__ = [
     "Client", "Consumer", "Message", "MessageBatch", "Settings", "QueueConfig", "Backoff",
@@ -23,5 +24,7 @@ __all__ = [
     "KmqError", "ConfigError", "InvalidQueueNameError", "MessageTooLargeError",
     "MarkerDecodeError", "MessageSettledError", "BrokerUnavailableError", "DeliveryError",
     "ConsumerClosedError", "PermissionDeniedError",
+    "handler", "Handler", "Reject",
 ]
 __version__ = "0.1.0"
+from kmq import aio  # noqa: E402 - kmq.aio.Client, for asyncio services

@@ -40,6 +40,7 @@ from kmq.queue_config import QueueConfig, QueueConfigs, delete_tenant, write_con
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                          validate_tenant_name)
 from kmq.settings import Settings
+from kmq.tracing import trace_headers
 
 HEADER_OVERHEAD_BYTES = 64  # record framing beyond key, value and header bytes
 
@@ -252,6 +253,7 @@ class Client:
         queue = validate_queue_name(queue)
         payload = _check_value(value)
         user_headers = _check_headers(headers)
+        user_headers += trace_headers(user_headers)  # W3C trace context, if OpenTelemetry is there
         due_ms = self._due_ms(delay_s, deliver_at)
         size = len(payload) + len(queue) + sum(len(k) + len(v) for k, v in user_headers)
         if size + HEADER_OVERHEAD_BYTES > self.settings.max_message_bytes:
@@ -326,6 +328,7 @@ class Client:
         queue = validate_queue_name(queue)
         payloads = [_check_value(v) for v in values]
         user_headers = _check_headers(headers)
+        user_headers += trace_headers(user_headers)
         extra = len(queue) + sum(len(k) + len(v) for k, v in user_headers) + HEADER_OVERHEAD_BYTES
         for i, p in enumerate(payloads):
             if len(p) + extra > self.settings.max_message_bytes:

@@ -25,7 +25,7 @@ from kmq.backoff import Backoff
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.limits import MAX_TIMEOUT_MS
 from kmq.protocol.placement import validate_queue_name
-from kmq.settings import Settings
+from kmq.settings import MAX_PROCESSING_S, Settings
 from kmq.ops.tenancy import (AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify,
                          validate_tenant_name)
 
@@ -33,7 +33,6 @@ log = logging.getLogger("kmq.queue_config")
 
 CONFIG_VERSION = 1
 MAX_VISIBILITY_S = MAX_TIMEOUT_MS / 1000  # 12 h: the marker codec's timeout limit
-MAX_PROCESSING_S = 7 * 24 * 3600.0
 DISPATCH_MODES = ("shared", "partition")
 
 
@@ -90,9 +89,14 @@ class QueueConfig:
         return settings.visibility_timeout_s if self.visibility_timeout_s is None else self.visibility_timeout_s
 
     def processing_s(self, settings: Settings) -> float:
-        """Longest time a consumer keeps a message alive in user code (>= visibility)."""
+        """Longest time a consumer keeps a message alive in user code (>= visibility).
+
+        Unset: ``KMQ_MAX_PROCESSING_S`` (5 min by default), so a slow handler is not
+        redelivered while it runs; the visibility timeout only detects a dead consumer.
+        """
         vis = self.visibility_s(settings)
-        return vis if self.max_processing_s is None else max(vis, self.max_processing_s)
+        wanted = settings.max_processing_s if self.max_processing_s is None else self.max_processing_s
+        return max(vis, wanted)
 
     def deliveries(self, settings: Settings) -> int:
         return settings.max_deliveries if self.max_deliveries is None else self.max_deliveries

@@ -29,6 +29,9 @@ COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")  # librdkafka compressi
 # messages x 3 runs, repeated and random payloads; kmq receive+ack medians at 1024 B: 633k/s vs
 # 316k/s repeated, 470k/s vs 278k/s random), on the embedded broker; embedded keeps none.
 PROFILE_COMPRESSION = {"embedded": "none", "production": "lz4"}
+# KIP-62's max.poll.interval.ms default (seed 004): user code may hold a message this long.
+DEFAULT_MAX_PROCESSING_S = 300.0
+MAX_PROCESSING_S = 7 * 24 * 3600.0  # the longest max_processing_s of a queue or of KMQ_MAX_PROCESSING_S
 REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
 
 
@@ -97,6 +100,11 @@ class Settings:
         "dispatches) or `partition` (a consumer group over the queue's partitions)")
     visibility_timeout_s: float = _setting(
         30.0, "KMQ_VISIBILITY_TIMEOUT_S", "Default time a received message stays invisible (at most 12 h)")
+    max_processing_s: float = _setting(
+        DEFAULT_MAX_PROCESSING_S, "KMQ_MAX_PROCESSING_S",
+        "Default time a consumer keeps a message in user code invisible (keepalive) when its queue "
+        "sets no `max_processing_s`; the visibility timeout stays crash detection (0: no keepalive "
+        "in user code, a held message comes back after its visibility timeout)")
     max_deliveries: int = _setting(
         5, "KMQ_MAX_DELIVERIES", "Deliveries before a message is dead-lettered")
     max_delay_s: float = _setting(
@@ -190,7 +198,7 @@ class Settings:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 allow_zero = f.name in ("replication_factor", "session_timeout_ms",
                                         "standby_replicas", "min_insync_replicas",
-                                        "tracker_fetch_wait_ms")
+                                        "tracker_fetch_wait_ms", "max_processing_s")
                 if value < 0 or (value == 0 and not allow_zero):
                     raise ConfigError(
                         f"{f.metadata['env']}={value} must be a positive number")
@@ -204,6 +212,9 @@ class Settings:
         if self.visibility_timeout_s * 1000 > MAX_TIMEOUT_MS:
             raise ConfigError(f"KMQ_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g} is above the "
                               f"limit of {MAX_TIMEOUT_MS // 1000} s (12 h): lower it")
+        if self.max_processing_s > MAX_PROCESSING_S:
+            raise ConfigError(f"KMQ_MAX_PROCESSING_S={self.max_processing_s:g} is above the limit of "
+                              f"{MAX_PROCESSING_S:g} s (7 days): lower it")
         if self.auth not in ("on", "off"):
             raise ConfigError(f"KMQ_AUTH={self.auth!r}: use on or off")
         if self.dispatch not in ("shared", "partition"):

@@ -97,6 +97,10 @@ def make_settings(broker: EmbeddedBroker, tmp_path_factory) -> Callable[..., Set
             markers_partitions=4, dlq_partitions=2,
             data_dir=str(tmp_path_factory.mktemp(f"data-{tag}")), web_port=free_port(),
             max_deliveries=3, visibility_timeout_s=2.0, group_prefix=f"{tag}.",
+            # The suite's redelivery tests hold messages unsettled on live consumers and wait for
+            # their visibility timeout: 0 gives them that (no keepalive in user code). Tests of the
+            # 5-minute default (test_processing_time.py, the workers') set it back.
+            max_processing_s=0.0,
         )
         values.update(overrides)
         s = Settings.from_env({}, **values)

@@ -126,7 +126,8 @@ def _port_free(port: int) -> bool:
 # `kmq send | receive | stats | dlq | bench` (rich is imported when they print).
 from kmq.dev.bench import bench as _bench  # noqa: E402
 from kmq.cli.ops import COMMANDS as _ops  # noqa: E402
-for _command in (*_ops, _bench):
+from kmq.cli.worker import worker as _worker  # noqa: E402
+for _command in (*_ops, _bench, _worker):
     main.add_command(_command)
 
 # `kmq spark ...` (click only here; pyspark is imported when a job runs).

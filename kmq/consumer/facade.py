@@ -146,8 +146,8 @@ class Consumer:
         vis = self._explicit_vis if self._explicit_vis is not None else cfg.visibility_s(self._settings)
         if self._explicit_processing is not None:
             processing = self._explicit_processing
-        else:  # unset: as long as the visibility timeout (no keepalive in user code)
-            processing = max(vis, cfg.max_processing_s or 0.0)
+        else:  # unset: the queue's, else KMQ_MAX_PROCESSING_S (5 min), never below the visibility
+            processing = max(vis, cfg.max_processing_s or self._settings.max_processing_s)
         if processing < vis:
             raise ConfigError(
                 f"max_processing_s={processing:g} is below visibility_timeout_s={vis:g}: "

@@ -52,7 +52,9 @@ def run_demo(client: Client, per_queue: int = 100, visibility_timeout_s: float =
     poison = {i for i, k in kinds.items() if k == "poison"}
     expected_done = {i for i, k in kinds.items() if k != "poison"}
     done: set[str] = set()
-    consumers = [client.consumer(q, visibility_timeout_s=visibility_timeout_s, max_in_flight=200)
+    # max_processing_s = the visibility: the demo's unsettled messages time out while held.
+    consumers = [client.consumer(q, visibility_timeout_s=visibility_timeout_s, max_in_flight=200,
+                                 max_processing_s=visibility_timeout_s)
                  for q in QUEUES]
     try:
         deadline = time.monotonic() + timeout_s

@@ -1,0 +1,205 @@
+"""The SDK for asyncio services: ``kmq.aio.Client``, with no blocking call on the event loop.
+
+::
+
+    async with kmq.aio.Client() as client:
+        await client.send("orders", b"payload")
+        async with client.consumer("orders") as c:
+            async for msg in c:
+                await msg.ack()
+
+How it stays off the loop: librdkafka's blocking calls (metadata, flush, a consumer's
+receive, close, admin calls) run on helper threads (one for the client, one per
+consumer, so a consumer's calls stay on one thread as its contract asks) and are awaited
+as futures; ``flush()`` awaits the delivery reports of what was sent. A send is
+``Producer.produce`` (enqueue only) on the loop once the queue's placement is known (the
+first send to a queue looks it up off the loop); a full local queue is waited on off the
+loop too. Verbs only record locally (the consumer's flusher sends them), so they are
+instant; they are coroutines for symmetry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping, TypeVar
+
+from kmq.client import Client as SyncClient
+from kmq.consumer import Consumer as SyncConsumer
+from kmq.message import Message as SyncMessage
+from kmq.queue_config import QueueConfig
+from kmq.settings import Settings
+
+T = TypeVar("T")
+# librdkafka's local queue holds 1M records (kmq.client); past this many waiting, a send
+# could block on room: it is made off the loop.
+OFF_LOOP_ABOVE = 900_000
+
+
+async def _off(executor: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+
+
+class Client:
+    """:class:`kmq.Client` for asyncio: the same arguments, awaitable methods."""
+
+    def __init__(self, bootstrap_servers: str | None = None, *, settings: Settings | None = None,
+                 **setting_overrides: Any) -> None:
+        self.sync = SyncClient(bootstrap_servers, settings=settings, **setting_overrides)
+        self.settings = self.sync.settings
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="kmq-aio")
+        self._placed: set[str] = set()
+
+    async def _ready_to_send(self, queue: str) -> bool:
+        """True when a send of ``queue`` cannot block (placement known, room left)."""
+        if queue not in self._placed:
+            await _off(self._io, self._look_up, queue)
+            self._placed.add(queue)
+        producer = self.sync._get_producer()
+        return len(producer) < OFF_LOOP_ABOVE
+
+    def _look_up(self, queue: str) -> None:
+        s = self.sync
+        s._get_producer()
+        s._slot(queue)  # queue configs and queue-topic partitions, cached
+        s.partition_count(s.settings.markers_topic)  # delayed sends' markers partition
+
+    async def send(self, queue: str, value: bytes, *, headers: Mapping[str, bytes | str] | None = None,
+                   delay_s: float | None = None, deliver_at: float | None = None) -> str:
+        """Enqueue ``value`` (see :meth:`kmq.Client.send`); returns the message id."""
+        if await self._ready_to_send(queue):
+            return self.sync.send(queue, value, headers=headers, delay_s=delay_s, deliver_at=deliver_at)
+        return await _off(self._io, self.sync.send, queue, value, headers=headers,
+                          delay_s=delay_s, deliver_at=deliver_at)
+
+    async def send_batch(self, queue: str, values: Iterable[bytes],
+                         headers: Mapping[str, bytes | str] | None = None) -> list[str]:
+        """Enqueue many values on one queue (see :meth:`kmq.Client.send_batch`)."""
+        values = list(values)
+        if await self._ready_to_send(queue) and len(values) < OFF_LOOP_ABOVE // 10:
+            return self.sync.send_batch(queue, values, headers)
+        return await _off(self._io, self.sync.send_batch, queue, values, headers)
+
+    async def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait (off the loop) until every sent message is acknowledged; raise if any was lost."""
+        await _off(self._io, self.sync.flush, timeout_s)
+
+    async def configure_queue(self, queue: str, **changes: Any) -> QueueConfig:
+        return await _off(self._io, self.sync.configure_queue, queue, **changes)
+
+    async def queue_config(self, queue: str) -> QueueConfig:
+        return await _off(self._io, self.sync.queue_config, queue)
+
+    async def dead_letters(self, queue: str, **filters: Any) -> list:
+        return await _off(self._io, self.sync.dead_letters, queue, **filters)
+
+    async def redrive(self, queue: str, **options: Any) -> Any:
+        return await _off(self._io, self.sync.redrive, queue, **options)
+
+    async def purge(self, queue: str, timeout_s: float = 30.0) -> dict[int, int]:
+        return await _off(self._io, self.sync.purge, queue, timeout_s)
+
+    async def purge_dead_letters(self, queue: str) -> int:
+        return await _off(self._io, self.sync.purge_dead_letters, queue)
+
+    def consumer(self, queue: str, **options: Any) -> "Consumer":
+        """A consumer of ``queue`` to use with ``async with`` (options as :meth:`kmq.Client.consumer`)."""
+        return Consumer(self, queue, options)
+
+    async def close(self, timeout_s: float = 30.0) -> None:
+        try:
+            await _off(self._io, self.sync.close, timeout_s)
+        finally:
+            self._io.shutdown(wait=False)
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Consumer:
+    """:class:`kmq.Consumer` for asyncio; open it with ``async with``."""
+
+    def __init__(self, client: Client, queue: str, options: dict[str, Any]) -> None:
+        self._client = client
+        self.queue = queue
+        self._options = options
+        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"kmq-aio-{queue}")
+        self.sync: SyncConsumer | None = None
+
+    async def open(self) -> "Consumer":
+        if self.sync is None:
+            self.sync = await _off(self._io, self._client.sync.consumer, self.queue, **self._options)
+        return self
+
+    async def receive(self, timeout_s: float | None = 1.0) -> "Message | None":
+        """The next message, or None after ``timeout_s``."""
+        m = await _off(self._io, self._open_sync().receive, timeout_s)
+        return None if m is None else Message(m)
+
+    async def receive_batch(self, max_messages: int = 500, timeout_s: float | None = 1.0) -> list["Message"]:
+        """Up to ``max_messages`` messages (at least one unless ``timeout_s`` passed)."""
+        batch = await _off(self._io, self._open_sync().receive_batch, max_messages, timeout_s)
+        return [Message(m) for m in batch]
+
+    def __aiter__(self) -> AsyncIterator["Message"]:
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator["Message"]:
+        consumer = self._open_sync()
+        while not consumer._closed:
+            m = await self.receive(1.0)
+            if m is not None:
+                yield m
+
+    async def flush(self, timeout_s: float = 10.0) -> None:
+        """Send the verbs recorded so far and wait for the broker (see :meth:`kmq.Consumer.flush`)."""
+        await _off(self._io, self._open_sync().flush, timeout_s)
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Settle and give back what is held, and leave (see :meth:`kmq.Consumer.close`)."""
+        if self.sync is not None:
+            await _off(self._io, self.sync.close, timeout_s)
+        self._io.shutdown(wait=False)
+
+    def _open_sync(self) -> SyncConsumer:
+        if self.sync is None:
+            raise RuntimeError("open the consumer first: `async with client.consumer(q) as c:`")
+        return self.sync
+
+    async def __aenter__(self) -> "Consumer":
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Message:
+    """A received message with awaitable verbs; everything else as :class:`kmq.Message`."""
+
+    __slots__ = ("sync",)
+
+    def __init__(self, message: SyncMessage) -> None:
+        self.sync = message
+
+    def __getattr__(self, name: str) -> Any:  # queue, id, value, headers, delivery_count, ...
+        return getattr(self.sync, name)
+
+    def __repr__(self) -> str:
+        return repr(self.sync)
+
+    async def ack(self) -> None:
+        self.sync.ack()
+
+    async def release(self, delay_s: float | None = None) -> None:
+        self.sync.release(delay_s)
+
+    async def reject(self, reason: str = "") -> None:
+        self.sync.reject(reason)
+
+    async def extend(self, seconds: float) -> None:
+        self.sync.extend(seconds)

@@ -1,0 +1,69 @@
+"""``kmq worker MODULE``: run every ``@kmq.handler`` of a module (kmq.worker)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from kmq.errors import KmqError
+
+
+@click.command("worker")
+@click.argument("module")
+@click.option("--queues", "-Q", default="", help="Only these queues' handlers (comma-separated).")
+@click.option("--concurrency", "-c", type=click.IntRange(1, 10_000), default=None,
+              help="Messages each handler handles at once (default: the decorator's).")
+@click.option("--processes", "-p", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="Worker processes (for CPU-bound handlers); signals are passed on.")
+@click.option("--grace-s", type=click.FloatRange(0), default=30.0, show_default=True,
+              help="After SIGTERM, how long running handlers may finish before being released.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port; per process).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address metrics bind.")
+@click.option("--bootstrap-servers", default=None,
+              help="Kafka bootstrap servers (default: KMQ_BOOTSTRAP_SERVERS).")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def worker(module: str, queues: str, concurrency: int | None, processes: int, grace_s: float,
+           metrics_port: int | None, metrics_host: str, bootstrap_servers: str | None,
+           log_level: str) -> None:
+    """Run the @kmq.handler functions of MODULE (e.g. `kmq worker jobs`) until SIGTERM.
+
+    SIGTERM/SIGINT: stop receiving, let running handlers finish within --grace-s, give
+    back prefetched messages, flush settlements, exit 0. A second signal exits at once
+    (status 1; what was running comes back after its visibility timeout).
+    """
+    from kmq.worker.main import run_processes, run_worker
+
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `kmq worker jobs` finds ./jobs.py, as celery and arq do
+    if processes > 1:
+        argv = sys.argv[1:]
+        argv = _without_processes(argv[argv.index("worker") + 1:])  # the options after `worker`
+        sys.exit(run_processes(argv, processes))
+    try:
+        status = run_worker(module, queues=[q for q in queues.split(",") if q], concurrency=concurrency,
+                            grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
+                            bootstrap_servers=bootstrap_servers)
+    except KmqError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    sys.exit(status)
+
+
+def _without_processes(argv: list[str]) -> list[str]:
+    """``argv`` without ``--processes N`` / ``-p N`` / ``--processes=N`` (children run one each)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--processes", "-p"):
+            skip = True
+        elif not a.startswith("--processes="):
+            out.append(a)
+    return out

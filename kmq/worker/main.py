@@ -1,0 +1,138 @@
+"""One worker process: every handler's runner on its own thread, signals on the main one.
+
+``run_worker`` is what ``kmq worker`` calls; ``run_processes`` starts N such processes
+(``--processes N``) and passes signals on to them. Exit status: 0 after a clean (first
+signal) shutdown; 1 after a second signal (exit at once) or a runner's failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from types import ModuleType
+from typing import Sequence
+
+from kmq.errors import ConfigError
+from kmq.worker.registry import Handler, handlers_in
+from kmq.worker.runner import HandlerRunner
+from kmq.worker.shutdown import ShutdownSignal
+
+log = logging.getLogger("kmq.worker")
+
+DEFAULT_GRACE_S = 30.0  # Celery's and Kubernetes' usual terminationGracePeriodSeconds
+
+
+def select(handlers: Sequence[Handler], queues: Sequence[str] = (),
+           concurrency: int | None = None) -> list[Handler]:
+    """The handlers to run: those of ``queues`` (all when empty), ``concurrency`` overridden."""
+    if queues:
+        missing = set(queues) - {h.queue for h in handlers}
+        if missing:
+            raise ConfigError(f"--queues {', '.join(sorted(missing))}: no @kmq.handler for "
+                              f"{'it' if len(missing) == 1 else 'them'}; handlers serve "
+                              f"{', '.join(sorted({h.queue for h in handlers})) or 'no queue'}")
+        handlers = [h for h in handlers if h.queue in queues]
+    if not handlers:
+        raise ConfigError("no @kmq.handler found: decorate a function of the module with "
+                          "@kmq.handler(\"queue\")")
+    return [h.with_concurrency(concurrency) for h in handlers]
+
+
+def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurrency: int | None = None,
+               grace_s: float = DEFAULT_GRACE_S, metrics_port: int | None = None,
+               metrics_host: str = "127.0.0.1", bootstrap_servers: str | None = None) -> int:
+    """Run the module's handlers until SIGTERM/SIGINT; returns the exit status (main thread)."""
+    from kmq.client import Client
+
+    if grace_s < 0:
+        raise ConfigError(f"--grace-s={grace_s!r} must be >= 0 seconds")
+    handlers = select(handlers_in(module), queues, concurrency)
+    metrics = None
+    if metrics_port is not None:
+        from kmq.worker.metrics import WorkerMetrics
+        metrics = WorkerMetrics().serve(metrics_host, metrics_port)
+    shutdown = ShutdownSignal(grace_s)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        state = shutdown.signal(time.monotonic())
+        if state.phase == "forced":
+            # Exit at once: what was running comes back after its visibility timeout.
+            os.write(2, b'{"event": "forced_exit"}\n')
+            os._exit(1)
+        log.info("%s", json.dumps({"event": "draining", "signal": signal.Signals(signum).name,
+                                   "grace_s": grace_s}))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    client = Client(bootstrap_servers)  # the rest from KMQ_* variables
+    runners = [HandlerRunner(client, h, shutdown, metrics) for h in handlers]
+    failed: list[BaseException] = []
+
+    def run(runner: HandlerRunner) -> None:
+        try:
+            runner.run()
+        except BaseException as exc:  # noqa: BLE001 - one failing runner stops the worker
+            log.exception("handler %s of queue %s failed", runner.handler.name, runner.handler.queue)
+            failed.append(exc)
+            if not shutdown.stopping.is_set():
+                shutdown.signal(time.monotonic())  # the others drain and stop too
+
+    threads = [threading.Thread(target=run, args=(r,), name=f"kmq-worker-{r.handler.queue}", daemon=True)
+               for r in runners]
+    for t in threads:
+        t.start()
+    wait_ready(runners, shutdown)
+    log.info("%s", json.dumps({"event": "ready", "pid": os.getpid(),
+                               "handlers": [{"queue": h.queue, "handler": h.name,
+                                             "concurrency": h.concurrency,
+                                             "async": h.is_async} for h in handlers],
+                               "metrics_port": metrics.port if metrics else None}))
+    print("ready", flush=True)  # (tests and supervisors wait for this line)
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)  # short joins: the main thread takes signals between them
+    client.close()
+    if metrics is not None:
+        metrics.close()
+    stuck = sum(r.still_running_at_close for r in runners)
+    log.info("%s", json.dumps({"event": "stopped", "released_after_grace": stuck}))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    status = 1 if failed else 0
+    if stuck:
+        os._exit(status)  # handler threads past the grace must not hold the exit up
+    return status
+
+
+def wait_ready(runners: Sequence[HandlerRunner], shutdown: ShutdownSignal) -> None:
+    while not all(r.ready.is_set() for r in runners) and not shutdown.stopping.is_set():
+        shutdown.stopping.wait(0.05)
+
+
+def run_processes(argv: Sequence[str], processes: int) -> int:
+    """Run ``kmq worker`` ``processes`` times (``argv`` without --processes); pass signals on."""
+    children = [subprocess.Popen([sys.executable, "-m", "kmq.cli", "worker", *argv])
+                for _ in range(processes)]
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    status = 0
+    for child in children:
+        while child.poll() is None:
+            try:
+                child.wait(0.2)
+            except subprocess.TimeoutExpired:
+                pass
+        status = max(status, child.returncode if child.returncode >= 0 else 1)
+    return status

@@ -1,0 +1,68 @@
+"""What a handler's return or exception does to its message: a pure decision.
+
+- returned: ``ack``;
+- raised :class:`Reject`, or an exception of a non-retryable type: ``reject`` now, with the
+  reason;
+- raised anything else: ``release`` with the queue's backoff, until the delivery that is the
+  queue's ``max_deliveries``-th: then ``reject`` with the exception's type and message as the
+  reason (truncated; the dead letter says why, not only "max-deliveries").
+
+Pure: no message, consumer or clock; :func:`decide` is what the runner and the tests share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+REASON_MAX_BYTES = 512  # a dead letter's reason: enough to say why, not a whole traceback
+
+
+class Reject(Exception):
+    """Raise in a handler to dead-letter its message now, with ``reason`` (no retry)."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``verb`` of the message and, for ``reject``, the dead letter's reason."""
+
+    verb: Literal["ack", "release", "reject"]
+    reason: str = ""
+
+
+ACK = Outcome("ack")
+RELEASE = Outcome("release")
+
+
+def failure_reason(exc: BaseException, limit_bytes: int = REASON_MAX_BYTES) -> str:
+    """``"Type: message"`` of ``exc``, cut to ``limit_bytes`` of UTF-8 (single line)."""
+    if isinstance(exc, Reject):
+        text = exc.reason
+    else:
+        message = str(exc).replace("\n", " ").strip()
+        text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return truncate_utf8(text, limit_bytes)
+
+
+def truncate_utf8(text: str, limit_bytes: int) -> str:
+    """``text`` cut to at most ``limit_bytes`` UTF-8 bytes, ending in "..." when cut."""
+    raw = text.encode()
+    if len(raw) <= limit_bytes:
+        return text
+    return raw[:max(0, limit_bytes - 3)].decode(errors="ignore") + "..."
+
+
+def decide(exc: BaseException | None, *, delivery_count: int, max_deliveries: int,
+           non_retryable: tuple[type[BaseException], ...] = ()) -> Outcome:
+    """The verb for a handler that returned (``exc`` None) or raised ``exc``."""
+    if exc is None:
+        return ACK
+    if isinstance(exc, Reject) or (non_retryable and isinstance(exc, non_retryable)):
+        return Outcome("reject", failure_reason(exc))
+    if delivery_count >= max_deliveries:
+        return Outcome("reject", failure_reason(exc))
+    return RELEASE

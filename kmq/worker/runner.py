@@ -1,0 +1,241 @@
+"""Runs one :class:`~kmq.worker.registry.Handler`: receive, hand to user code, settle.
+
+A plain function runs on a thread pool of ``concurrency`` threads; an ``async def`` runs as
+at most ``concurrency`` tasks on one event loop (the runner's own thread), its consumer's
+blocking calls on one helper thread off the loop. Either way the receiving thread takes a
+message only when a slot is free, so every message handed out is one that started; the
+consumer holds at most ``prefetch`` more, ready.
+
+Shutdown (kmq.worker.shutdown): at the first signal the runner stops receiving and waits
+for the running handlers until the grace is over; then ``Consumer.close()`` gives back the
+prefetched messages uncounted, releases any still running (counted), and flushes every
+settlement. At the second signal the process exits at once (kmq.worker.main).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable
+
+from kmq.errors import MessageSettledError
+from kmq.message import Message
+from kmq.tracing import handling
+from kmq.worker.outcome import decide, failure_reason
+from kmq.worker.registry import Handler
+from kmq.worker.shutdown import ShutdownSignal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.client import Client
+    from kmq.consumer import Consumer
+    from kmq.worker.metrics import WorkerMetrics
+
+log = logging.getLogger("kmq.worker")
+
+RECEIVE_WAIT_S = 0.2  # how long one receive waits: bounds how late a runner sees a signal
+SETTLE_TIMEOUT_S = 10.0
+FLUSH_INTERVAL_S = 0.025  # a handler's consumer sends settlements this often (default 0.1)
+
+
+class HandlerRunner:
+    """One handler's consumer, slots and settlements; :meth:`run` returns once drained."""
+
+    def __init__(self, client: "Client", handler: Handler, shutdown: ShutdownSignal,
+                 metrics: "WorkerMetrics | None" = None) -> None:
+        self.client = client
+        self.handler = handler
+        self.shutdown = shutdown
+        self.metrics = metrics
+        self.running = 0          # handlers in user code now
+        self.still_running_at_close = 0
+        self.max_processing_s = 0.0  # the consumer's, once open
+        self._lock = threading.Lock()
+        self.ready = threading.Event()  # set once the consumer is open (tests, logs)
+
+    # -- the consumer ----------------------------------------------------------------
+
+    def _open(self) -> "Consumer":
+        h = self.handler
+        # A fixed read-ahead (shared queues: the adaptive one starts at 10 and lags a busy pool;
+        # Handler.read_ahead covers the dispatcher's round trip), and settlements sent every
+        # 25 ms, not 100: a shared consumer's acks free the room it asks the dispatcher to fill
+        # (bench/worker.py, 32 x 20 ms handlers, one run each: 1,364 -> 1,445 msgs/s).
+        options = {"batch_size": min(1000, h.max_in_flight), "prefetch": max(1, h.read_ahead),
+                   "flush_interval_s": FLUSH_INTERVAL_S, **h.consumer_options,
+                   "max_in_flight": h.max_in_flight}
+        consumer = self.client.consumer(h.queue, **options)
+        self.max_processing_s = consumer.max_processing_s
+        self.ready.set()
+        return consumer
+
+    def _max_deliveries(self, consumer: "Consumer") -> int:
+        return consumer.config.deliveries(self.client.settings)
+
+    # -- one message -----------------------------------------------------------------
+
+    def _settle(self, msg: Message, exc: BaseException | None, max_deliveries: int,
+                started: float) -> None:
+        """Apply the outcome of one handler call (unless user code settled the message)."""
+        h = self.handler
+        elapsed_s = time.monotonic() - started
+        outcome = None
+        if msg.lapsed:
+            # Held past max_processing_s: the tracker took it back, a verb changes nothing.
+            log.warning("%s", _line("handler_overran", h, msg, elapsed_s=round(elapsed_s, 3),
+                                    max_processing_s=self.max_processing_s))
+        elif msg.settled is None:
+            outcome = decide(exc, delivery_count=msg.delivery_count, max_deliveries=max_deliveries,
+                             non_retryable=h.non_retryable)
+            try:
+                if outcome.verb == "ack":
+                    msg.ack()
+                elif outcome.verb == "release":
+                    msg.release()
+                else:
+                    msg.reject(outcome.reason)
+            except MessageSettledError:  # released by close() after the grace: already back
+                outcome = None
+        if exc is not None:
+            log.warning("%s", _line("handler_failed", h, msg, elapsed_s=round(elapsed_s, 3),
+                                    outcome=outcome.verb if outcome else msg.settled,
+                                    error=failure_reason(exc)))
+        if self.metrics is not None:
+            self.metrics.handled(h, outcome.verb if outcome else (msg.settled or "lapsed"),
+                                 failed=exc is not None, duration_s=elapsed_s)
+
+    def _enter(self) -> float:
+        with self._lock:
+            self.running += 1
+        if self.metrics is not None:
+            self.metrics.in_flight(self.handler, +1)
+        return time.monotonic()
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.running -= 1
+        if self.metrics is not None:
+            self.metrics.in_flight(self.handler, -1)
+
+    def _call_sync(self, msg: Message, max_deliveries: int, slots: threading.Semaphore) -> None:
+        started = self._enter()
+        try:
+            try:
+                with handling(msg.queue, self.handler.name, msg.id, msg.headers):
+                    self.handler.fn(msg)
+                exc = None
+            except Exception as e:  # noqa: BLE001 - any failure of user code is the message's
+                exc = e
+            self._settle(msg, exc, max_deliveries, started)
+        except Exception:  # never lose a slot to a bug of ours
+            log.exception("settling a message of queue %s failed", self.handler.queue)
+        finally:
+            self._leave()
+            slots.release()
+
+    # -- sync handlers -----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Receive and handle until shutdown; then drain within the grace and close."""
+        if self.handler.is_async:
+            asyncio.run(self._run_async())
+            return
+        h = self.handler
+        consumer = self._open()
+        slots = threading.Semaphore(h.concurrency)
+        pool = ThreadPoolExecutor(h.concurrency, thread_name_prefix=f"kmq-handler-{h.queue}")
+        stopping = self.shutdown.stopping
+        try:
+            while not stopping.is_set():
+                if not slots.acquire(timeout=RECEIVE_WAIT_S):
+                    continue
+                msg = consumer.receive(RECEIVE_WAIT_S)
+                if msg is None:
+                    slots.release()
+                    continue
+                pool.submit(self._call_sync, msg, self._max_deliveries(consumer), slots)
+            self._drain(lambda: self.running == 0)
+        finally:
+            self._close(consumer)
+            pool.shutdown(wait=self.running == 0, cancel_futures=True)
+
+    def _drain(self, done: Callable[[], bool]) -> None:
+        """Wait for running handlers while the grace lasts (and no second signal came)."""
+        while not done() and not self.shutdown.forced.is_set():
+            left = self.shutdown.state.grace_left_s(time.monotonic())
+            if left <= 0:
+                break
+            self.shutdown.forced.wait(min(left, 0.05))
+
+    def _close(self, consumer: "Consumer") -> None:
+        self.still_running_at_close = self.running
+        if self.running:
+            log.warning("%s", json.dumps({"event": "grace_over", "queue": self.handler.queue,
+                                          "handler": self.handler.name, "running": self.running,
+                                          "then": "released (delivered again)"}))
+        consumer.close(SETTLE_TIMEOUT_S)
+
+    # -- async handlers ----------------------------------------------------------------
+
+    async def _run_async(self) -> None:
+        h = self.handler
+        loop = asyncio.get_running_loop()
+        # One thread for every consumer call: librdkafka's blocking calls stay off the loop,
+        # and one thread at a time enters the Consumer (its receive contract).
+        io = ThreadPoolExecutor(1, thread_name_prefix=f"kmq-receive-{h.queue}")
+        consumer = await loop.run_in_executor(io, self._open)
+        slots = asyncio.Semaphore(h.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        stopping = self.shutdown.stopping
+        try:
+            while not stopping.is_set():
+                try:  # bounded: with every slot busy, a signal must still be seen
+                    await asyncio.wait_for(slots.acquire(), RECEIVE_WAIT_S)
+                except asyncio.TimeoutError:
+                    continue
+                msg = await loop.run_in_executor(io, consumer.receive, RECEIVE_WAIT_S)
+                if msg is None:
+                    slots.release()
+                    continue
+                task = loop.create_task(self._call_async(msg, self._max_deliveries(consumer), slots))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            while tasks and not self.shutdown.forced.is_set():
+                left = self.shutdown.state.grace_left_s(time.monotonic())
+                if left <= 0:
+                    break
+                await asyncio.wait(set(tasks), timeout=min(left, 0.05))
+        finally:
+            await loop.run_in_executor(io, self._close, consumer)
+            for task in tasks:
+                task.cancel()
+            io.shutdown(wait=False)
+
+    async def _call_async(self, msg: Message, max_deliveries: int, slots: asyncio.Semaphore) -> None:
+        started = self._enter()
+        try:
+            try:
+                with handling(msg.queue, self.handler.name, msg.id, msg.headers):
+                    await self.handler.fn(msg)
+                exc = None
+            except asyncio.CancelledError:
+                raise  # the grace is over: close() released it
+            except Exception as e:  # noqa: BLE001
+                exc = e
+            self._settle(msg, exc, max_deliveries, started)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("settling a message of queue %s failed", self.handler.queue)
+        finally:
+            self._leave()
+            slots.release()
+
+
+def _line(event: str, h: Handler, msg: Message, **fields: Any) -> str:
+    """One structured log line (JSON) about one message."""
+    return json.dumps({"event": event, "queue": h.queue, "handler": h.name, "id": msg.id,
+                       "delivery_count": msg.delivery_count, **fields}, default=str)

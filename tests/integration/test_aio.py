@@ -1,0 +1,160 @@
+"""kmq.aio on a real broker: awaitable sends, `async with` consumers, `async for`, the verbs;
+both queue modes; the event loop keeps running while a receive waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import kmq
+import kmq.aio
+from kmq.settings import DEFAULT_MAX_PROCESSING_S
+from tests.integration.dlq import dead_letters
+
+pytestmark = pytest.mark.usefixtures("tracker")
+
+
+@pytest.fixture
+def settings(shared_settings):
+    return shared_settings.replace(max_processing_s=DEFAULT_MAX_PROCESSING_S)
+
+
+@pytest.fixture(params=["shared", "partition"])
+def mode(request):
+    return request.param
+
+
+async def set_mode(client: kmq.aio.Client, queue: str, mode: str) -> None:
+    await client.configure_queue(queue, dispatch=mode)
+    deadline = time.monotonic() + 30
+    while (await client.queue_config(queue)).handover_pending:
+        assert time.monotonic() < deadline, "no handover"
+        await asyncio.sleep(0.05)  # polling a condition with a deadline, on the loop
+
+
+def test_send_receive_and_every_verb_on_the_loop(settings, queue, mode):
+    async def main():
+        async with kmq.aio.Client(settings=settings) as client:
+            await set_mode(client, queue, mode)
+            one = await client.send(queue, b"one", headers={"h": "v"})
+            ids = [one] + await client.send_batch(queue, [b"m%d" % i for i in range(99)])
+            await client.flush()
+            got: dict[str, int] = {}
+            async with client.consumer(queue, visibility_timeout_s=5) as c:
+                async for msg in c:
+                    got[msg.id] = msg.delivery_count
+                    if msg.id == one:
+                        assert msg.value == b"one" and msg.headers == {"h": b"v"}
+                    if msg.value == b"m1" and msg.delivery_count == 1:
+                        await msg.release()          # comes back, counted
+                    elif msg.value == b"m2":
+                        await msg.reject("bad")      # dead-lettered
+                    else:
+                        await msg.extend(10)
+                        await msg.ack()
+                    if len(got) == 100 and got[ids[2]] == 2:  # ids[2] is m1, released once
+                        break
+                await c.flush()
+                assert await c.receive_batch(10, timeout_s=2.0) == []
+            assert sorted(got) == sorted(ids)
+            return ids
+    ids = asyncio.run(main())
+    (dead,) = dead_letters(settings, queue)
+    assert dead["kmq"]["kmq.id"].decode() == ids[3] and dead["kmq"]["kmq.dlq.detail"] == b"bad"
+
+
+def test_a_waiting_receive_does_not_block_the_event_loop(settings, queue):
+    async def main():
+        async with kmq.aio.Client(settings=settings) as client:
+            async with client.consumer(queue) as c:
+                ticks = []
+
+                async def tick():
+                    while True:
+                        ticks.append(time.monotonic())
+                        await asyncio.sleep(0.01)
+                ticker = asyncio.ensure_future(tick())
+                started = time.monotonic()
+                assert await c.receive(timeout_s=3.0) is None  # nothing there: waits 3 s ...
+                waited = time.monotonic() - started
+                ticker.cancel()
+                gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+                # ... while the loop ran other tasks all along (a blocked loop: one 3 s gap).
+                assert waited >= 2.9 and len(ticks) > 10 and max(gaps) < waited / 2
+    asyncio.run(main())
+
+
+def test_a_delayed_send_arrives_after_its_delay(settings, queue):
+    async def main():
+        async with kmq.aio.Client(settings=settings) as client:
+            sent_at = time.time()
+            msg_id = await client.send(queue, b"later", delay_s=1.0)
+            await client.flush()
+            async with client.consumer(queue) as c:
+                m = None
+                deadline = time.monotonic() + 30
+                while m is None:
+                    assert time.monotonic() < deadline, "the delayed message did not arrive"
+                    m = await c.receive(0.5)
+                assert m.id == msg_id and time.time() - sent_at >= 1.0
+                await m.ack()
+    asyncio.run(main())
+
+
+def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the_background(
+        settings, queue):
+    import importlib.util
+    from pathlib import Path
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "aiohttp_app.py"
+    spec = importlib.util.spec_from_file_location("aiohttp_app", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    async def main():
+        app = example.make_app(queue, settings)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+            ids = []
+            for i in range(10):
+                r = await http.post(f"/orders/{queue}", data=b"order-%d" % i)
+                assert r.status == 202
+                ids.append((await r.json())["id"])
+            deadline = time.monotonic() + 60
+            while len(app[example.SEEN]) < 10:
+                assert time.monotonic() < deadline, "the background consumer did not see them all"
+                await asyncio.sleep(0.05)
+            assert sorted(app[example.SEEN]) == sorted(ids)
+            assert sorted(app[example.SEEN].values()) == sorted(b"order-%d" % i for i in range(10))
+    asyncio.run(main())
+
+
+def test_the_faust_example_sends_and_consumes_on_fausts_own_loop(settings, queue, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kmq.dev.devstack import settings_env
+    from tests.conftest import wait_for
+
+    root = Path(__file__).resolve().parents[2]
+    ledger = tmp_path / "ledger"
+    env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(root), "KMQ_EXAMPLE_QUEUE": queue,
+           "KMQ_EXAMPLE_LEDGER": str(ledger), "KMQ_EXAMPLE_COUNT": "10"}
+    with open(tmp_path / "faust.log", "w") as out:
+        p = subprocess.Popen([sys.executable, "-m", "faust", "-A", "docs.examples.faust_app",
+                              "--datadir", str(tmp_path / "faust-data"), "worker", "-l", "warn",
+                              "--without-web"], env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: p.poll() is not None or (ledger.exists() and len(ledger.read_text().splitlines()) >= 10),
+                     120, what="the Faust app's 10 messages")
+            assert p.poll() is None, (tmp_path / "faust.log").read_text()[-2000:]
+        finally:
+            p.terminate()
+            p.wait(60)
+    values = sorted(line.split()[1] for line in ledger.read_text().splitlines())
+    assert values == sorted(f"order-{i}" for i in range(10))

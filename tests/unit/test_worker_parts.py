@@ -1,0 +1,111 @@
+"""The worker's pure parts: the retry/dead-letter decision, the shutdown state machine,
+the decorator's checks and the metrics page."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import kmq
+from kmq.errors import ConfigError
+from kmq.worker.main import select
+from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.outcome import REASON_MAX_BYTES, Reject, decide, failure_reason, truncate_utf8
+from kmq.worker.shutdown import Shutdown
+
+
+class Fatal(Exception):
+    pass
+
+
+failures = st.sampled_from([ValueError("v"), TimeoutError("t"), Fatal("f"), Reject("r"), KeyError("k")])
+
+
+@given(exc=st.none() | failures, count=st.integers(1, 50), max_deliveries=st.integers(1, 50))
+def test_return_acks_reject_and_non_retryable_dead_letter_now_others_retry_until_the_last(
+        exc, count, max_deliveries):
+    out = decide(exc, delivery_count=count, max_deliveries=max_deliveries, non_retryable=(Fatal,))
+    if exc is None:
+        assert out.verb == "ack"
+    elif isinstance(exc, (Reject, Fatal)) or count >= max_deliveries:
+        assert out.verb == "reject" and out.reason == failure_reason(exc)
+    else:
+        assert out.verb == "release"
+
+
+def test_the_reason_is_type_and_message_on_one_line_truncated():
+    assert failure_reason(ValueError("bad\njson")) == "ValueError: bad json"
+    assert failure_reason(Reject("bad address")) == "bad address"
+    assert failure_reason(KeyError()) == "KeyError"
+    long = failure_reason(ValueError("é" * 1000))
+    assert len(long.encode()) <= REASON_MAX_BYTES and long.endswith("...")
+
+
+@given(text=st.text(), limit=st.integers(3, 600))
+def test_truncation_keeps_valid_utf8_within_the_limit(text, limit):
+    out = truncate_utf8(text, limit)
+    assert len(out.encode()) <= limit
+    assert out == text if len(text.encode()) <= limit else out.endswith("...")
+
+
+@given(grace_s=st.floats(0, 3600), t1=st.floats(0, 1e6), dt=st.floats(0, 1e4), more=st.integers(1, 5))
+def test_first_signal_drains_within_the_grace_second_forces(grace_s, t1, dt, more):
+    s = Shutdown(grace_s)
+    assert s.phase == "running" and math.isinf(s.grace_left_s(t1))
+    s = s.on_signal(t1)
+    assert s.phase == "draining" and s.grace_left_s(t1) == pytest.approx(grace_s)
+    assert s.grace_left_s(t1 + dt) == pytest.approx(max(0.0, grace_s - dt), abs=1e-6)
+    for _ in range(more):
+        s = s.on_signal(t1 + dt)
+        assert s.phase == "forced" and s.grace_left_s(t1 + dt) == 0.0
+
+
+def test_a_decorated_function_stays_callable_and_says_how_it_runs():
+    @kmq.handler("emails", concurrency=32, non_retryable=(Fatal,), visibility_timeout_s=60)
+    def send_email(msg):
+        return msg * 2
+
+    @kmq.handler("pings")
+    async def ping(msg):
+        return msg
+
+    assert send_email(21) == 42
+    assert (send_email.queue, send_email.concurrency, send_email.is_async) == ("emails", 32, False)
+    assert send_email.max_in_flight == 32 + 256 and send_email.consumer_options == {"visibility_timeout_s": 60}
+    assert ping.is_async and ping.concurrency == 1
+    assert [h.queue for h in select([send_email, ping], ["pings"], 4)] == ["pings"]
+    assert select([send_email], (), 4)[0].concurrency == 4
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"concurrency": 0}, "concurrency"), ({"concurrency": True}, "concurrency"),
+    ({"prefetch": -1}, "prefetch"), ({"non_retryable": (1,)}, "non_retryable"),
+    ({"max_in_flight": 5}, "max_in_flight")])
+def test_bad_handler_arguments_name_the_argument(kwargs, field):
+    with pytest.raises(ConfigError, match=field):
+        kmq.handler("q", **kwargs)(lambda m: None)
+
+
+def test_selecting_a_queue_without_a_handler_names_it():
+    h = kmq.handler("emails")(lambda m: None)
+    with pytest.raises(ConfigError, match="sms"):
+        select([h], ["sms"])
+    with pytest.raises(ConfigError, match="no @kmq.handler"):
+        select([])
+
+
+def test_the_metrics_page_counts_outcomes_failures_durations_and_running():
+    h = kmq.handler("emails")(lambda m: None)
+    m = WorkerMetrics()
+    m.in_flight(h, +1)
+    m.handled(h, "ack", failed=False, duration_s=0.02)
+    m.handled(h, "reject", failed=True, duration_s=3.0)
+    page = m.render()
+    labels = f'queue="emails",handler="{h.name}"'
+    assert f'kmq_worker_messages_total{{{labels},outcome="acked"}} 1' in page
+    assert f'kmq_worker_messages_total{{{labels},outcome="rejected"}} 1' in page
+    assert f"kmq_worker_failures_total{{{labels}}} 1" in page
+    assert f"kmq_worker_in_flight{{{labels}}} 1" in page
+    assert f'kmq_worker_handler_seconds_bucket{{{labels},le="0.025"}} 1' in page
+    assert f'kmq_worker_handler_seconds_bucket{{{labels},le="+Inf"}} 2' in page
