@@ -17,6 +17,7 @@ from kmq.message import Message
 from kmq.queue_config import QueueConfig
 from kmq.settings import Settings
 from kmq.worker import Handler, Reject, handler
+from kmq import aio  # kmq.aio.Client, for asyncio services
 
 __all__ = [
     "Client", "Consumer", "Message", "MessageBatch", "Settings", "QueueConfig", "Backoff",
@@ -24,7 +25,6 @@ __all__ = [
     "KmqError", "ConfigError", "InvalidQueueNameError", "MessageTooLargeError",
     "MarkerDecodeError", "MessageSettledError", "BrokerUnavailableError", "DeliveryError",
     "ConsumerClosedError", "PermissionDeniedError",
-    "handler", "Handler", "Reject",
+    "handler", "Handler", "Reject", "aio",
 ]
 __version__ = "0.1.0"
-from kmq import aio  # noqa: E402 - kmq.aio.Client, for asyncio services

@@ -24,3 +24,13 @@ def own_tracker(make_settings, artifacts, request):
 def get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as r:
         return json.loads(r.read())
+
+
+def run_chaos_in_ci(settings, cfg, artifacts, name: str) -> dict:
+    """One chaos run (bench/chaos.py) with its result kept as an artifact and printed."""
+    from bench.chaos import run_chaos
+
+    result = run_chaos(settings, cfg, artifacts / name, say=print)
+    (artifacts / f"{name}.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: result[k] for k in ("chaos", "drain", "accounting")}, indent=1))
+    return result

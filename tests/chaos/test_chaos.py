@@ -11,11 +11,10 @@ Plain STARTs here; transactional kill windows are tested one at a time
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from bench.chaos import ChaosConfig, run_chaos
+from bench.chaos import ChaosConfig
+from tests.chaos.conftest import run_chaos_in_ci
 
 
 @pytest.mark.slow
@@ -26,10 +25,8 @@ def test_nothing_is_lost_under_kills_restarts_and_rebalances(make_settings, arti
                       kills=52, chaos_s=45.0, queue_kill_gap_s=4.0,
                       tracker_kills=[(0.2, "keep"), (0.55, "wipe")],
                       rebalances=2, visibility_s=4.0, quiet_s=6.0, transactional_queues=0)
-    result = run_chaos(settings, cfg, artifacts / "chaos-ci", say=print)
-    (artifacts / "chaos-ci.json").write_text(json.dumps(result, indent=1))
+    result = run_chaos_in_ci(settings, cfg, artifacts, "chaos-ci")
     acc, chaos = result["accounting"], result["chaos"]
-    print(json.dumps({"chaos": chaos, "drain": result["drain"], "accounting": acc}, indent=1))
     assert chaos["consumer_kills"] >= 50
     assert chaos["tracker_modes"] == ["keep", "wipe"]
     assert chaos["rebalances"] >= 2

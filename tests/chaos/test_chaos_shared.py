@@ -10,11 +10,10 @@ stranded."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from bench.chaos import ChaosConfig, run_chaos
+from bench.chaos import ChaosConfig
+from tests.chaos.conftest import run_chaos_in_ci
 
 
 @pytest.mark.slow
@@ -26,10 +25,8 @@ def test_shared_queues_lose_nothing_under_unpaced_kills_restarts_joins_and_leave
                       tracker_kills=[(0.25, "keep"), (0.6, "wipe")],
                       rebalances=3, visibility_s=4.0, quiet_s=6.0, transactional_queues=0,
                       dispatch="shared", prefix="chaos-shared")
-    result = run_chaos(settings, cfg, artifacts / "chaos-shared-ci", say=print)
-    (artifacts / "chaos-shared-ci.json").write_text(json.dumps(result, indent=1))
+    result = run_chaos_in_ci(settings, cfg, artifacts, "chaos-shared-ci")
     acc, chaos = result["accounting"], result["chaos"]
-    print(json.dumps({"chaos": chaos, "drain": result["drain"], "accounting": acc}, indent=1))
     assert chaos["consumer_kills"] >= 40
     assert chaos["tracker_modes"] == ["keep", "wipe"]
     assert chaos["rebalances"] >= 3
