@@ -32,7 +32,7 @@ from kmq.ops.deadletters import list_dead_letters
 from kmq.errors import KmqError, PermissionDeniedError
 from kmq.queue_config import QueueConfigs
 from kmq.stats.rates import merge_histories
-from kmq.ops.tenancy import Caller, hash_token, identify, require_queue_access
+from kmq.ops.tenancy import Caller, admin_token_is, identify, require_queue_access
 
 log = logging.getLogger("kmq.tracker.api")
 
@@ -102,9 +102,9 @@ def caller_of(request: Any) -> Caller:
     KMQ_AUTH and KMQ_ADMIN_TOKEN, never the queues topic's ``!auth`` record (anyone who
     may write that topic could make their own token admin there)."""
     configs = _configs()
-    admin_hash = hash_token(settings.admin_token) if settings.auth_on else None
-    return identify(bearer_token(request), auth_on=admin_hash is not None,
-                    admin_token_sha256=admin_hash,
+    # Compared with the worker's own token: no slow hash per request.
+    return identify(bearer_token(request), auth_on=settings.auth_on,
+                    is_admin=admin_token_is(settings.admin_token),
                     tenants=configs.tenants() if configs is not None else {})
 
 
