@@ -6,13 +6,16 @@
   the deployment, gathered from every worker (each knows the queues of the
   markers partitions it owns), sorted and paginated.
 - ``GET /kmq/api/queues/{queue}``: one queue, answered by the worker that owns
-  its markers partition (``topic_route``: another worker proxies the request).
+  its markers partition (another worker forwards the request there).
 - ``GET /kmq/api/local/queues``: this worker's part of the list (workers call
   each other).
 
 With auth on, every queue view needs ``Authorization: Bearer <token>`` (the
 admin's or the queue's tenant's): 403 otherwise. A tenant sees only its own
-queues; another tenant's queue is refused exactly like a missing one.
+queues; another tenant's queue is refused exactly like a missing one. A
+request forwarded to another worker carries no bearer token, only a
+credential for that one worker, path and query, valid for seconds
+(:mod:`web.peer_auth`); the local endpoint accepts nothing else.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import logging
 import time
 from typing import Any
 
+from web import peer_auth
 from web.queue_scan import QueueScanner
 from web.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
 from agents.track_markers import owned, redeliverer
@@ -97,10 +101,25 @@ def bearer_token(request: Any) -> str | None:
     return None
 
 
-def caller_of(request: Any) -> Caller:
+def _me() -> str:
+    return str(app.conf.canonical_url).rstrip("/")
+
+
+def caller_of(request: Any, *, peer_only: bool = False) -> Caller:
     """Who asks (raises PermissionDeniedError). Who is admin is this worker's own
     KMQ_AUTH and KMQ_ADMIN_TOKEN, never the queues topic's ``!auth`` record (anyone who
-    may write that topic could make their own token admin there)."""
+    may write that topic could make their own token admin there). A request another
+    worker forwarded speaks for its caller with a peer credential made for this worker
+    and this request; ``peer_only`` views accept nothing else (never a bearer token)."""
+    if not settings.auth_on:
+        return Caller(admin=True)
+    credential = request.headers.get(peer_auth.HEADER)
+    if credential is not None:
+        return peer_auth.verify(settings.admin_token, credential, url=_me(),
+                                path_query=peer_auth.target(request.path, request.query.items()),
+                                now_s=time.time())
+    if peer_only:
+        raise PermissionDeniedError(f"this view answers other tracker workers only ({peer_auth.HEADER})")
     configs = _configs()
     # Compared with the worker's own token: no slow hash per request.
     return identify(bearer_token(request), auth_on=settings.auth_on,
@@ -153,7 +172,7 @@ def owned_bucket_s() -> int:
 
 def _peers() -> list[str]:
     """Web URLs of the other workers that own markers partitions."""
-    me = str(app.conf.canonical_url).rstrip("/")
+    me = _me()
     urls = []
     for url, topics in app.router.external_topics_metadata().items():
         if topics.get(settings.markers_topic) and str(url).rstrip("/") != me:
@@ -161,14 +180,20 @@ def _peers() -> list[str]:
     return sorted(urls)
 
 
-async def _peer_page(url: str, request: Any, p: dict[str, Any]) -> dict[str, Any]:
+def _peer_headers(caller: Caller, url: str, path: str, query: dict[str, str]) -> dict[str, str]:
+    """A credential for exactly this request (never the caller's bearer token)."""
+    if not settings.auth_on:
+        return {}
+    return {peer_auth.HEADER: peer_auth.sign(settings.admin_token, url=url, caller=caller, now_s=time.time(),
+                                             path_query=peer_auth.target(path, query.items()))}
+
+
+async def _peer_page(url: str, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     params = {"limit": str(min(MAX_LIMIT + p["offset"], p["offset"] + p["limit"])), "offset": "0",
               "sort": p["sort"], "order": p["order"], "prefix": p["prefix"]}
-    headers = {}
-    if "Authorization" in request.headers:
-        headers["Authorization"] = request.headers["Authorization"]
-    async with app.http_client.get(f"{url}/kmq/api/local/queues", params=params, headers=headers,
-                                   timeout=PEER_TIMEOUT_S) as resp:
+    path = "/kmq/api/local/queues"
+    async with app.http_client.get(f"{url}{path}", params=params, timeout=PEER_TIMEOUT_S,
+                                   headers=_peer_headers(caller, url, path, params)) as resp:
         if resp.status != 200:
             raise KmqError(f"{url} answered {resp.status}")
         return await resp.json()
@@ -199,10 +224,10 @@ async def ready(web, request):
     return web.json({"ready": ok, "routes_warm": _state["routes_warm"]}, status=200 if ok else 503)
 
 
-def _list_request(web: Any, request: Any) -> tuple[Caller, dict[str, Any]] | Any:
+def _list_request(web: Any, request: Any, peer_only: bool = False) -> tuple[Caller, dict[str, Any]] | Any:
     """(caller, page parameters) of a list request, or the 403/400 answer to give instead."""
     try:
-        return caller_of(request), _page_params(request)
+        return caller_of(request, peer_only=peer_only), _page_params(request)
     except PermissionDeniedError as exc:
         return denied(web, exc)
     except ValueError as exc:
@@ -212,7 +237,7 @@ def _list_request(web: Any, request: Any) -> tuple[Caller, dict[str, Any]] | Any
 @app.page("/kmq/api/local/queues")
 async def local_queues(web, request):
     """This worker's queues (the list view gathers these from every worker)."""
-    asked = _list_request(web, request)
+    asked = _list_request(web, request, peer_only=True)
     if not isinstance(asked, tuple):
         return asked
     return web.json(_local_page(*asked))
@@ -228,7 +253,7 @@ async def queues(web, request):
     pages = [_local_page(caller, p)]
     peers = _peers()
     errors = []
-    results = await asyncio.gather(*(_peer_page(u, request, p) for u in peers), return_exceptions=True)
+    results = await asyncio.gather(*(_peer_page(u, caller, p) for u in peers), return_exceptions=True)
     for url, res in zip(peers, results):
         if isinstance(res, BaseException):
             errors.append(f"{url}: {res}")
@@ -249,12 +274,32 @@ async def queues(web, request):
     })
 
 
+async def _forward_to_owner(web: Any, request: Any, caller: Caller, queue: str) -> Any | None:
+    """The owner's answer when another worker owns ``queue``'s markers partition, else None.
+
+    Like Faust's ``topic_route``, which forwarded every header, bearer token included."""
+    if peer_auth.HEADER in request.headers:
+        return None  # forwarded once already: answer here, never bounce between workers
+    try:
+        owner = str(app.router.external_topic_key_store(markers_topic, queue)).rstrip("/")
+    except KeyError:
+        return web.json({"error": "no worker owns this queue's markers partition yet"}, status=503)
+    if owner == _me():
+        return None
+    query = dict(request.query.items())
+    async with app.http_client.get(owner + request.path, params=query, timeout=PEER_TIMEOUT_S,
+                                   headers=_peer_headers(caller, owner, request.path, query)) as resp:
+        return web.text(await resp.text(), content_type=resp.content_type, status=resp.status)
+
+
 @app.page("/kmq/api/queues/{queue}")
-@app.topic_route(topic=markers_topic, match_info="queue")
 async def queue_detail(web, request, queue: str):
     """One queue: its row, settings, counts since start, in-flight ranges, recent dead letters."""
     try:
         caller = caller_of(request)
+        forwarded = await _forward_to_owner(web, request, caller, queue)
+        if forwarded is not None:
+            return forwarded
         cfg = stats.config(queue)
         require_queue_access(caller, queue, cfg.tenant)
     except PermissionDeniedError as exc:
