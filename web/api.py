@@ -32,7 +32,6 @@ from agents.track_markers import owned, redeliverer
 from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import envelope
-from kmq.ops.deadletters import list_dead_letters
 from kmq.errors import KmqError, PermissionDeniedError
 from kmq.queue_config import QueueConfigs
 from kmq.stats.rates import merge_histories
@@ -209,6 +208,8 @@ async def health(web, request):
                      "set_aside": owned.set_aside(),
                      "replayed_markers": sum(p.replayed for p in owned.values()),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
+                                 "dlq_passes": scanner.dead_letters.passes,
+                                 "dlq_records_read": scanner.dead_letters.records_read,
                                  "error": scanner.last_error}})
 
 
@@ -312,11 +313,9 @@ async def queue_detail(web, request, queue: str):
     n_ranges, ranges = stats.ranges(queue, DETAIL_RANGES)
     loop = asyncio.get_running_loop()
     await _add_delivery_counts(loop, ranges)
-    try:
-        letters = await loop.run_in_executor(None, lambda: list_dead_letters(settings, queue))
-        dead = {"count": len(letters), "recent": [_letter_json(d) for d in letters[::-1][:DETAIL_DEAD_LETTERS]]}
-    except KmqError as exc:
-        dead = {"count": None, "recent": [], "error": str(exc)}
+    # From the scanner's incremental fold: a request reads nothing of the dead-letter topic.
+    dead = scanner.dead_letters.of(queue, DETAIL_DEAD_LETTERS) or {
+        "count": None, "recent": [], "error": "not scanned yet"}
     return web.json({
         **row, "owner": str(app.conf.canonical_url),
         "config": {"visibility_timeout_s": cfg.visibility_s(settings),
@@ -352,11 +351,3 @@ async def _add_delivery_counts(loop: asyncio.AbstractEventLoop, ranges: list[dic
         r.setdefault("delivery_counts", None)
         for g in r["groups"]:
             g["offsets"] = g["offsets"][:50]
-
-
-def _letter_json(d: Any) -> dict[str, Any]:
-    return {"offset": d.offset, "id": d.id, "reason": d.reason, "detail": d.detail,
-            "deliveries": d.deliveries, "first_delivery_ms": d.first_delivery_ms,
-            "last_delivery_ms": d.last_delivery_ms, "dead_lettered_ms": d.dead_lettered_ms,
-            "value_preview": d.value[:200].decode("utf-8", errors="replace"),
-            "value_bytes": len(d.value)}
