@@ -44,6 +44,7 @@ DETAIL_RANGES = 100
 DETAIL_DEAD_LETTERS = 20
 DELIVERY_COUNT_OFFSETS = 500  # records read back per detail request for delivery counts
 PEER_TIMEOUT_S = 10.0
+FORWARDED_HEADER = "X-Kmq-Forwarded"  # set on requests one worker sends another
 
 
 def _configs() -> QueueConfigs | None:
@@ -181,10 +182,11 @@ def _peers() -> list[str]:
 
 def _peer_headers(caller: Caller, url: str, path: str, query: dict[str, str]) -> dict[str, str]:
     """A credential for exactly this request (never the caller's bearer token)."""
-    if not settings.auth_on:
-        return {}
-    return {peer_auth.HEADER: peer_auth.sign(settings.admin_token, url=url, caller=caller, now_s=time.time(),
-                                             path_query=peer_auth.target(path, query.items()))}
+    headers = {FORWARDED_HEADER: "1"}
+    if settings.auth_on:
+        headers[peer_auth.HEADER] = peer_auth.sign(settings.admin_token, url=url, caller=caller, now_s=time.time(),
+                                                   path_query=peer_auth.target(path, query.items()))
+    return headers
 
 
 async def _peer_page(url: str, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -279,7 +281,7 @@ async def _forward_to_owner(web: Any, request: Any, caller: Caller, queue: str) 
     """The owner's answer when another worker owns ``queue``'s markers partition, else None.
 
     Like Faust's ``topic_route``, which forwarded every header, bearer token included."""
-    if peer_auth.HEADER in request.headers:
+    if FORWARDED_HEADER in request.headers or peer_auth.HEADER in request.headers:
         return None  # forwarded once already: answer here, never bounce between workers
     try:
         owner = str(app.router.external_topic_key_store(markers_topic, queue)).rstrip("/")
@@ -288,9 +290,12 @@ async def _forward_to_owner(web: Any, request: Any, caller: Caller, queue: str) 
     if owner == _me():
         return None
     query = dict(request.query.items())
-    async with app.http_client.get(owner + request.path, params=query, timeout=PEER_TIMEOUT_S,
-                                   headers=_peer_headers(caller, owner, request.path, query)) as resp:
-        return web.text(await resp.text(), content_type=resp.content_type, status=resp.status)
+    try:
+        async with app.http_client.get(owner + request.path, params=query, timeout=PEER_TIMEOUT_S,
+                                       headers=_peer_headers(caller, owner, request.path, query)) as resp:
+            return web.text(await resp.text(), content_type=resp.content_type, status=resp.status)
+    except Exception as exc:  # unreachable or slow (aiohttp's errors, a timeout): say which worker
+        return web.json({"error": f"the owning worker {owner} did not answer: {exc!r}"}, status=502)
 
 
 @app.page("/kmq/api/queues/{queue}")
