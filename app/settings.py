@@ -61,7 +61,7 @@ def faust_options(s: Settings) -> dict[str, Any]:
         "web_enabled": True,
         # Faust's own endpoints are unauthenticated: /table/... serves raw entries (delayed
         # sends hold their payloads there), /router/... and /graph/ the internals. kmq's views
-        # route requests with app.router (topic_route), which needs none of them.
+        # route requests with app.router (external_topic_key_store), which needs none of them.
         "web_tables_enabled": False,
         "web_router_enabled": False,
         "web_graph_enabled": False,

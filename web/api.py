@@ -73,7 +73,7 @@ async def start_views() -> None:
     _state["configs"] = True
     while not _state["routes_warm"]:
         try:
-            # topic_route hashes with the producer's metadata: without it a routed
+            # The router hashes with the producer's metadata: without it a routed
             # view answers 500 (FAUST.md). Faust has no public way to ask for it.
             await app.producer._ensure_producer().partitions_for(settings.markers_topic)
             _state["routes_warm"] = app.producer.key_partition(settings.markers_topic, b"x") is not None
