@@ -37,8 +37,9 @@ COPY agents/ agents/
 COPY tables/ tables/
 COPY web/ web/
 
-# Inside a container the web view listens on every interface; compose
-# publishes it on the host's loopback only.
+# Inside a container the web view listens on every interface, which the worker
+# allows only with KMQ_AUTH=on (and KMQ_ADMIN_TOKEN): with auth off it refuses to
+# start until KMQ_WEB_HOST names one address (compose sets each worker's hostname).
 ENV KMQ_PROFILE=production \
     KMQ_DATA_DIR=/var/lib/kmq \
     KMQ_WEB_HOST=0.0.0.0 \

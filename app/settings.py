@@ -12,6 +12,7 @@ import socket
 from typing import Any
 
 from app import logs
+from kmq.errors import ConfigError
 from kmq.kafka import profiles
 from kmq.kafka import security
 from kmq.settings import Settings
@@ -29,8 +30,24 @@ ROCKSDB_OPTIONS = {
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
+def check_web_bind(s: Settings) -> None:
+    """Refuse to listen on every interface with auth off (ConfigError naming both fixes).
+
+    With auth off every view answers anyone: queue names, counts, dead letters'
+    payloads. That is fine on loopback or one private address chosen on purpose,
+    not on a wildcard that also takes whatever public interface the host has.
+    """
+    if s.web_host.strip() in WILDCARD_HOSTS and not s.auth_on:
+        raise ConfigError(
+            f"KMQ_WEB_HOST={s.web_host!r} listens on every interface while KMQ_AUTH=off: anyone "
+            "who reaches the port reads every queue and its dead letters. Set KMQ_AUTH=on with "
+            "KMQ_ADMIN_TOKEN (16+ random characters), or bind one address: KMQ_WEB_HOST=127.0.0.1, "
+            "or the container's own hostname on a private network (docker-compose.yml does)")
+
+
 def faust_options(s: Settings) -> dict[str, Any]:
-    """Keyword arguments for ``faust.App`` from kmq settings."""
+    """Keyword arguments for ``faust.App`` from kmq settings (refuses an open wildcard bind)."""
+    check_web_bind(s)
     opts: dict[str, Any] = {
         "broker": ";".join(f"kafka://{h.strip()}" for h in s.bootstrap_servers.split(",")),
         "store": "rocksdb://",
@@ -44,7 +61,7 @@ def faust_options(s: Settings) -> dict[str, Any]:
         "web_enabled": True,
         # Faust's own endpoints are unauthenticated: /table/... serves raw entries (delayed
         # sends hold their payloads there), /router/... and /graph/ the internals. kmq's views
-        # route requests with app.router (topic_route), which needs none of them.
+        # route requests with app.router (external_topic_key_store), which needs none of them.
         "web_tables_enabled": False,
         "web_router_enabled": False,
         "web_graph_enabled": False,

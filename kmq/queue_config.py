@@ -26,8 +26,9 @@ from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.limits import MAX_TIMEOUT_MS
 from kmq.protocol.placement import validate_queue_name
 from kmq.settings import MAX_PROCESSING_S, Settings
+from kmq.ops.admin_hash import AdminHash, LegacyAuthRecordError
 from kmq.ops.tenancy import (AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify,
-                         validate_tenant_name)
+                             validate_tenant_name)
 
 log = logging.getLogger("kmq.queue_config")
 
@@ -201,7 +202,8 @@ class QueueConfigs:
         self.settings = settings
         self._configs: dict[str, QueueConfig] = {}
         self._tenants: dict[str, Tenant] = {}
-        self._admin_token_sha256: str | None = None  # set while the deployment has auth on
+        self._admin_hash: AdminHash | None = None  # set while the deployment has auth on
+        self._auth_refused: str | None = None  # why the admin token cannot be checked (old record)
         self.version = 0  # grows with every change seen: cheap staleness check for caches
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -259,12 +261,7 @@ class QueueConfigs:
             except (AttributeError, UnicodeDecodeError):
                 continue
             if rec.key() == AUTH_KEY:
-                with self._lock:
-                    try:
-                        self._admin_token_sha256 = (None if rec.value() is None
-                                                    else decode_auth(rec.value()))
-                    except (ValueError, KeyError, TypeError) as exc:
-                        log.warning("ignoring unreadable auth record: %s", exc)
+                self._read_auth(rec.value())
                 continue
             if queue.startswith(TENANT_KEY_PREFIX):
                 self._read_tenant(queue[len(TENANT_KEY_PREFIX):], rec.value())
@@ -295,16 +292,38 @@ class QueueConfigs:
                 return
             self._tenants[name] = tenant
 
-    def admin_token_sha256(self) -> str | None:
-        """The admin token's hash while auth is on, else None."""
+    def _read_auth(self, value: bytes | None) -> None:
         with self._lock:
-            return self._admin_token_sha256
+            if value is None:  # trackers no longer write tombstones; an old one still reads as off
+                self._admin_hash, self._auth_refused = None, None
+                return
+            try:
+                self._admin_hash, self._auth_refused = decode_auth(value), None
+            except LegacyAuthRecordError as exc:
+                # Auth stays on, the admin token is refused with the fix named: treating an
+                # old record as "auth off" would make every caller admin.
+                log.warning("%s", exc)
+                self._admin_hash, self._auth_refused = None, str(exc)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable auth record: %s", exc)
+
+    def auth_on(self) -> bool:
+        """Whether the deployment's tracker published that auth is on."""
+        with self._lock:
+            return self._admin_hash is not None or self._auth_refused is not None
+
+    def admin_hash(self) -> AdminHash | None:
+        """The admin token's published hash while auth is on (None if off or unusable)."""
+        with self._lock:
+            return self._admin_hash
 
     def caller(self, token: str | None) -> "Caller":
         """Who presents ``token`` in this deployment (raises PermissionDeniedError)."""
-        admin = self.admin_token_sha256()
-        return identify(token, auth_on=admin is not None, admin_token_sha256=admin,
-                        tenants=self.tenants())
+        with self._lock:
+            admin, refused = self._admin_hash, self._auth_refused
+        return identify(token, auth_on=admin is not None or refused is not None,
+                        is_admin=None if admin is None else admin.verify,
+                        tenants=self.tenants(), admin_refused=refused)
 
     def tenants(self) -> dict[str, Tenant]:
         with self._lock:

@@ -6,13 +6,16 @@
   the deployment, gathered from every worker (each knows the queues of the
   markers partitions it owns), sorted and paginated.
 - ``GET /kmq/api/queues/{queue}``: one queue, answered by the worker that owns
-  its markers partition (``topic_route``: another worker proxies the request).
+  its markers partition (another worker forwards the request there).
 - ``GET /kmq/api/local/queues``: this worker's part of the list (workers call
   each other).
 
 With auth on, every queue view needs ``Authorization: Bearer <token>`` (the
 admin's or the queue's tenant's): 403 otherwise. A tenant sees only its own
-queues; another tenant's queue is refused exactly like a missing one.
+queues; another tenant's queue is refused exactly like a missing one. A
+request forwarded to another worker carries no bearer token, only a
+credential for that one worker, path and query, valid for seconds
+(:mod:`web.peer_auth`); the local endpoint accepts nothing else.
 """
 
 from __future__ import annotations
@@ -22,17 +25,17 @@ import logging
 import time
 from typing import Any
 
+from web import peer_auth
 from web.queue_scan import QueueScanner
 from web.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
 from agents.track_markers import owned, redeliverer
 from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import envelope
-from kmq.ops.deadletters import list_dead_letters
 from kmq.errors import KmqError, PermissionDeniedError
 from kmq.queue_config import QueueConfigs
 from kmq.stats.rates import merge_histories
-from kmq.ops.tenancy import Caller, hash_token, identify, require_queue_access
+from kmq.ops.tenancy import Caller, admin_token_is, identify, require_queue_access
 
 log = logging.getLogger("kmq.tracker.api")
 
@@ -41,6 +44,7 @@ DETAIL_RANGES = 100
 DETAIL_DEAD_LETTERS = 20
 DELIVERY_COUNT_OFFSETS = 500  # records read back per detail request for delivery counts
 PEER_TIMEOUT_S = 10.0
+FORWARDED_HEADER = "X-Kmq-Forwarded"  # set on requests one worker sends another
 
 
 def _configs() -> QueueConfigs | None:
@@ -69,7 +73,7 @@ async def start_views() -> None:
     _state["configs"] = True
     while not _state["routes_warm"]:
         try:
-            # topic_route hashes with the producer's metadata: without it a routed
+            # The router hashes with the producer's metadata: without it a routed
             # view answers 500 (FAUST.md). Faust has no public way to ask for it.
             await app.producer._ensure_producer().partitions_for(settings.markers_topic)
             _state["routes_warm"] = app.producer.key_partition(settings.markers_topic, b"x") is not None
@@ -97,14 +101,29 @@ def bearer_token(request: Any) -> str | None:
     return None
 
 
-def caller_of(request: Any) -> Caller:
+def _me() -> str:
+    return str(app.conf.canonical_url).rstrip("/")
+
+
+def caller_of(request: Any, *, peer_only: bool = False) -> Caller:
     """Who asks (raises PermissionDeniedError). Who is admin is this worker's own
     KMQ_AUTH and KMQ_ADMIN_TOKEN, never the queues topic's ``!auth`` record (anyone who
-    may write that topic could make their own token admin there)."""
+    may write that topic could make their own token admin there). A request another
+    worker forwarded speaks for its caller with a peer credential made for this worker
+    and this request; ``peer_only`` views accept nothing else (never a bearer token)."""
+    if not settings.auth_on:
+        return Caller(admin=True)
+    credential = request.headers.get(peer_auth.HEADER)
+    if credential is not None:
+        return peer_auth.verify(settings.admin_token, credential, url=_me(),
+                                path_query=peer_auth.target(request.path, request.query.items()),
+                                now_s=time.time())
+    if peer_only:
+        raise PermissionDeniedError(f"this view answers other tracker workers only ({peer_auth.HEADER})")
     configs = _configs()
-    admin_hash = hash_token(settings.admin_token) if settings.auth_on else None
-    return identify(bearer_token(request), auth_on=admin_hash is not None,
-                    admin_token_sha256=admin_hash,
+    # Compared with the worker's own token: no slow hash per request.
+    return identify(bearer_token(request), auth_on=settings.auth_on,
+                    is_admin=admin_token_is(settings.admin_token),
                     tenants=configs.tenants() if configs is not None else {})
 
 
@@ -153,7 +172,7 @@ def owned_bucket_s() -> int:
 
 def _peers() -> list[str]:
     """Web URLs of the other workers that own markers partitions."""
-    me = str(app.conf.canonical_url).rstrip("/")
+    me = _me()
     urls = []
     for url, topics in app.router.external_topics_metadata().items():
         if topics.get(settings.markers_topic) and str(url).rstrip("/") != me:
@@ -161,14 +180,21 @@ def _peers() -> list[str]:
     return sorted(urls)
 
 
-async def _peer_page(url: str, request: Any, p: dict[str, Any]) -> dict[str, Any]:
+def _peer_headers(caller: Caller, url: str, path: str, query: dict[str, str]) -> dict[str, str]:
+    """A credential for exactly this request (never the caller's bearer token)."""
+    headers = {FORWARDED_HEADER: "1"}
+    if settings.auth_on:
+        headers[peer_auth.HEADER] = peer_auth.sign(settings.admin_token, url=url, caller=caller, now_s=time.time(),
+                                                   path_query=peer_auth.target(path, query.items()))
+    return headers
+
+
+async def _peer_page(url: str, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     params = {"limit": str(min(MAX_LIMIT + p["offset"], p["offset"] + p["limit"])), "offset": "0",
               "sort": p["sort"], "order": p["order"], "prefix": p["prefix"]}
-    headers = {}
-    if "Authorization" in request.headers:
-        headers["Authorization"] = request.headers["Authorization"]
-    async with app.http_client.get(f"{url}/kmq/api/local/queues", params=params, headers=headers,
-                                   timeout=PEER_TIMEOUT_S) as resp:
+    path = "/kmq/api/local/queues"
+    async with app.http_client.get(f"{url}{path}", params=params, timeout=PEER_TIMEOUT_S,
+                                   headers=_peer_headers(caller, url, path, params)) as resp:
         if resp.status != 200:
             raise KmqError(f"{url} answered {resp.status}")
         return await resp.json()
@@ -184,6 +210,8 @@ async def health(web, request):
                      "set_aside": owned.set_aside(),
                      "replayed_markers": sum(p.replayed for p in owned.values()),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
+                                 "dlq_passes": scanner.dead_letters.passes,
+                                 "dlq_records_read": scanner.dead_letters.records_read,
                                  "error": scanner.last_error}})
 
 
@@ -199,10 +227,10 @@ async def ready(web, request):
     return web.json({"ready": ok, "routes_warm": _state["routes_warm"]}, status=200 if ok else 503)
 
 
-def _list_request(web: Any, request: Any) -> tuple[Caller, dict[str, Any]] | Any:
+def _list_request(web: Any, request: Any, peer_only: bool = False) -> tuple[Caller, dict[str, Any]] | Any:
     """(caller, page parameters) of a list request, or the 403/400 answer to give instead."""
     try:
-        return caller_of(request), _page_params(request)
+        return caller_of(request, peer_only=peer_only), _page_params(request)
     except PermissionDeniedError as exc:
         return denied(web, exc)
     except ValueError as exc:
@@ -212,7 +240,7 @@ def _list_request(web: Any, request: Any) -> tuple[Caller, dict[str, Any]] | Any
 @app.page("/kmq/api/local/queues")
 async def local_queues(web, request):
     """This worker's queues (the list view gathers these from every worker)."""
-    asked = _list_request(web, request)
+    asked = _list_request(web, request, peer_only=True)
     if not isinstance(asked, tuple):
         return asked
     return web.json(_local_page(*asked))
@@ -228,7 +256,7 @@ async def queues(web, request):
     pages = [_local_page(caller, p)]
     peers = _peers()
     errors = []
-    results = await asyncio.gather(*(_peer_page(u, request, p) for u in peers), return_exceptions=True)
+    results = await asyncio.gather(*(_peer_page(u, caller, p) for u in peers), return_exceptions=True)
     for url, res in zip(peers, results):
         if isinstance(res, BaseException):
             errors.append(f"{url}: {res}")
@@ -249,12 +277,35 @@ async def queues(web, request):
     })
 
 
+async def _forward_to_owner(web: Any, request: Any, caller: Caller, queue: str) -> Any | None:
+    """The owner's answer when another worker owns ``queue``'s markers partition, else None.
+
+    Like Faust's ``topic_route``, which forwarded every header, bearer token included."""
+    if FORWARDED_HEADER in request.headers or peer_auth.HEADER in request.headers:
+        return None  # forwarded once already: answer here, never bounce between workers
+    try:
+        owner = str(app.router.external_topic_key_store(markers_topic, queue)).rstrip("/")
+    except KeyError:
+        return web.json({"error": "no worker owns this queue's markers partition yet"}, status=503)
+    if owner == _me():
+        return None
+    query = dict(request.query.items())
+    try:
+        async with app.http_client.get(owner + request.path, params=query, timeout=PEER_TIMEOUT_S,
+                                       headers=_peer_headers(caller, owner, request.path, query)) as resp:
+            return web.text(await resp.text(), content_type=resp.content_type, status=resp.status)
+    except Exception as exc:  # unreachable or slow (aiohttp's errors, a timeout): say which worker
+        return web.json({"error": f"the owning worker {owner} did not answer: {exc!r}"}, status=502)
+
+
 @app.page("/kmq/api/queues/{queue}")
-@app.topic_route(topic=markers_topic, match_info="queue")
 async def queue_detail(web, request, queue: str):
     """One queue: its row, settings, counts since start, in-flight ranges, recent dead letters."""
     try:
         caller = caller_of(request)
+        forwarded = await _forward_to_owner(web, request, caller, queue)
+        if forwarded is not None:
+            return forwarded
         cfg = stats.config(queue)
         require_queue_access(caller, queue, cfg.tenant)
     except PermissionDeniedError as exc:
@@ -267,11 +318,9 @@ async def queue_detail(web, request, queue: str):
     n_ranges, ranges = stats.ranges(queue, DETAIL_RANGES)
     loop = asyncio.get_running_loop()
     await _add_delivery_counts(loop, ranges)
-    try:
-        letters = await loop.run_in_executor(None, lambda: list_dead_letters(settings, queue))
-        dead = {"count": len(letters), "recent": [_letter_json(d) for d in letters[::-1][:DETAIL_DEAD_LETTERS]]}
-    except KmqError as exc:
-        dead = {"count": None, "recent": [], "error": str(exc)}
+    # From the scanner's incremental fold: a request reads nothing of the dead-letter topic.
+    dead = scanner.dead_letters.of(queue, DETAIL_DEAD_LETTERS) or {
+        "count": None, "recent": [], "error": "not scanned yet"}
     return web.json({
         **row, "owner": str(app.conf.canonical_url),
         "config": {"visibility_timeout_s": cfg.visibility_s(settings),
@@ -307,11 +356,3 @@ async def _add_delivery_counts(loop: asyncio.AbstractEventLoop, ranges: list[dic
         r.setdefault("delivery_counts", None)
         for g in r["groups"]:
             g["offsets"] = g["offsets"][:50]
-
-
-def _letter_json(d: Any) -> dict[str, Any]:
-    return {"offset": d.offset, "id": d.id, "reason": d.reason, "detail": d.detail,
-            "deliveries": d.deliveries, "first_delivery_ms": d.first_delivery_ms,
-            "last_delivery_ms": d.last_delivery_ms, "dead_lettered_ms": d.dead_lettered_ms,
-            "value_preview": d.value[:200].decode("utf-8", errors="replace"),
-            "value_bytes": len(d.value)}

@@ -127,7 +127,7 @@ async function loadQueue(name){
    td(r.next_deadline_ms==null?"-":((r.next_deadline_ms-now)/1000).toFixed(1)+" s"),
    td(r.groups.map(g=>g.cause+"\u00d7"+g.count).join(", ")),
    td(r.delivery_counts?Object.entries(r.delivery_counts).map(([k,v])=>`#${k}: ${v}`).join(", "):"-"));return tr;}));
- const dl=d.dead_letters_detail;el("ndead").textContent=`(${dl.count})`;
+ const dl=d.dead_letters_detail;el("ndead").textContent=`(${dl.count??"\u2026"})`;
  el("dead").tBodies[0].replaceChildren(...dl.recent.map(x=>{const tr=document.createElement("tr");
   tr.append(td(x.offset),td(x.id),td(x.reason,"reason"),td(x.deliveries),td(new Date(x.dead_lettered_ms).toLocaleTimeString()),td(x.value_preview));return tr;}));
  el("qconfig").textContent=JSON.stringify({tenant:d.tenant,owner:d.owner,...d.config,since_start:d.since_start},null,1);}

@@ -20,7 +20,9 @@ BROKER.md) and counts keys:
   delayed sends when due, redeliveries, redrives), counted once each.
 - **dead letters** now on the dead-letter topic (not redriven, not purged),
   folded incrementally from the dead-letter partitions (``kmq.ops.deadletters``
-  events).
+  events, :mod:`web.dead_letter_fold`): each pass reads only what was
+  appended since the last one; the queue detail view's count and recent
+  letters come from there too.
 
 A pass costs a read of the backlog plus what was appended since the last
 pass, so passes run only while somebody looks (a view or a metrics scrape in
@@ -42,7 +44,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from kmq.ops.deadletters import LetterLog
+from web.dead_letter_fold import DeadLetterFold
 from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
 from kmq.stats.rates import RateWindow
@@ -97,7 +99,6 @@ class QueueScanner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reader: Consumer | None = None
-        self._dlq_reader: Consumer | None = None
         self._admin: AdminClient | None = None
         self._queue_parts: int | None = None
         self._prev_end: dict[int, int] = {}
@@ -107,9 +108,9 @@ class QueueScanner:
         self._cache_owned: set[int] = set()
         self._committed: dict[str, tuple[float, dict[int, int]]] = {}
         self._groups: tuple[float, set[str]] = (0.0, set())
-        # dead-letter fold: partition -> next offset; queue -> offsets of its current letters
-        self._dlq_next: dict[int, int] = {}
-        self._letters: dict[str, LetterLog] = {}
+        # read_committed: an aborted redrive never happened
+        self.dead_letters = DeadLetterFold(settings, lambda: self._new_reader(
+            "dlq-scan", **{"isolation.level": "read_committed", "auto.offset.reset": "earliest"}))
 
     # -- control ------------------------------------------------------------------
 
@@ -174,12 +175,12 @@ class QueueScanner:
             parts |= owned  # queues nobody consumed yet are found by their keys
         depth, exact = self._scan_queue_topic(parts, positions, owned)
         self._discovered = {q for q in self._discovered | set(depth) if mine(q)}
-        dead = self._fold_dead_letters()
+        self.dead_letters.read_new()
         result = ScanResult()
         for q in queues | set(depth):
             if mine(q):
                 result.depth[q] = Depth(depth.get(q, 0), exact.get(q, True))
-        result.dead_letters = {q: len(log.live) for q, log in dead.items() if log.live and mine(q)}
+        result.dead_letters = self.dead_letters.counts(mine)
         self.result = result
 
     def _position(self, queue: str, partition: int) -> int:
@@ -292,37 +293,6 @@ class QueueScanner:
                 del self._prev_end[p]  # not ours any more: counting restarts if it comes back
         return depth, exact
 
-    def _fold_dead_letters(self) -> dict[str, LetterLog]:
-        topic = self.settings.dlq_topic
-        reader = self._get_dlq_reader()
-        parts = range(self.settings.dlq_partitions)
-        reader.assign([TopicPartition(topic, p, self._dlq_next.get(p, 0)) for p in parts])
-        open_parts = set(parts)
-        deadline = time.monotonic() + PASS_TIMEOUT_S
-        try:
-            while open_parts:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"could not read {topic} to its end within {PASS_TIMEOUT_S:g}s")
-                for m in reader.consume(5_000, 0.2):
-                    p = m.partition()
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            open_parts.discard(p)
-                        continue
-                    self._dlq_next[p] = m.offset() + 1
-                    self._fold_dead_letter(m)
-        finally:
-            reader.unassign()
-        return self._letters
-
-    def _fold_dead_letter(self, m) -> None:
-        try:
-            queue = (m.key() or b"").decode()
-        except UnicodeDecodeError:
-            return
-        self._letters.setdefault(queue, LetterLog()).fold(m.offset(), m.headers())
-
     # -- Kafka clients and lookups ---------------------------------------------------
 
     def _committed_offsets(self, queue: str) -> dict[int, int]:
@@ -391,13 +361,6 @@ class QueueScanner:
         if self._reader is None:
             self._reader = self._new_reader("queue-scan", **{"auto.offset.reset": "earliest"})
         return self._reader
-
-    def _get_dlq_reader(self) -> Consumer:
-        if self._dlq_reader is None:
-            # read_committed: an aborted redrive never happened
-            self._dlq_reader = self._new_reader("dlq-scan", **{"isolation.level": "read_committed",
-                                                               "auto.offset.reset": "earliest"})
-        return self._dlq_reader
 
 
 def _stuck(reader: Consumer, topic: str, open_parts: set[int], starts: dict[int, int],

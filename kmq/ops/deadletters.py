@@ -55,6 +55,14 @@ class DeadLetter:
     def age_s(self, now_s: float | None = None) -> float:
         return (now_s if now_s is not None else time.time()) - self.dead_lettered_ms / 1000
 
+    def summary(self, preview_bytes: int = 200) -> dict:
+        """What a view shows of it: everything but the payload, of which a preview."""
+        return {"offset": self.offset, "id": self.id, "reason": self.reason, "detail": self.detail,
+                "deliveries": self.deliveries, "first_delivery_ms": self.first_delivery_ms,
+                "last_delivery_ms": self.last_delivery_ms, "dead_lettered_ms": self.dead_lettered_ms,
+                "value_preview": self.value[:preview_bytes].decode("utf-8", errors="replace"),
+                "value_bytes": len(self.value)}
+
 
 def dlq_partition(settings: Settings, queue: str) -> int:
     return partition_for_key(queue.encode(), settings.dlq_partitions)
@@ -122,11 +130,12 @@ def _fold(settings: Settings, queue: str) -> LetterLog:
     for rec in _read_partition(settings, settings.dlq_topic, dlq_partition(settings, queue)):
         out.end = rec.offset() + 1
         if rec.key() == key:
-            out.fold(rec.offset(), rec.headers(), lambda rec=rec: _letter(queue, rec))
+            out.fold(rec.offset(), rec.headers(), lambda rec=rec: letter_of(queue, rec))
     return out
 
 
-def _letter(queue: str, rec) -> DeadLetter:
+def letter_of(queue: str, rec) -> DeadLetter:
+    """The dead letter a record of the dead-letter topic holds (not a control event)."""
     ours, user = envelope.split(rec.headers())
     return DeadLetter(
         queue=queue, offset=rec.offset(),

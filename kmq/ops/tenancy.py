@@ -12,10 +12,11 @@ With auth on (``KMQ_AUTH=on``), a caller presents a token:
   any other queue it is refused the same way as for a queue that does not
   exist, so no other tenant's queue names or counts leak.
 
-The tracker publishes whether auth is on, with the admin token's hash, as
-the record ``!auth`` on the queues topic (tombstoned when a tracker starts
-with auth off), so SDK processes follow the deployment without their own
-switch. This guards kmq's own paths (SDK admin calls, web/API views). Who
+The tracker publishes whether auth is on, with the admin token's salted
+scrypt hash (:mod:`kmq.ops.admin_hash`), as the record ``!auth`` on the queues
+topic, so SDK processes follow the deployment without their own switch.
+Tenant tokens are minted with 256 random bits and stored as SHA-256: a slow
+hash adds nothing against guessing a random 256-bit value. This guards kmq's own paths (SDK admin calls, web/API views). Who
 may read and write the topics themselves is Kafka's business: use its ACLs.
 """
 
@@ -26,16 +27,19 @@ import hmac
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kmq.errors import ConfigError, PermissionDeniedError
+from kmq.ops.admin_hash import AdminHash
 
 TENANT_KEY_PREFIX = "!tenant/"
-AUTH_KEY = b"!auth"  # present (with the admin token's hash) while the deployment has auth on
+AUTH_KEY = b"!auth"  # present (with the admin token's scrypt hash) while the deployment has auth on
 TENANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def hash_token(token: str) -> str:
+    """A tenant token's stored form (tenant tokens are random 256-bit: SHA-256 suffices)."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -73,21 +77,24 @@ class Tenant:
 
 
 def encode_auth(admin_token: str) -> bytes:
-    return json.dumps({"v": 1, "admin_token_sha256": hash_token(admin_token)}).encode()
+    """The ``!auth`` record's value: the admin token as salted scrypt (a new salt each time)."""
+    return AdminHash.of(admin_token).encode()
 
 
-def decode_auth(data: bytes) -> str:
-    """The admin token hash of an ``!auth`` record."""
-    d = json.loads(data)
-    if d.get("v") != 1:
-        raise ValueError("unsupported auth record version")
-    return str(d["admin_token_sha256"])
+def decode_auth(data: bytes) -> AdminHash:
+    """The admin hash of an ``!auth`` record (LegacyAuthRecordError for the old unsalted one)."""
+    return AdminHash.decode(data)
 
 
 def token_matches(token: str | None, token_sha256: str | None) -> bool:
     if not token or not token_sha256:
         return False
     return hmac.compare_digest(hash_token(token), token_sha256)
+
+
+def admin_token_is(expected: str) -> Callable[[str], bool]:
+    """An admin check against a token this process holds itself (the tracker's own setting)."""
+    return lambda token: hmac.compare_digest(token.encode(), expected.encode())
 
 
 @dataclass(frozen=True)
@@ -101,19 +108,25 @@ class Caller:
         return self.admin or (self.tenant is not None and self.tenant == queue_tenant)
 
 
-def identify(token: str | None, *, auth_on: bool, admin_token_sha256: str | None,
-             tenants: dict[str, Tenant]) -> Caller:
-    """Who presents ``token``; raises PermissionDeniedError for a bad or missing one."""
+def identify(token: str | None, *, auth_on: bool, is_admin: Callable[[str], bool] | None,
+             tenants: dict[str, Tenant], admin_refused: str | None = None) -> Caller:
+    """Who presents ``token``; raises PermissionDeniedError for a bad or missing one.
+
+    Tenants are checked first (one SHA-256): only a token that is no tenant's pays
+    the admin check, which may be a slow hash. ``admin_refused`` replaces the
+    refusal's message when the admin check cannot succeed (an old ``!auth`` record).
+    """
     if not auth_on:
         return Caller(admin=True)
     if not token:
         raise PermissionDeniedError("this kmq deployment requires a token (KMQ_TOKEN or token=...)")
-    if admin_token_sha256 and token_matches(token, admin_token_sha256):
-        return Caller(admin=True)
+    digest = hash_token(token)
     for t in tenants.values():
-        if token_matches(token, t.token_sha256):
+        if hmac.compare_digest(digest, t.token_sha256):
             return Caller(admin=False, tenant=t.name)
-    raise PermissionDeniedError("the token is not valid here")
+    if is_admin is not None and is_admin(token):
+        return Caller(admin=True)
+    raise PermissionDeniedError(admin_refused or "the token is not valid here")
 
 
 def require_queue_access(caller: Caller, queue: str, queue_tenant: str | None) -> None:

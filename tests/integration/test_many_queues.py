@@ -93,7 +93,7 @@ def test_tenants_reach_only_their_own_queues(make_client, make_settings, artifac
     settings = make_settings(auth="on", admin_token=admin_token)
     with TrackerProcess(settings, artifacts / "tracker-auth.log"):
         admin = make_client(settings.replace(token=admin_token))
-        wait_for(lambda: admin.queue_configs().admin_token_sha256(), 20, what="the auth record")
+        wait_for(lambda: admin.queue_configs().admin_hash(), 20, what="the auth record")
         acme_token = admin.create_tenant("acme")
         beta_token = admin.create_tenant("beta")
         admin.configure_queue("acme-orders", tenant="acme")

@@ -64,7 +64,7 @@ def test_stats_without_a_tracker_names_the_address():
 
 
 def test_routed_views_hash_the_queue_key_like_kmq_placement():
-    # topic_route serializes the match_info with the markers topic's key
+    # The detail view's router lookup (external_topic_key_store) serializes the queue with the markers topic's key
     # serializer and hashes it with the producer's partitioner: that must be
     # murmur2 of the utf-8 queue id, the markers partition kmq writes to.
     code = ("import app.topics as t; from aiokafka.partitioner import DefaultPartitioner as P; "

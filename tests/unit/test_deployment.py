@@ -201,8 +201,7 @@ def test_two_workers_run_faust_with_their_own_data_volume_and_web_port(compose, 
         source = volume_mounts(service)[s.data_dir]
         assert source in compose["volumes"], f"{name}: {source} is a named volume"
         sources.add(source)
-        assert s.web_host == "0.0.0.0"
-        assert s.web_advertised_host == service["hostname"]
+        assert s.web_host == s.web_advertised_host == service["hostname"]
         ports = [(ip, host) for ip, host, inside in published(service) if inside == s.web_port]
         assert len(ports) == 1 and ports[0][0] == "127.0.0.1", f"{name}: web port on loopback"
         host_ports.add(ports[0][1])
@@ -214,8 +213,8 @@ def test_a_worker_advertises_its_service_name_to_the_other_workers(services):
     from app.settings import faust_options
 
     for service in workers(services).values():
-        opts = faust_options(worker_settings(service))
-        assert opts["web_bind"] == "0.0.0.0"
+        opts = faust_options(worker_settings(service))  # raises for an open wildcard bind
+        assert opts["web_bind"] == service["hostname"]  # auth off: the compose network only
         assert opts["web_host"] == service["hostname"]  # Faust's canonical URL for routed views
 
 
@@ -304,6 +303,25 @@ def test_the_image_defaults_parse_as_settings():
     assert kmq_env, "the image documents its KMQ_* defaults"
     s = Settings.from_env(kmq_env)
     assert s.profile == "production" and s.web_host == "0.0.0.0"
+
+
+def test_the_image_listens_on_every_interface_only_with_auth_on():
+    """The image bound 0.0.0.0 with auth off: every view open to whoever reached the port."""
+    from app.settings import check_web_bind
+    from kmq.errors import ConfigError
+
+    env = {}
+    for word, args in dockerfile():
+        if word == "ENV":
+            env.update(dict(tok.split("=", 1) for tok in shlex.split(args)))
+    kmq_env = {k: v for k, v in env.items() if k.startswith("KMQ_")}
+    with pytest.raises(ConfigError, match="KMQ_WEB_HOST='0.0.0.0'.*KMQ_AUTH=off.*KMQ_AUTH=on"):
+        check_web_bind(Settings.from_env(kmq_env))
+    with pytest.raises(ConfigError, match="KMQ_WEB_HOST"):
+        check_web_bind(Settings.from_env({**kmq_env, "KMQ_WEB_HOST": "::"}))
+    check_web_bind(Settings.from_env({**kmq_env, "KMQ_AUTH": "on", "KMQ_ADMIN_TOKEN": "a" * 24}))
+    for host in ("127.0.0.1", "tracker-1", "10.0.0.5"):
+        check_web_bind(Settings.from_env({**kmq_env, "KMQ_WEB_HOST": host}))
 
 
 def test_the_build_context_keeps_what_the_image_copies():

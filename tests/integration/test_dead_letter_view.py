@@ -1,0 +1,82 @@
+"""The queue detail view's dead letters come from the scanner's incremental fold: right after
+new letters and a redrive, and no request reads the dead-letter topic (the dashboard polls the
+view every 2 s; it read the whole partition each time)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+from confluent_kafka import Producer
+
+import kmq
+from kmq.dev.devstack import TrackerProcess
+from kmq.ops.deadletters import CONTROL, CONTROL_OFFSET, dlq_partition
+from kmq.protocol import envelope
+from tests.conftest import wait_for
+
+QUEUE = "dl-view"
+
+
+def detail(t: TrackerProcess) -> dict | None:
+    """The queue's detail, or None while the tracker does not know the queue yet (404)."""
+    try:
+        with urllib.request.urlopen(f"{t.url}/kmq/api/queues/{QUEUE}", timeout=30) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def write(s, records: list[tuple[bytes, list]]) -> list[int]:
+    """Records on the queue's dead-letter partition, as the tracker and redrive write them."""
+    offsets: list[int] = []
+    p = Producer(s.client_config())
+    for value, headers in records:
+        p.produce(s.dlq_topic, value, QUEUE.encode(), partition=dlq_partition(s, QUEUE), headers=headers,
+                  on_delivery=lambda err, m: offsets.append(m.offset()))
+    assert p.flush(30) == 0
+    return sorted(offsets)
+
+
+def letter(i: int) -> tuple[bytes, list]:
+    return (f"payload-{i}".encode(), [(envelope.ID, f"id-{i}".encode()), (envelope.DELIVERIES, b"2")]
+            + envelope.dead_letter_headers("rejected", f"poison {i}", 1_000, 2_000 + i, 0, i))
+
+
+def test_the_detail_view_counts_new_dead_letters_without_reading_the_topic(make_settings, artifacts):
+    s = make_settings(stats_refresh_ms=200, dispatch="partition")
+    with kmq.Client(settings=s) as client:  # the tracker finds the queue by its key
+        client.send(QUEUE, b"x")
+        client.flush()
+    first = write(s, [letter(i) for i in range(5)])
+    t = TrackerProcess(s, artifacts / "tracker-dl-view.log").start(timeout_s=120)
+    try:
+        def scanned():
+            return t.health()["scanner"]
+
+        def shows(count: int):
+            d = detail(t)
+            return d["dead_letters_detail"] if d and d["dead_letters_detail"]["count"] == count else None
+        d = wait_for(lambda: shows(5), 60, interval_s=0.2, what="five dead letters in the view")
+        assert [r["id"] for r in d["recent"]] == [f"id-{i}" for i in range(4, -1, -1)]  # newest first
+        assert d["recent"][0]["detail"] == "poison 4" and d["recent"][0]["value_preview"] == "payload-4"
+        assert scanned()["dlq_records_read"] == 5  # the topic holds these five, each read once
+
+        # Requests while passes go on read nothing of the dead-letter topic.
+        for _ in range(3):
+            passes = scanned()["dlq_passes"]
+            assert detail(t)["dead_letters_detail"]["count"] == 5
+            wait_for(lambda: scanned()["dlq_passes"] >= passes + 2, 60, interval_s=0.1, what="two more passes")
+        assert scanned()["dlq_records_read"] == 5
+
+        # Three more letters and a redrive of the oldest: only those four records are read.
+        write(s, [letter(i) for i in range(5, 8)]
+              + [(b"", [(CONTROL, b"redriven"), (CONTROL_OFFSET, str(first[0]).encode())])])
+        d = wait_for(lambda: shows(7), 60, interval_s=0.2, what="seven dead letters in the view")
+        assert [r["id"] for r in d["recent"]] == [f"id-{i}" for i in range(7, 0, -1)]
+        assert scanned()["dlq_records_read"] == 9
+    finally:
+        t.stop()
