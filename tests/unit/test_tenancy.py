@@ -4,7 +4,7 @@ import pytest
 
 from kmq.errors import PermissionDeniedError
 from kmq.ops.admin_hash import AdminHash
-from kmq.ops.tenancy import (Caller, Tenant, decode_auth, encode_auth, hash_token, identify,
+from kmq.ops.tenancy import (Caller, Tenant, decode_auth, hash_token, identify,
                              require_admin, require_queue_access)
 
 TENANTS = {"acme": Tenant("acme", hash_token("acme-token")),
