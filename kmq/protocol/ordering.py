@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 MAX_GROUP_BYTES = 128          # SQS's MessageGroupId limit
 MAX_DEDUP_ID_BYTES = 128       # SQS's MessageDeduplicationId limit
-MAX_DEDUP_ENTRIES = 1_000_000  # ids remembered per partition; the oldest go first beyond
+MAX_DEDUP_ENTRIES = 100_000  # ids remembered per queue partition (~20 MB); the oldest go first beyond
 DEFAULT_DEDUP_WINDOW_S = 300.0  # SQS's figure
 DEAD_LETTER_HEAD_POLICIES = ("continue", "hold")
 ORDERINGS = ("none", "group")
@@ -205,24 +205,28 @@ class Dedup:
             raise ValueError("window_ms and max_entries must be positive")
         self.window_ms = window_ms
         self.max_entries = max_entries
-        self._first: OrderedDict[bytes, tuple[int, str]] = OrderedDict()  # id -> (ts, msg id)
+        # id -> (ts, offset, msg id) of the window's first record
+        self._first: OrderedDict[bytes, tuple[int, int, str]] = OrderedDict()
         self._clock_ms = 0
         self.evicted = 0
 
     def __len__(self) -> int:
         return len(self._first)
 
-    def check(self, dedup_id: bytes, msg_id: str, ts_ms: int) -> str | None:
-        """None: the record is the first of its id in the window (accepted); else the first
-        record's message id (this one is a duplicate, to drop)."""
+    def check(self, dedup_id: bytes, msg_id: str, offset: int, ts_ms: int) -> str | None:
+        """None: the record at ``offset`` is the first of its id in the window (accepted; also
+        when that record is read again); else the first record's message id (this one is a
+        duplicate, to drop)."""
         if ts_ms > self._clock_ms:
             self._clock_ms = ts_ms
             self._expire()
         first = self._first.get(dedup_id)
+        if first is not None and first[1] == offset:
+            return None
         if first is not None and abs(ts_ms - first[0]) < self.window_ms:
-            return first[1]
+            return first[2]
         self._first.pop(dedup_id, None)
-        self._first[dedup_id] = (ts_ms, msg_id)
+        self._first[dedup_id] = (ts_ms, offset, msg_id)
         while len(self._first) > self.max_entries:
             self._first.popitem(last=False)
             self.evicted += 1
@@ -232,7 +236,7 @@ class Dedup:
         horizon = self._clock_ms - self.window_ms
         first = self._first
         while first:
-            key, (ts, _) = next(iter(first.items()))
+            key, (ts, _, _) = next(iter(first.items()))
             if ts > horizon:
                 return
             del first[key]

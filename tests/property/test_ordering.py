@@ -233,7 +233,8 @@ def test_dedup_keeps_the_first_of_each_window_and_stays_bounded(sends, window, c
     accepted: dict[int, int] = {}  # id -> timestamp of the window's first
     for i, (key, step) in enumerate(sends):
         ts += step
-        first = dedup.check(str(key).encode(), f"m{i}", ts)
+        first = dedup.check(str(key).encode(), f"m{i}", i, ts)
+        assert dedup.check(str(key).encode(), f"m{i}", i, ts) == first  # read again: the same
         if first is not None:
             # a duplicate only within the window of an accepted first of the same id
             assert key in accepted and ts - accepted[key] < window
@@ -245,10 +246,11 @@ def test_dedup_keeps_the_first_of_each_window_and_stays_bounded(sends, window, c
 
 def test_dedup_across_senders_by_log_time():
     dedup = Dedup(300_000)
-    assert dedup.check(b"txn-991", "first", 1_000) is None
-    assert dedup.check(b"txn-991", "second", 200_000) == "first"   # another process, same window
-    assert dedup.check(b"txn-991", "third", 301_000) is None       # window passed: a new message
-    assert dedup.check(b"other", "x", 301_000) is None
+    assert dedup.check(b"txn-991", "first", 10, 1_000) is None
+    assert dedup.check(b"txn-991", "second", 11, 200_000) == "first"   # another process, same window
+    assert dedup.check(b"txn-991", "first", 10, 1_000) is None         # the first, read again
+    assert dedup.check(b"txn-991", "third", 12, 301_000) is None       # window passed: a new message
+    assert dedup.check(b"other", "x", 13, 301_000) is None
     assert len(dedup) == 2
 
 
