@@ -336,7 +336,9 @@ class Dispatcher:
             hungry |= any(w.demand > 0 for w in ws.values())
         records = []
         if hungry:
-            records = self._reader.consume(CHUNK_RECORDS, 0.005 if self._acked else 0.05)
+            # Heads of ordered groups freed by an ack go out now, not after a fetch wait.
+            wait_s = 0.0 if self._ordered.any_ready() else 0.005 if self._acked else 0.05
+            records = self._reader.consume(CHUNK_RECORDS, wait_s)
             if TRACE:
                 log.info("TRACE read %d %s", len(records), {p: (a.position, len(a.records)) for p, a in self._ahead.items()})
             by_part: dict[int, list] = {}
@@ -439,11 +441,16 @@ class Dispatcher:
         window_ms = int(cfg.dedup_window_s * 1000)
         self._ordered.feed(key, taken, window_ms, now_ms)
         heads = self._ordered.take(key, roster.demand(), now_ms)
-        want = Want(w.queue, w.cursor, 0, heads)
-        runs = hand_out(want, roster)
-        handed = sum(len(run) for _, _, run in runs)
-        if handed < len(heads):
-            self._ordered.give_back(key, heads[handed:])
+        runs = []
+        i = 0
+        for slot, k in roster.share(len(heads)):
+            # One delivery per run of consecutive offsets: a range spanning the heads'
+            # gaps would cost its consumer and the tracker work per offset of the span.
+            for run in _dense_runs(heads[i:i + k]):
+                runs.append((slot, roster.sent(slot, len(run)), run))
+            i += k
+        if i < len(heads):
+            self._ordered.give_back(key, heads[i:])
         return runs
 
     def _acquire(self, m: int, batches: list[_Batch], floors: list[M.Floor] = ()) -> None:
@@ -529,6 +536,17 @@ class Dispatcher:
         self._producer.poll(0)
         self._write_lanes()
         self._producer.flush(10)
+
+
+def _dense_runs(records: list) -> list[list]:
+    """Records in offset order cut where an offset is skipped."""
+    out: list[list] = []
+    for rec in records:
+        if out and rec.offset() == out[-1][-1].offset() + 1:
+            out[-1].append(rec)
+        else:
+            out.append([rec])
+    return out
 
 
 def _record_chunks(batches: list[_Batch]) -> list[list[_Batch]]:

@@ -29,6 +29,7 @@ class _Queue:
     order: GroupOrder = field(default_factory=GroupOrder)
     dedup: Dedup | None = None
     records: dict[int, Any] = field(default_factory=dict)  # waiting offset -> record
+    ordered: bool = False  # fed as an ordered queue (else only deduplicated)
 
 
 class OrderedQueues:
@@ -61,6 +62,7 @@ class OrderedQueues:
         """Records of the queue read in offset order: offered to their groups, or dropped
         as duplicates of a send inside the dedup window."""
         q = self._get(key, dedup_window_ms)
+        q.ordered = True
         p = key[2]
         for rec in records:
             offset = rec.offset()
@@ -107,6 +109,10 @@ class OrderedQueues:
         self.stats["deduplicated"] += 1
         return True
 
+    def any_ready(self) -> bool:
+        """Some group has a head to hand out (the dispatcher should not wait on a fetch)."""
+        return any(q.order.ready() for q in self._queues.values())
+
     def take(self, key: Key, n: int, now_ms: int) -> list:
         """Up to ``n`` group heads to hand out now, in offset order."""
         q = self._queues.get(key)
@@ -142,6 +148,8 @@ class OrderedQueues:
         """Per queue: groups waiting, groups in flight, oldest head age (ms)."""
         out: dict[str, dict[str, int]] = {}
         for (_, queue, _), q in list(self._queues.items()):
+            if not q.ordered:
+                continue
             g = q.order.gauges(now_ms)
             mine = out.setdefault(queue, {"groups_waiting": 0, "groups_in_flight": 0,
                                           "oldest_head_age_ms": 0})

@@ -76,6 +76,10 @@ class GroupOrder:
         """Groups with a message waiting or in flight (what state is kept for)."""
         return len(self._groups)
 
+    def ready(self) -> int:
+        """Groups with a head to hand out now."""
+        return len(self._ready)
+
     def waiting_records(self) -> int:
         return len(self._known) - len(self._in_flight)
 

@@ -4,7 +4,9 @@ consumer; dedup across two producer processes; dead-lettered heads in both setti
 
 from __future__ import annotations
 
+import json
 import os
+import urllib.request
 import subprocess
 import sys
 from pathlib import Path
@@ -87,11 +89,18 @@ def test_groups_go_one_at_a_time_in_send_order_across_releases(client, ordered):
     assert released
 
 
-def test_a_timed_out_head_comes_back_before_its_group_goes_on(client, ordered):
+def groups_of(tracker, queue):
+    with urllib.request.urlopen(tracker.url + "/kmq/stats", timeout=5) as r:
+        return json.loads(r.read())["groups"].get(queue)
+
+
+def test_a_timed_out_head_comes_back_before_its_group_goes_on(client, ordered, tracker):
     sent = send_groups(client, ordered, ["g"], 3)
     with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=1) as c:
         first = wait_for(lambda: c.receive(0.2), 30, what="the head")
         assert first.id == sent["g"][0]
+        g = wait_for(lambda: groups_of(tracker, ordered), 10, what="the queue's group gauges")
+        assert g["groups_in_flight"] == 1 and g["groups_waiting"] == 0
         # not settled: it times out (visibility 1 s), the group waits for it
         again = wait_for(lambda: c.receive(0.2), 30, what="the head again")
         assert again.id == sent["g"][0] and again.delivery_count >= 2
