@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from agents.ordered import ORDERED_WINDOW_OFFSETS, OrderedQueues
 from kmq.kafka import profiles
@@ -53,6 +53,7 @@ CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked f
 # look at their queue's settings every 0.5 s and act on the next fetch, within 0.5 s).
 SWITCH_GRACE_MS = 3000
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
+ORDERED_MAX_GAP = 256  # offsets between two heads of one delivery, at most
 
 
 @dataclass
@@ -90,6 +91,7 @@ class Dispatcher:
         self._ahead: dict[int, Lookahead] = {}  # queue partition -> records read, not yet taken
         self._idle_since: dict[int, float] = {}  # assigned queue partitions without demand
         self._assigned: set[int] = set()
+        self._ends: dict[int, int] = {}  # queue partition -> its end, as last read (EOF)
         self._errors: list[str] = []
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0}
@@ -324,6 +326,8 @@ class Dispatcher:
             return False
         out: dict[int, list[_Batch]] = {}
         hungry = False
+        block = False
+        ordered_q = {q for q, (_, _, cfg) in owners.items() if cfg.ordering == "group"}
         for p, ws in wants.items():  # first from what was read ahead
             ahead = self._ahead.setdefault(p, Lookahead())
             start = read_from(ws.values())
@@ -334,10 +338,14 @@ class Dispatcher:
                 self._point(p, seek_to)
             select(ahead.records, ahead.position, ws)
             hungry |= any(w.demand > 0 for w in ws.values())
+            # An ordered queue read to the partition's end waits for acks, not records:
+            # a fetch wait would hold back the heads its acks just freed.
+            block |= any(w.demand > 0 and (w.queue not in ordered_q or w.cursor < self._ends.get(p, 1 << 62))
+                         for w in ws.values())
         records = []
         if hungry:
             # Heads of ordered groups freed by an ack go out now, not after a fetch wait.
-            wait_s = 0.0 if self._ordered.any_ready() else 0.005 if self._acked else 0.05
+            wait_s = 0.0 if not block else 0.005 if self._acked else 0.05
             records = self._reader.consume(CHUNK_RECORDS, wait_s)
             if TRACE:
                 log.info("TRACE read %d %s", len(records), {p: (a.position, len(a.records)) for p, a in self._ahead.items()})
@@ -345,6 +353,10 @@ class Dispatcher:
             for rec in records:
                 if rec.error() is None:
                     by_part.setdefault(rec.partition(), []).append(rec)
+                    if rec.offset() >= self._ends.get(rec.partition(), 0):
+                        self._ends[rec.partition()] = rec.offset() + 1
+                elif rec.error().code() == KafkaError._PARTITION_EOF:
+                    self._ends[rec.partition()] = rec.offset()
             for p, recs in by_part.items():
                 ahead = self._ahead.get(p)
                 if ahead is None or ahead.position is None or recs[0].offset() < ahead.position:
@@ -444,9 +456,9 @@ class Dispatcher:
         runs = []
         i = 0
         for slot, k in roster.share(len(heads)):
-            # One delivery per run of consecutive offsets: a range spanning the heads'
-            # gaps would cost its consumer and the tracker work per offset of the span.
-            for run in _dense_runs(heads[i:i + k]):
+            # A delivery's range spans its heads' gaps, and its consumer and the tracker do
+            # work per offset of the span: cut where a gap is wide (a delivery costs too).
+            for run in _close_runs(heads[i:i + k], ORDERED_MAX_GAP):
                 runs.append((slot, roster.sent(slot, len(run)), run))
             i += k
         if i < len(heads):
@@ -538,11 +550,11 @@ class Dispatcher:
         self._producer.flush(10)
 
 
-def _dense_runs(records: list) -> list[list]:
-    """Records in offset order cut where an offset is skipped."""
+def _close_runs(records: list, max_gap: int) -> list[list]:
+    """Records in offset order cut where more than ``max_gap`` offsets lie between two."""
     out: list[list] = []
     for rec in records:
-        if out and rec.offset() == out[-1][-1].offset() + 1:
+        if out and rec.offset() - out[-1][-1].offset() <= max_gap:
             out[-1].append(rec)
         else:
             out.append([rec])

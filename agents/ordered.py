@@ -10,6 +10,7 @@ thread only.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ class _Queue:
     order: GroupOrder = field(default_factory=GroupOrder)
     dedup: Dedup | None = None
     records: dict[int, Any] = field(default_factory=dict)  # waiting offset -> record
+    # waiting offsets, lowest first; taken ones are dropped lazily (the floor is asked for
+    # every dispatch round: a min() over the records cost the tracker's GIL per round)
+    heap: list[int] = field(default_factory=list)
     ordered: bool = False  # fed as an ordered queue (else only deduplicated)
 
 
@@ -52,7 +56,10 @@ class OrderedQueues:
         q = self._queues.get(key)
         if q is None or not q.records:
             return read_cursor
-        return min(q.records)
+        heap, records = q.heap, q.records
+        while heap[0] not in records:
+            heapq.heappop(heap)
+        return heap[0]
 
     def room(self, key: Key, read_cursor: int) -> int:
         """How many more offsets may be read past ``read_cursor`` (the window)."""
@@ -80,6 +87,7 @@ class OrderedQueues:
                 group = ("", msg_id)  # a group of its own; its redelivery is known by id
             if q.order.offer(offset, msg_id, group, now_ms) != "known":
                 q.records[offset] = rec
+                heapq.heappush(q.heap, offset)
 
     def drop_duplicates(self, key: Key, records: list, dedup_window_ms: int) -> list:
         """An unordered queue's records without the duplicates of a send inside the window.
@@ -126,6 +134,7 @@ class OrderedQueues:
         q = self._queues[key]
         for rec in reversed(records):
             q.records[rec.offset()] = rec
+            heapq.heappush(q.heap, rec.offset())
             q.order.give_back(rec.offset())
 
     def settled(self, key: Key, offsets: list[int]) -> bool:

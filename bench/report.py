@@ -260,7 +260,8 @@ def shared_first(r: dict) -> list[str]:
 
 
 def ordering(results: dict[str, dict]) -> list[str]:
-    runs = [r for name, r in sorted(results.items()) if name.startswith("ordering")]
+    runs = [r for name, r in sorted(results.items())
+            if name.startswith("ordering") and name != "ordering_rss"]
     if not runs:
         return []
     out = ["## Ordered message groups against unordered (Parallel Consumer's figure)", "",
@@ -287,6 +288,13 @@ def ordering(results: dict[str, dict]) -> list[str]:
             v = by["groups-1"]["vs_serial"]
             goals.append(f"1 group x{v} of serial (goal <= 1.2: {_met(v <= 1.2)})")
         out += ["", "; ".join(goals) + ".", ""]
+    if "ordering_rss" in results:
+        r = results["ordering_rss"]
+        v = r["results"]
+        out += [f"Tracker RSS while {v['groups']:,} messages, each of its own group, passed through an "
+                f"ordered queue ({v['consumers']} consumers, no work, {v['seconds']} s): "
+                f"{v['rss_before_mb']} MB before, {v['rss_peak_mb']} MB at most, {v['rss_after_mb']} MB "
+                f"after (goal for 1M groups: under 512 MB). " + _source(r), ""]
     return out
 
 
