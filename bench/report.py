@@ -261,7 +261,7 @@ def shared_first(r: dict) -> list[str]:
 
 def ordering(results: dict[str, dict]) -> list[str]:
     runs = [r for name, r in sorted(results.items())
-            if name.startswith("ordering") and name != "ordering_rss"]
+            if name.startswith("ordering") and not name.startswith("ordering_rss")]
     if not runs:
         return []
     out = ["## Ordered message groups against unordered (Parallel Consumer's figure)", "",
@@ -288,8 +288,8 @@ def ordering(results: dict[str, dict]) -> list[str]:
             v = by["groups-1"]["vs_serial"]
             goals.append(f"1 group x{v} of serial (goal <= 1.2: {_met(v <= 1.2)})")
         out += ["", "; ".join(goals) + ".", ""]
-    if "ordering_rss" in results:
-        r = results["ordering_rss"]
+    for name in sorted(n for n in results if n.startswith("ordering_rss")):
+        r = results[name]
         v = r["results"]
         out += [f"Tracker RSS while {v['groups']:,} messages, each of its own group, passed through an "
                 f"ordered queue ({v['consumers']} consumers, no work, {v['seconds']} s): "

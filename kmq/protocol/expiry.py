@@ -214,6 +214,8 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
     waits: dict[int, int] = {}
     for off in mask_offsets(d.range.start, d.mask):
         rec = read.records.get(off)
+        if rules.ordered and (rec is None or (rec.key is not None and rec.key != queue.encode())):
+            out.ended.append((queue, partition, off))  # never republished: its group goes on
         if rec is None:
             if read.end is not None and off >= read.end:
                 out.counts[(queue, Outcome.BEYOND_END)] += 1  # never written: nothing to dead-letter

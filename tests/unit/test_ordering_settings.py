@@ -76,3 +76,20 @@ def test_a_redriven_message_keeps_its_group():
         id, offset = "m1", 9
         raw_headers = [(V.ID, b"m1"), (V.GROUP, b"acct-42"), (V.DLQ_REASON, b"rejected")]
     assert (V.GROUP, b"acct-42") in _redriven_headers(Letter())
+
+
+def test_the_redelivery_plan_names_an_ordered_queues_messages_that_were_not_republished():
+    from kmq.protocol import expiry
+    from kmq.protocol.markers import RangeRef
+    from kmq.protocol.state import Expiry
+
+    r = RangeRef("q", 0, 0, 4)
+    due = [Expiry(r, 0b1111, Cause.REJECTED, "bad", 0, 1),      # dead-lettered
+           Expiry(RangeRef("q", 0, 10, 12), 0b11, Cause.TIMEOUT, "", 0, 1)]  # republished
+    recs = {o: expiry.Record(b"v", [(V.ID, b"m%d" % o), (V.GROUP, b"g")], 1, b"q") for o in (0, 1, 2, 10, 11)}
+    reads = {0: expiry.PartitionRead(recs, end=20)}  # offset 3: gone (payload expired)
+    for ordered, want in ((True, [("q", 0, 0), ("q", 0, 1), ("q", 0, 2), ("q", 0, 3)]), (False, [])):
+        plan = expiry.plan(due, reads, now_ms=2, rules=lambda q: expiry.QueueRules(5, None, True, ordered),
+                           target_partition=lambda q: 0, dlq_partition=lambda q: 0, max_message_bytes=10**6,
+                           found=None, found_sends=None)
+        assert sorted(plan.ended) == want
