@@ -29,8 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from agents.ordered import ORDERED_WINDOW_OFFSETS, OrderedQueues
 from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
 from kmq.protocol import deliveries as D
@@ -51,6 +52,8 @@ CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked f
 # live member of its consumer group has seen the change and stopped fetching (consumers
 # look at their queue's settings every 0.5 s and act on the next fetch, within 0.5 s).
 SWITCH_GRACE_MS = 3000
+ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
+ORDERED_MAX_GAP = 256  # offsets between two heads of one delivery, at most
 
 
 @dataclass
@@ -88,9 +91,12 @@ class Dispatcher:
         self._ahead: dict[int, Lookahead] = {}  # queue partition -> records read, not yet taken
         self._idle_since: dict[int, float] = {}  # assigned queue partitions without demand
         self._assigned: set[int] = set()
+        self._ends: dict[int, int] = {}  # queue partition -> its end, as last read (EOF)
         self._errors: list[str] = []
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0, "acquire-errors": 0}
+        self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
+        self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
         self._next_config_scan = 0.0
 
     # -- called from the event loop (the agent, the tick timer) -------------------------
@@ -123,13 +129,25 @@ class Dispatcher:
         """A START was applied: the queue's records below ``fetched.end`` were fetched."""
         self._post(("started", markers_partition, fetched))
 
+    def on_ended(self, markers_partition: int, queue: str, partition: int, offsets: list[int],
+                 dead_lettered: bool) -> None:
+        """Messages of an ordered queue left for good: acked, or dead-lettered."""
+        self._post(("ended", markers_partition, queue, partition, offsets, dead_lettered))
+
     def snapshot(self) -> dict:
         """Live consumers per shared queue and the dispatcher's counters (views; any thread)."""
         consumers = {}
         for part in list(self._parts.values()):
             for q, roster in list(part.rosters.items()):
                 consumers[q] = len(roster.slots)
-        return {"consumers": consumers, **self.stats}
+        return {"consumers": consumers, **self.stats, **self._ordered.stats}
+
+    def group_gauges(self) -> dict[str, dict[str, int]]:
+        """Per ordered queue: groups waiting, in flight, oldest head age (ms); any thread."""
+        try:
+            return self._ordered.gauges(int(time.monotonic() * 1000))
+        except RuntimeError:  # changed while we looked: the next call sees it
+            return {}
 
     def _post(self, event: tuple) -> None:
         self._inbox.put(event)
@@ -203,11 +221,14 @@ class Dispatcher:
                 self._started(event[1], event[2])
             elif kind == "owned":
                 self._own(event[1])
+            elif kind == "ended":
+                self._ended(*event[1:])
 
     def _own(self, partitions: set[int]) -> None:
         for m in list(self._parts):
             if m not in partitions:
                 del self._parts[m]  # revoked: its next owner begins anew
+                self._ordered.forget_partition(m)
         for m in partitions:
             if m not in self._parts:
                 epoch = random.getrandbits(63) or 1
@@ -231,6 +252,15 @@ class Dispatcher:
             key = (fetched.queue, fetched.partition)
             if part.cursors.get(key, 0) < fetched.end:
                 part.cursors[key] = fetched.end
+
+    def _ended(self, m: int, queue: str, p: int, offsets: list[int], dead_lettered: bool) -> None:
+        if m not in self._parts:
+            return
+        if dead_lettered:
+            hold = self._configs.get(queue).dead_letter_head == "hold"
+            self._ordered.dead_lettered((m, queue, p), offsets, hold)
+        else:
+            self._ordered.settled((m, queue, p), offsets)
 
     def _credit(self, m: int, c: M.Credit) -> None:
         part = self._parts.get(m)
@@ -282,32 +312,51 @@ class Dispatcher:
                 cfg = self._dispatchable(q)
                 if cfg is None:
                     continue
-                owners[q] = (part, m)
+                owners[q] = (part, m, cfg)
                 for p in queue_partitions(q, self._queue_parts, cfg.spread):
                     floor = max(cfg.purged_before.get(p, 0), cfg.partition_starts.get(p, 0))
                     cursor = max(part.cursors.get((q, p), 0), floor)
-                    wants.setdefault(p, {})[q.encode()] = Want(q, cursor, demand)
+                    if cfg.ordering == "group":  # read ahead of the heads, within the window
+                        read = min(self._ordered.room((m, q, p), cursor), ORDERED_READ_RECORDS)
+                        wants.setdefault(p, {})[q.encode()] = Want(q, cursor, read)
+                    else:
+                        wants.setdefault(p, {})[q.encode()] = Want(q, cursor, demand)
         self._pause_idle(wants)
         if not wants:
             return False
         out: dict[int, list[_Batch]] = {}
         hungry = False
+        block = False
+        ordered_q = {q for q, (_, _, cfg) in owners.items() if cfg.ordering == "group"}
         for p, ws in wants.items():  # first from what was read ahead
             ahead = self._ahead.setdefault(p, Lookahead())
-            seek_to = ahead.plan(read_from(ws.values()))
+            start = read_from(ws.values())
+            if start is None:
+                continue  # only ordered queues with a full window: nothing to read
+            seek_to = ahead.plan(start)
             if seek_to is not None:
                 self._point(p, seek_to)
             select(ahead.records, ahead.position, ws)
             hungry |= any(w.demand > 0 for w in ws.values())
+            # An ordered queue read to the partition's end waits for acks, not records:
+            # a fetch wait would hold back the heads its acks just freed.
+            block |= any(w.demand > 0 and (w.queue not in ordered_q or w.cursor < self._ends.get(p, 1 << 62))
+                         for w in ws.values())
         records = []
         if hungry:
-            records = self._reader.consume(CHUNK_RECORDS, 0.005 if self._acked else 0.05)
+            # Heads of ordered groups freed by an ack go out now, not after a fetch wait.
+            wait_s = 0.0 if not block else 0.005 if self._acked else 0.05
+            records = self._reader.consume(CHUNK_RECORDS, wait_s)
             if TRACE:
                 log.info("TRACE read %d %s", len(records), {p: (a.position, len(a.records)) for p, a in self._ahead.items()})
             by_part: dict[int, list] = {}
             for rec in records:
                 if rec.error() is None:
                     by_part.setdefault(rec.partition(), []).append(rec)
+                    if rec.offset() >= self._ends.get(rec.partition(), 0):
+                        self._ends[rec.partition()] = rec.offset() + 1
+                elif rec.error().code() == KafkaError._PARTITION_EOF:
+                    self._ends[rec.partition()] = rec.offset()
             for p, recs in by_part.items():
                 ahead = self._ahead.get(p)
                 if ahead is None or ahead.position is None or recs[0].offset() < ahead.position:
@@ -318,8 +367,8 @@ class Dispatcher:
         for p, ws in wants.items():
             self._take(p, ws, owners, out, self._ahead[p])
             self._ahead[p].trim(min(w.cursor for w in ws.values()))
-        for m, batches in out.items():
-            self._acquire(m, batches)
+        for m in set(out) | set(self._floors):
+            self._acquire(m, out.get(m, []), self._floors.pop(m, []))
         return bool(out) or bool(records)
 
     def _pause_idle(self, wants: dict[int, dict[bytes, Want]]) -> None:
@@ -358,10 +407,23 @@ class Dispatcher:
               out: dict[int, list[_Batch]], ahead: Lookahead) -> None:
         """Share what each queue took among its consumers; one batch (ACQUIRE) per share,
         handed out by reference where the queue dominates the range, else as copies."""
+        now_ms = int(time.monotonic() * 1000)
         for w in wants.values():
-            part, m = owners[w.queue]
+            part, m, cfg = owners[w.queue]
             roster = part.rosters[w.queue]
-            for slot, seq, run in hand_out(w, roster):
+            if cfg.ordering == "group":
+                runs = self._hand_out_ordered((m, w.queue, p), w, roster, cfg, now_ms)
+                if runs:
+                    # After this queue's ACQUIREs, in their record: the cursor a successor
+                    # reads from goes back to the oldest record still waiting for its group.
+                    floor = self._ordered.floor((m, w.queue, p), w.cursor)
+                    self._floors.setdefault(m, []).append(M.Floor(w.queue, p, floor, part.epoch))
+            else:
+                if w.taken:  # sends repeated within the dedup window are never handed out
+                    w.taken = self._ordered.drop_duplicates((m, w.queue, p), w.taken,
+                                                            int(cfg.dedup_window_s * 1000))
+                runs = hand_out(w, roster)
+            for slot, seq, run in runs:
                 start, end = run[0].offset(), run[-1].offset() + 1
                 ref = M.RangeRef(w.queue, p, start, end)
                 contiguous = len(run) == end - start
@@ -381,13 +443,41 @@ class Dispatcher:
                 self.stats["by-reference" if by_ref else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor
 
-    def _acquire(self, m: int, batches: list[_Batch]) -> None:
-        """One marker record of ACQUIREs; its lanes are written once the broker has it."""
+    def _hand_out_ordered(self, key: tuple[int, str, int], w: Want, roster: Roster, cfg: QueueConfig,
+                          now_ms: int) -> list:
+        """An ordered queue: what was read goes to its groups; their heads go out."""
+        taken, w.taken = w.taken, []
+        if taken:  # what one ACQUIRE range can span: read no further than the window
+            limit = self._ordered.floor(key, taken[0].offset()) + ORDERED_WINDOW_OFFSETS
+            beyond = next((i for i, r in enumerate(taken) if r.offset() >= limit), None)
+            if beyond is not None:
+                w.cursor = taken[beyond].offset()
+                taken = taken[:beyond]
+        window_ms = int(cfg.dedup_window_s * 1000)
+        self._ordered.feed(key, taken, window_ms, now_ms)
+        heads = self._ordered.take(key, roster.demand(), now_ms)
+        runs = []
+        i = 0
+        for slot, k in roster.share(len(heads)):
+            # A delivery's range spans its heads' gaps, and its consumer and the tracker do
+            # work per offset of the span: cut where a gap is wide (a delivery costs too).
+            for run in _close_runs(heads[i:i + k], ORDERED_MAX_GAP):
+                runs.append((slot, roster.sent(slot, len(run)), run))
+            i += k
+        if i < len(heads):
+            self._ordered.give_back(key, heads[i:])
+        return runs
+
+    def _acquire(self, m: int, batches: list[_Batch], floors: list[M.Floor] = ()) -> None:
+        """One marker record of ACQUIREs (and the FLOORs of ordered queues after them); its
+        lanes are written once the broker has it."""
         if TRACE:
             log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
-        for chunk in _record_chunks(batches):
+        chunks = _record_chunks(batches) or [[]]
+        for i, chunk in enumerate(chunks):
+            tail = list(floors) if i == len(chunks) - 1 else []
             value = M.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
-                                        b.delivery.epoch) for b in chunk])
+                                        b.delivery.epoch) for b in chunk] + tail)
 
             def done(err: Any, _msg: Any, chunk: list[_Batch] = chunk) -> None:
                 if err is None:
@@ -415,6 +505,7 @@ class Dispatcher:
         part = self._parts.get(m)
         if part is not None and part.epoch == batches[0].delivery.epoch:
             del self._parts[m]
+            self._ordered.forget_partition(m)  # the new epoch starts from the FLOORs in the table
 
     def _write_lanes(self) -> bool:
         if not self._acked:
@@ -464,6 +555,17 @@ class Dispatcher:
         self._producer.poll(0)
         self._write_lanes()
         self._producer.flush(10)
+
+
+def _close_runs(records: list, max_gap: int) -> list[list]:
+    """Records in offset order cut where more than ``max_gap`` offsets lie between two."""
+    out: list[list] = []
+    for rec in records:
+        if out and rec.offset() - out[-1][-1].offset() <= max_gap:
+            out[-1].append(rec)
+        else:
+            out.append([rec])
+    return out
 
 
 def _record_chunks(batches: list[_Batch]) -> list[list[_Batch]]:

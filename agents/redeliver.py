@@ -55,6 +55,7 @@ class Execution:
     outcomes: list[Counted] = field(default_factory=list)
     # range -> [(mask, deadline_ms)]: expired offsets that wait out a backoff
     deferred: dict[RangeRef, list[tuple[int, int]]] = field(default_factory=dict)
+    ended: list[tuple[str, int, int]] = field(default_factory=list)  # expiry.Plan.ended
 
 
 class Redeliverer:
@@ -186,11 +187,12 @@ class Redeliverer:
             found_sends=self.payloads.already_published(attempted, self._target_partition))
         counts = self._carry_out(plan.writes)
         counts.update(plan.counts)
-        return Execution([(q, what, n) for (q, what), n in counts.items()], plan.deferred)
+        return Execution([(q, what, n) for (q, what), n in counts.items()], plan.deferred, plan.ended)
 
     def _rules(self, queue: str) -> expiry.QueueRules:
         cfg = self.config(queue)
-        return expiry.QueueRules(cfg.deliveries(self.settings), cfg.backoff, cfg.dead_letter)
+        return expiry.QueueRules(cfg.deliveries(self.settings), cfg.backoff, cfg.dead_letter,
+                                 cfg.ordering == "group")
 
     def _carry_out(self, writes: list[expiry.Write]) -> Counter:
         """Write every record of the plan and wait for the broker; (queue, outcome) -> count."""

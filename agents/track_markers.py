@@ -130,6 +130,11 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
         return applied.detail
     if applied is not None:
         part.count(applied.queue, applied.what, applied.count)
+    if isinstance(marker, M.Ack) and applied is not None and applied.count \
+            and redeliverer.config(marker.range.queue).ordering == "group":
+        # An ordered queue's group goes on with its next message (docs/ordering.md).
+        dispatcher.on_ended(part.partition, marker.range.queue, marker.range.partition,
+                            M.mask_offsets(marker.range.start, marker.mask), dead_lettered=False)
     if isinstance(marker, M.Start) and applied is not None and applied.what == Outcome.STARTED:
         # A group consumer fetched these: a dispatcher that takes the queue over (a switch
         # to shared mode) starts above them.
@@ -185,6 +190,8 @@ async def _tick(part, tick: M.Tick) -> None:
                               part.partition, part.tick_failures)
             return
     part.state.settle(due, done.deferred)
+    for queue, p, offset in done.ended:  # ordered queues: dead-lettered or dropped heads
+        dispatcher.on_ended(part.partition, queue, p, [offset], dead_lettered=True)
     for queue, what, n in done.outcomes:
         part.count(queue, what, n)
     part.tick_costs.append((sum(d.count for d in due), time.perf_counter() - started))

@@ -35,7 +35,9 @@ from kmq.ops.deadletters import DeadLetter
 from kmq.kafka.offsets import true_end_offsets
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
-from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
+from kmq.protocol.ordering import MAX_DEDUP_ID_BYTES, MAX_GROUP_BYTES, dedup_message_id
+from kmq.protocol.placement import (markers_partition, partition_for_key, queue_partitions,
+                                    validate_queue_name)
 from kmq.queue_config import QueueConfig, QueueConfigs, delete_tenant, write_config, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                          validate_tenant_name)
@@ -161,7 +163,9 @@ class Client:
 
         Settings: ``visibility_timeout_s``, ``max_deliveries``, ``max_processing_s``,
         ``backoff`` (a :class:`kmq.Backoff`), ``dead_letter`` (bool), ``spread``,
-        ``dispatch`` ("shared" or "partition"), ``tenant`` (admin only). ``None`` restores the global default. Validated
+        ``dispatch`` ("shared" or "partition"), ``tenant`` (admin only), ``ordering``
+        ("none" or "group"), ``dead_letter_head`` ("continue" or "hold"),
+        ``dedup_window_s`` (docs/ordering.md). ``None`` restores the global default. Validated
         before anything is written.
         """
         queue = validate_queue_name(queue)
@@ -171,6 +175,9 @@ class Client:
             require_admin(configs.caller(self.settings.token or None), "changing a queue's tenant")
         spread = changes.pop("spread", None)
         new = cfg.changed(**changes).switched(self.settings, cfg)
+        if new.ordering == "group" and new.dispatch_mode(self.settings) != "shared":
+            raise ConfigError(f"ordering='group' on {queue!r} needs the shared dispatch mode "
+                              f"(KMQ_DISPATCH={self.settings.dispatch!r}): also pass dispatch='shared'")
         if spread is not None and spread != cfg.spread:
             new = self._spread(queue, new, spread)
         write_config(self.settings, queue, new)
@@ -243,33 +250,50 @@ class Client:
             self._errors.append(f"{msg.topic()}[{msg.partition()}] key={msg.key()!r}: {err}")
 
     def send(self, queue: str, value: bytes, *, headers: Mapping[str, bytes | str] | None = None,
-             delay_s: float | None = None, deliver_at: float | None = None) -> str:
+             delay_s: float | None = None, deliver_at: float | None = None,
+             group: str | bytes | None = None, dedup_id: str | bytes | None = None) -> str:
         """Enqueue ``value`` on ``queue``; returns the message id.
 
         ``delay_s`` (seconds from now) or ``deliver_at`` (epoch seconds) make
         it receivable only at or after that time (held by the tracker).
-        Raises before writing anything if an argument is invalid.
+        ``group`` (header ``kmq.group``): on a queue with ``ordering="group"``, messages
+        of one group are handed out one at a time, in send order. ``dedup_id`` (header
+        ``kmq.dedup-id``): a later send of the same id within the queue's
+        ``dedup_window_s`` is dropped by the tracker; every such send returns the same id,
+        the first's (docs/ordering.md). Raises before writing anything if an argument is invalid.
         """
         queue = validate_queue_name(queue)
         payload = _check_value(value)
         user_headers = _check_headers(headers)
         user_headers += trace_headers(user_headers)  # W3C trace context, if OpenTelemetry is there
         due_ms = self._due_ms(delay_s, deliver_at)
-        size = len(payload) + len(queue) + sum(len(k) + len(v) for k, v in user_headers)
+        order_headers = _order_headers(group, dedup_id)
+        size = len(payload) + len(queue) + sum(len(k) + len(v) for k, v in user_headers + order_headers)
         if size + HEADER_OVERHEAD_BYTES > self.settings.max_message_bytes:
             raise MessageTooLargeError(
                 f"value of queue {queue!r} is {size} bytes with key and headers; the broker "
                 f"accepts {self.settings.max_message_bytes} (KMQ_MAX_MESSAGE_BYTES): send less")
-        msg_id = f"{self._id_prefix}{next(self._ids):x}"
+        if dedup_id is not None:  # the first send's id, whoever sends it (no round trip)
+            msg_id = dedup_message_id(queue, dict(order_headers)[envelope.DEDUP_ID])
+        else:
+            msg_id = f"{self._id_prefix}{next(self._ids):x}"
         producer = self._get_producer()
         if due_ms is not None:
-            marker = M.Schedule(queue, msg_id, due_ms, payload, tuple(user_headers))
+            marker = M.Schedule(queue, msg_id, due_ms, payload, tuple(order_headers + user_headers))
             mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
             self._produce(producer, self.settings.markers_topic, M.encode([marker]), queue, mp, None)
         else:
-            self._produce(producer, self.settings.queue_topic, payload, queue,
-                          self._next_partition(queue), [(envelope.ID, msg_id.encode())] + user_headers)
+            part = self._keyed_partition(queue, order_headers) if order_headers else self._next_partition(queue)
+            self._produce(producer, self.settings.queue_topic, payload, queue, part,
+                          [(envelope.ID, msg_id.encode())] + order_headers + user_headers)
         return msg_id
+
+    def _keyed_partition(self, queue: str, order_headers: list[tuple[str, bytes]]) -> int:
+        """One partition per group (else per dedup id): its sends meet one dispatcher."""
+        parts = self._slot(queue)[0]
+        ours = dict(order_headers)
+        key = ours.get(envelope.GROUP) or ours[envelope.DEDUP_ID]
+        return parts[partition_for_key(key, len(parts))]
 
     def _slot(self, queue: str) -> list:
         """[the queue's partitions, next turn], refreshed when any queue config changes."""
@@ -406,6 +430,23 @@ def _check_value(value: Any) -> bytes:
         return bytes(value)
     raise ConfigError(
         f"value must be bytes, not {type(value).__name__}: encode it first, e.g. value.encode()")
+
+
+def _order_bytes(name: str, value: str | bytes, limit: int) -> bytes:
+    raw = value.encode() if isinstance(value, str) else value
+    if not isinstance(raw, (bytes, bytearray)) or not 1 <= len(raw) <= limit:
+        raise ConfigError(f"{name}={value!r} must be a str or bytes of 1 to {limit} bytes")
+    return bytes(raw)
+
+
+def _order_headers(group: str | bytes | None, dedup_id: str | bytes | None) -> list[tuple[str, bytes]]:
+    """The ``kmq.group`` / ``kmq.dedup-id`` headers of a send (none without them: no cost)."""
+    out = []
+    if group is not None:
+        out.append((envelope.GROUP, _order_bytes("group", group, MAX_GROUP_BYTES)))
+    if dedup_id is not None:
+        out.append((envelope.DEDUP_ID, _order_bytes("dedup_id", dedup_id, MAX_DEDUP_ID_BYTES)))
+    return out
 
 
 def _check_headers(headers: Mapping[str, bytes | str] | None) -> list[tuple[str, bytes]]:

@@ -97,6 +97,12 @@ class Message(tuple):
         return envelope.derived_id(self[1].ref.partition, self[1].ref.start + self[2])
 
     @property
+    def group(self) -> str | None:
+        """The message's ordered group (``kmq.group``), None without one."""
+        raw = self._split_headers()[0].get(envelope.GROUP)
+        return raw.decode(errors="replace") if raw else None
+
+    @property
     def delivery_count(self) -> int:
         """Deliveries of this message including this one (1 on first receipt)."""
         return envelope.int_header(self._split_headers()[0], envelope.DELIVERIES, 0) + 1

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kmq.backoff import Backoff
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.limits import MAX_TIMEOUT_MS
+from kmq.protocol.ordering import DEAD_LETTER_HEAD_POLICIES, DEFAULT_DEDUP_WINDOW_S, ORDERINGS
 from kmq.protocol.placement import validate_queue_name
 from kmq.settings import MAX_PROCESSING_S, Settings
 from kmq.ops.admin_hash import AdminHash, LegacyAuthRecordError
@@ -34,6 +35,7 @@ log = logging.getLogger("kmq.queue_config")
 
 CONFIG_VERSION = 1
 MAX_VISIBILITY_S = MAX_TIMEOUT_MS / 1000  # 12 h: the marker codec's timeout limit
+MAX_DEDUP_WINDOW_S = 12 * 3600.0
 DISPATCH_MODES = ("shared", "partition")
 
 
@@ -61,6 +63,13 @@ class QueueConfig:
     handover_pending: bool = False
     handover: dict[int, int] = field(default_factory=dict)
     dispatch_since_ms: int = 0  # when the queue's mode last changed (0: never)
+    # "group": one message per kmq.group header in flight at a time, in send order
+    # (docs/ordering.md); "none": no order.
+    ordering: str = "none"
+    # What a dead-lettered group head does: "continue" with the group's next (SQS), or
+    # "hold" the group until the message is redriven.
+    dead_letter_head: str = "continue"
+    dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S  # kmq.dedup-id: later sends within it are dropped
     updated_at_ms: int = 0
 
     def __post_init__(self) -> None:
@@ -83,6 +92,20 @@ class QueueConfig:
         if self.dispatch not in (None, *DISPATCH_MODES):
             raise ConfigError(f"dispatch={self.dispatch!r}: use one of {', '.join(map(repr, DISPATCH_MODES))} "
                               "(or None for the KMQ_DISPATCH default)")
+        if self.ordering not in ORDERINGS:
+            raise ConfigError(f"ordering={self.ordering!r}: use one of {', '.join(map(repr, ORDERINGS))}")
+        if self.ordering == "group" and self.spread != 1:
+            raise ConfigError(f"ordering='group' needs spread=1 (spread={self.spread}): a group's "
+                              "messages and their redeliveries must share one partition")
+        if self.ordering == "group" and self.dispatch == "partition":
+            raise ConfigError("ordering='group' needs dispatch='shared': the dispatcher keeps the order")
+        if self.dead_letter_head not in DEAD_LETTER_HEAD_POLICIES:
+            raise ConfigError(f"dead_letter_head={self.dead_letter_head!r}: use one of "
+                              f"{', '.join(map(repr, DEAD_LETTER_HEAD_POLICIES))}")
+        if self.dedup_window_s is None:
+            raise ConfigError(f"dedup_window_s=None: give seconds from 1 to {MAX_DEDUP_WINDOW_S:g} "
+                              f"(default {DEFAULT_DEDUP_WINDOW_S:g})")
+        _check_number("dedup_window_s", self.dedup_window_s, 1.0, MAX_DEDUP_WINDOW_S)
 
     # -- resolved values ------------------------------------------------------
 
@@ -178,6 +201,10 @@ class QueueConfig:
         if unknown:
             raise ConfigError(f"unknown queue setting(s) {', '.join(sorted(unknown))}: "
                               f"use {', '.join(sorted(known))}")
+        defaults = {f.name: f.default for f in fields(self)}
+        for name in ("ordering", "dead_letter_head", "dedup_window_s"):  # None: the default
+            if name in changes and changes[name] is None:
+                changes[name] = defaults[name]
         return replace(self, **changes, updated_at_ms=int(time.time() * 1000))
 
 

@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from web.queue_stats import RATE_EVENTS
-from agents.track_markers import owned
+from agents.track_markers import dispatcher, owned
 from app import app, settings
 from web.api import caller_of, denied, scanner, stats
 from kmq.errors import PermissionDeniedError
@@ -96,6 +96,7 @@ class TrackerCollector:
         for (q, event), n in sorted(events.items()):
             total.add_metric([q, event], n)
         yield total
+        yield from _groups(label)
         other = GaugeMetricFamily("kmq_metrics_other_queues",
                                   "Queues summed under queue=\"~other\" (past KMQ_METRICS_TOP_QUEUES)")
         other.add_metric([], sum(1 for r in rows if r["queue"] not in chosen))
@@ -133,6 +134,32 @@ class TrackerCollector:
         scans = CounterMetricFamily("kmq_tracker_depth_scans", "Depth scan passes of this worker")
         scans.add_metric([], scanner.passes)
         yield scans
+
+
+def _groups(label) -> Iterator[Any]:
+    """Ordered queues' groups (docs/ordering.md), from this worker's dispatcher."""
+    fams = {"groups_waiting": GaugeMetricFamily(
+                "kmq_queue_groups_waiting", "Ordered groups with messages waiting and none in flight",
+                labels=["queue"]),
+            "groups_in_flight": GaugeMetricFamily(
+                "kmq_queue_groups_in_flight", "Ordered groups with their head in flight or on its way back",
+                labels=["queue"])}
+    age = GaugeMetricFamily("kmq_queue_group_head_age_seconds", "Age of the oldest group head",
+                            labels=["queue"])
+    sums: dict[str, dict[str, float]] = {name: {} for name in fams}
+    ages: dict[str, float] = {}
+    for queue, g in dispatcher.group_gauges().items():
+        q = label(queue)
+        for name in fams:
+            sums[name][q] = sums[name].get(q, 0) + g[name]
+        ages[q] = max(ages.get(q, 0.0), g["oldest_head_age_ms"] / 1000)
+    for name, fam in fams.items():
+        for q, v in sorted(sums[name].items()):
+            fam.add_metric([q], v)
+        yield fam
+    for q, v in sorted(ages.items()):
+        age.add_metric([q], v)
+    yield age
 
 
 def _tp(topic: str, partition: int) -> Any:

@@ -24,7 +24,8 @@ async def stats(web, request):
         per_queue.setdefault(queue, {})[what] = n
     return web.json({"queues": per_queue,
                      "malformed_markers": sum(p.malformed for p in owned.values()),
-                     "dispatcher": dispatcher.snapshot()})
+                     "dispatcher": dispatcher.snapshot(),
+                     "groups": dispatcher.group_gauges()})  # ordered queues (docs/ordering.md)
 
 
 def _admin_only(web, request, what: str):

@@ -250,6 +250,8 @@ def _redriven_headers(d: DeadLetter) -> list[tuple[str, bytes]]:
                                         (REDRIVEN_FROM, str(d.offset).encode())]
     if envelope.ENQUEUED_MS in ours:
         headers.append((envelope.ENQUEUED_MS, ours[envelope.ENQUEUED_MS]))
+    if envelope.GROUP in ours:  # a held group waits for it (dead_letter_head="hold")
+        headers.append((envelope.GROUP, ours[envelope.GROUP]))
     return headers + user
 
 

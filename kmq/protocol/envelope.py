@@ -8,6 +8,9 @@ Queue records carry the payload as value, key = queue id, and these headers
     kmq.deliveries         deliveries that happened before this record (absent: 0)
     kmq.first-delivery-ms  when the message was first delivered
     kmq.enqueued-ms        when it was first enqueued (set on redelivery)
+    kmq.group              ordered message group (docs/ordering.md), kept across redeliveries
+    kmq.dedup-id           deduplication id of a send (not carried by redeliveries: they
+                           are the same message, not a new send)
 
 Dead-letter records add ``kmq.dlq.reason`` (``max-deliveries``, ``rejected``,
 ``payload-expired``, ``payload-too-large``), ``kmq.dlq.detail``, ``kmq.dlq.last-delivery-ms``,
@@ -28,6 +31,8 @@ ID = "kmq.id"
 DELIVERIES = "kmq.deliveries"
 FIRST_DELIVERY_MS = "kmq.first-delivery-ms"
 ENQUEUED_MS = "kmq.enqueued-ms"
+GROUP = "kmq.group"
+DEDUP_ID = "kmq.dedup-id"
 DLQ_REASON = "kmq.dlq.reason"
 DLQ_DETAIL = "kmq.dlq.detail"
 DLQ_LAST_DELIVERY_MS = "kmq.dlq.last-delivery-ms"
@@ -141,6 +146,8 @@ def after_expiry(
     if deliveries:  # a message returned before its first delivery has none yet
         base.append((FIRST_DELIVERY_MS, ours.get(FIRST_DELIVERY_MS) or str(started_ms).encode()))
     base.append((ENQUEUED_MS, enqueued_ms))
+    if GROUP in ours:  # the group waits for this message: it must come back as its member
+        base.append((GROUP, ours[GROUP]))
     if cause == Cause.REJECTED or exhausted:
         code = REASON_REJECTED if cause == Cause.REJECTED else REASON_MAX_DELIVERIES
         detail = reason if cause == Cause.REJECTED else (

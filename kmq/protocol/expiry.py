@@ -101,6 +101,7 @@ class QueueRules:
     max_deliveries: int
     backoff: Backoff | None = None
     dead_letter: bool = True
+    ordered: bool = False  # ordering="group": the dispatcher must hear what left for good
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +152,9 @@ class Plan:
     counts: Counter = field(default_factory=Counter)  # (queue, Outcome) -> messages
     # range -> [(mask, deadline_ms)]: expired offsets that wait out a backoff
     deferred: dict[RangeRef, list[tuple[int, int]]] = field(default_factory=dict)
+    # (queue, partition, offset) of ordered queues' messages that were not republished
+    # (dead-lettered or dropped): their groups go on or hold (docs/ordering.md)
+    ended: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def offsets_to_read(due: Sequence[Due]) -> dict[int, list[int]]:
@@ -210,6 +214,8 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
     waits: dict[int, int] = {}
     for off in mask_offsets(d.range.start, d.mask):
         rec = read.records.get(off)
+        if rules.ordered and (rec is None or (rec.key is not None and rec.key != queue.encode())):
+            out.ended.append((queue, partition, off))  # never republished: its group goes on
         if rec is None:
             if read.end is not None and off >= read.end:
                 out.counts[(queue, Outcome.BEYOND_END)] += 1  # never written: nothing to dead-letter
@@ -230,6 +236,8 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
             rec.headers, partition=partition, offset=off, record_timestamp_ms=rec.timestamp_ms, cause=d.cause,
             reason=d.reason, started_ms=d.started_ms, now_ms=now_ms, max_deliveries=rules.max_deliveries,
             backoff=rules.backoff, dead_letter=rules.dead_letter, uniform=uniform)
+        if rules.ordered and not isinstance(step, (envelope.Republish, envelope.Defer)):
+            out.ended.append((queue, partition, off))
         if isinstance(step, (envelope.Republish, envelope.DeadLetter)):
             republish = isinstance(step, envelope.Republish)
             topic = QUEUE if republish else DLQ

@@ -27,10 +27,13 @@ Wire format (version 1, big-endian)::
                 u32 timeout_ms
     ACQUIRE  := range, u32 timeout_ms, mask (0 bytes = every offset), u64 epoch
     BEGIN    := u64 epoch
+    FLOOR    := str16 queue, u32 partition, i64 offset, u64 epoch
 
 CREDIT, ACQUIRE and BEGIN belong to shared queues (docs/shared-queues.md): a consumer
 asks for work with CREDIT; the tracker's dispatcher records what it hands out with
 ACQUIRE (a START written by the tracker itself) and announces itself with BEGIN.
+FLOOR (added with ordered queues, docs/ordering.md; records without it decode as
+before) sets an ordered queue's cursor back to its oldest message not handed out.
 
 Limits. Anything on the markers topic may be hostile (every consumer can
 write to it), so decoding is bounded by what the SDK itself can produce, and
@@ -87,6 +90,7 @@ class MarkerType(IntEnum):
     CREDIT = 9
     ACQUIRE = 10
     BEGIN = 11
+    FLOOR = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +230,19 @@ class Begin:
     epoch: int
 
 
-Marker = Union[Start, Ack, Extend, Release, Reject, Schedule, Tick, Purge, Credit, Acquire, Begin]
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """Tracker-internal: an ordered queue's records on ``partition`` from ``offset`` on are
+    not all handed out (some wait for their group), so a dispatcher that begins reads from
+    there; written by the dispatcher of ``epoch`` after its ACQUIREs, fenced like them."""
+
+    queue: str
+    partition: int
+    offset: int
+    epoch: int
+
+
+Marker = Union[Start, Ack, Extend, Release, Reject, Schedule, Tick, Purge, Credit, Acquire, Begin, Floor]
 RANGE_MARKERS = (Start, Ack, Extend, Release, Reject, Acquire)
 
 _U8 = struct.Struct(">B")
@@ -280,6 +296,11 @@ def violation(m: object) -> str | None:
         return name_violation("queue", m.queue)
     if isinstance(m, Begin):
         return None if int_in(m.epoch, 0, _U64_MAX) else f"epoch {m.epoch!r} is not a u64"
+    if isinstance(m, Floor):
+        if not (int_in(m.epoch, 0, _U64_MAX) and int_in(m.partition, 0, 0xFFFFFFFF)
+                and int_in(m.offset, 0, 2**63 - 1)):
+            return "epoch, partition or offset out of their u64/u32/i64 ranges"
+        return name_violation("queue", m.queue)
     if isinstance(m, Schedule):
         if not 0 < utf8_len(m.message_id) <= MAX_MESSAGE_ID_BYTES:
             return f"message id is not UTF-8 text of 1..{MAX_MESSAGE_ID_BYTES} bytes (MAX_MESSAGE_ID_BYTES)"
@@ -405,6 +426,12 @@ def encode(markers: list[Marker] | tuple[Marker, ...]) -> bytes:
             w.parts.append(_U64.pack(m.epoch))
         elif isinstance(m, Begin):
             w.parts.append(_U8.pack(MarkerType.BEGIN))
+            w.parts.append(_U64.pack(m.epoch))
+        elif isinstance(m, Floor):
+            w.parts.append(_U8.pack(MarkerType.FLOOR))
+            w.str16(m.queue)
+            w.parts.append(_U32.pack(m.partition))
+            w.parts.append(_I64.pack(m.offset))
             w.parts.append(_U64.pack(m.epoch))
     return b"".join(w.parts)
 
@@ -542,6 +569,11 @@ def _read_marker(r: _Reader, kind: int) -> Marker:
         return Acquire(rng, timeout_ms, mask, r.unpack(_U64))
     if kind == MarkerType.BEGIN:
         return Begin(r.unpack(_U64))
+    if kind == MarkerType.FLOOR:
+        queue = r.str16()
+        partition = r.unpack(_U32)
+        offset = r.unpack(_I64)
+        return Floor(queue, partition, offset, r.unpack(_U64))
     raise MarkerDecodeError(f"unknown marker type {kind} at byte {r.pos - 1}", r.data)
 
 

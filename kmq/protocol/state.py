@@ -24,7 +24,7 @@ from typing import Iterator, Protocol, Union
 
 from kmq.protocol import entries as E
 from kmq.protocol.entries import Cause, Group, InFlight, Scheduled
-from kmq.protocol.markers import (Ack, Acquire, Begin, Credit, Extend, Marker, Purge, RangeRef, Reject, Release,
+from kmq.protocol.markers import (Ack, Acquire, Begin, Credit, Extend, Floor, Marker, Purge, RangeRef, Reject, Release,
                                   Schedule, Start, Tick, violation)
 from kmq.protocol.limits import MAX_RECORD_WORK_BYTES
 from kmq.protocol.masks import lowest_bits
@@ -163,6 +163,13 @@ class PartitionState:
             return self._start(Start(marker.range, marker.timeout_ms, marker.mask), now_ms)
         if isinstance(marker, Begin):
             self._put(E.epoch_key(self.markers_partition), E.encode_epoch(marker.epoch))
+            return None
+        if isinstance(marker, Floor):
+            if marker.epoch != self.epoch():
+                return Applied(marker.queue, Outcome.FENCED, 0)
+            # An ordered queue's cursor goes back to its oldest record not handed out
+            # (docs/ordering.md): a successor must read its held-back records again.
+            self._put(E.cursor_key(marker.queue, marker.partition), E.encode_offset(marker.offset))
             return None
         if isinstance(marker, Schedule):
             return self._schedule(marker)

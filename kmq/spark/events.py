@@ -109,7 +109,8 @@ def queue_records(queue: DataFrame) -> DataFrame:
 
     ``message_id`` falls back to ``partition:offset`` for records a plain
     producer wrote (the id the tracker gives them on redelivery);
-    ``deliveries`` counts deliveries before this record (absent: 0).
+    ``deliveries`` counts deliveries before this record (absent: 0); ``group`` is the
+    ordered message group (``kmq.group``, docs/ordering.md; null without one).
     """
     return queue.select(
         F.col("key").cast("string").alias("queue"), F.col("partition").alias("queue_partition"),
@@ -118,7 +119,8 @@ def queue_records(queue: DataFrame) -> DataFrame:
                    F.concat_ws(":", F.col("partition").cast("string"),
                                F.col("offset").cast("string"))).alias("message_id"),
         F.coalesce(header_long(envelope.DELIVERIES), F.lit(0)).alias("deliveries"),
-        header_long(envelope.ENQUEUED_MS).alias("enqueued_ms"))
+        header_long(envelope.ENQUEUED_MS).alias("enqueued_ms"),
+        header(envelope.GROUP).cast("string").alias("group"))
 
 
 MALFORMED_MARKERS_KEY = "!malformed-markers"
@@ -140,4 +142,5 @@ def dead_letters(dlq: DataFrame) -> DataFrame:
         header_long(envelope.ENQUEUED_MS).alias("enqueued_ms"),
         header_long(envelope.DLQ_LAST_DELIVERY_MS).alias("last_delivery_ms"),
         header_long(envelope.DLQ_AT_MS).alias("at_ms"),
-        header(envelope.SOURCE).cast("string").alias("source"))
+        header(envelope.SOURCE).cast("string").alias("source"),
+        header(envelope.GROUP).cast("string").alias("group"))

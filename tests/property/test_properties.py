@@ -41,6 +41,7 @@ markers = st.one_of(
     st.builds(lambda r, t, d, e: M.Acquire(r, t, d.draw(st.integers(1, r.full_mask)), e), ranges(), timeouts,
               st.data(), st.integers(0, 2**64 - 1)),
     st.builds(M.Begin, st.integers(0, 2**64 - 1)),
+    st.builds(M.Floor, queues, u32, st.integers(0, 2**63 - 1), st.integers(0, 2**64 - 1)),
 )
 
 

@@ -155,3 +155,16 @@ def test_a_purge_forgets_every_range_and_schedule_of_its_queue_only():
     assert applied.what == "purged" and applied.count == 10 + 1 + 1
     assert [d.range for d in s.due(10**9)] == [other]
     assert len(store.index) == 1
+
+
+def test_floor_sets_an_ordered_queues_cursor_back_and_is_fenced_by_epoch():
+    from kmq.protocol import markers as M
+    from kmq.protocol.state import MemoryStore, PartitionState
+    s = PartitionState(MemoryStore())
+    s.apply(M.Begin(7), 0)
+    s.apply(M.Acquire(M.RangeRef("q", 0, 10, 20), 1000, (1 << 10) - 1, 7), 0)
+    assert s.cursors()[("q", 0)] == 20
+    s.apply(M.Floor("q", 0, 12, 7), 0)
+    assert s.cursors()[("q", 0)] == 12   # a successor reads the held-back records again
+    assert s.apply(M.Floor("q", 0, 0, 8), 0).what.value == "fenced"
+    assert s.cursors()[("q", 0)] == 12

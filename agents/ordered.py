@@ -1,0 +1,168 @@
+"""The dispatcher's ordered queues and deduplication (docs/ordering.md): records in, heads
+of groups out, duplicates dropped.
+
+For each ordered queue partition the dispatcher serves, this keeps the pure
+``kmq.protocol.ordering.GroupOrder`` and ``Dedup`` and the records waiting for their
+group (so a head is handed out without reading it again). It reads record headers and
+counts what it sets aside; every decision is the pure modules'. Runs in the dispatcher's
+thread only.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+from kmq.protocol import envelope
+from kmq.protocol.limits import MAX_RANGE_LEN
+from kmq.protocol.ordering import Dedup, GroupOrder, valid_dedup_id, valid_group
+
+# An ordered queue is read at most this many offsets past its oldest record waiting for
+# its group: one ACQUIRE range spans the heads handed out, and state stays bounded.
+ORDERED_WINDOW_OFFSETS = MAX_RANGE_LEN - 1
+
+Key = tuple[int, str, int]  # (markers partition, queue, queue partition)
+
+
+@dataclass
+class _Queue:
+    order: GroupOrder = field(default_factory=GroupOrder)
+    dedup: Dedup | None = None
+    records: dict[int, Any] = field(default_factory=dict)  # waiting offset -> record
+    # waiting offsets, lowest first; taken ones are dropped lazily (the floor is asked for
+    # every dispatch round: a min() over the records cost the tracker's GIL per round)
+    heap: list[int] = field(default_factory=list)
+    ordered: bool = False  # fed as an ordered queue (else only deduplicated)
+
+
+class OrderedQueues:
+    """Ordered queue partitions of one dispatcher (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[Key, _Queue] = {}
+        self.stats = {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0}
+
+    def _get(self, key: Key, dedup_window_ms: int) -> _Queue:
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = _Queue()
+        if q.dedup is None or q.dedup.window_ms != dedup_window_ms:
+            q.dedup = Dedup(dedup_window_ms)  # a changed window starts afresh
+        return q
+
+    def floor(self, key: Key, read_cursor: int) -> int:
+        """The oldest offset not handed out: the lowest waiting record, else the read cursor."""
+        q = self._queues.get(key)
+        if q is None or not q.records:
+            return read_cursor
+        heap, records = q.heap, q.records
+        while heap[0] not in records:
+            heapq.heappop(heap)
+        return heap[0]
+
+    def room(self, key: Key, read_cursor: int) -> int:
+        """How many more offsets may be read past ``read_cursor`` (the window)."""
+        return max(0, self.floor(key, read_cursor) + ORDERED_WINDOW_OFFSETS - read_cursor)
+
+    def feed(self, key: Key, records: list, dedup_window_ms: int, now_ms: int) -> None:
+        """Records of the queue read in offset order: offered to their groups, or dropped
+        as duplicates of a send inside the dedup window."""
+        q = self._get(key, dedup_window_ms)
+        q.ordered = True
+        p = key[2]
+        for rec in records:
+            offset = rec.offset()
+            ours, _ = envelope.split(rec.headers())
+            raw_id = ours.get(envelope.ID)
+            msg_id = raw_id.decode(errors="replace") if raw_id else envelope.derived_id(p, offset)
+            raw_dedup = ours.get(envelope.DEDUP_ID)
+            if raw_dedup is not None and self._duplicate(q, p, rec, raw_dedup, rec.headers() or []):
+                continue  # never handed out: nothing to settle
+            raw_group = ours.get(envelope.GROUP)
+            group = valid_group(raw_group)
+            if group is None:
+                if raw_group is not None:
+                    self.stats["bad-group"] += 1
+                group = ("", msg_id)  # a group of its own; its redelivery is known by id
+            if q.order.offer(offset, msg_id, group, now_ms) != "known":
+                q.records[offset] = rec
+                heapq.heappush(q.heap, offset)
+
+    def drop_duplicates(self, key: Key, records: list, dedup_window_ms: int) -> list:
+        """An unordered queue's records without the duplicates of a send inside the window.
+        Records with only ``kmq.id`` (an SDK send without headers) are not looked into."""
+        kept = []
+        q = None
+        for rec in records:
+            hs = rec.headers()
+            if hs and len(hs) > 1:
+                raw = next((v for k, v in hs if k == envelope.DEDUP_ID), None)
+                if raw is not None:
+                    q = q or self._get(key, dedup_window_ms)
+                    if self._duplicate(q, key[2], rec, raw, hs):
+                        continue
+            kept.append(rec)
+        return kept
+
+    def _duplicate(self, q: _Queue, p: int, rec: Any, raw_dedup: bytes, headers: list) -> bool:
+        dedup_id = valid_dedup_id(raw_dedup)
+        if dedup_id is None:
+            self.stats["bad-dedup-id"] += 1
+            return False
+        raw_id = next((v for k, v in headers if k == envelope.ID), None)
+        msg_id = raw_id.decode(errors="replace") if raw_id else envelope.derived_id(p, rec.offset())
+        if q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1]) is None:
+            return False
+        self.stats["deduplicated"] += 1
+        return True
+
+    def any_ready(self) -> bool:
+        """Some group has a head to hand out (the dispatcher should not wait on a fetch)."""
+        return any(q.order.ready() for q in self._queues.values())
+
+    def take(self, key: Key, n: int, now_ms: int) -> list:
+        """Up to ``n`` group heads to hand out now, in offset order."""
+        q = self._queues.get(key)
+        if q is None or n <= 0:
+            return []
+        taken = sorted(offset for offset, _ in q.order.take(n, now_ms))
+        return [q.records.pop(o) for o in taken]
+
+    def give_back(self, key: Key, records: list) -> None:
+        """Heads taken that no consumer had credit for after all."""
+        q = self._queues[key]
+        for rec in reversed(records):
+            q.records[rec.offset()] = rec
+            heapq.heappush(q.heap, rec.offset())
+            q.order.give_back(rec.offset())
+
+    def settled(self, key: Key, offsets: list[int]) -> bool:
+        q = self._queues.get(key)
+        return q is not None and any([q.order.settled(o) for o in offsets])
+
+    def dead_lettered(self, key: Key, offsets: list[int], hold: bool) -> bool:
+        q = self._queues.get(key)
+        return q is not None and any([q.order.dead_lettered(o, hold) for o in offsets])
+
+    def forget(self, key: Key) -> None:
+        """Start this queue partition afresh (read again from its floor)."""
+        self._queues.pop(key, None)
+
+    def forget_partition(self, markers_partition: int) -> None:
+        for key in [k for k in self._queues if k[0] == markers_partition]:
+            del self._queues[key]
+
+    def gauges(self, now_ms: int) -> dict[str, dict[str, int]]:
+        """Per queue: groups waiting, groups in flight, oldest head age (ms)."""
+        out: dict[str, dict[str, int]] = {}
+        for (_, queue, _), q in list(self._queues.items()):
+            if not q.ordered:
+                continue
+            g = q.order.gauges(now_ms)
+            mine = out.setdefault(queue, {"groups_waiting": 0, "groups_in_flight": 0,
+                                          "oldest_head_age_ms": 0})
+            mine["groups_waiting"] += g["groups_waiting"]
+            mine["groups_in_flight"] += g["groups_in_flight"]
+            mine["oldest_head_age_ms"] = max(mine["oldest_head_age_ms"], g["oldest_head_age_ms"])
+        return out

@@ -1,0 +1,195 @@
+"""Ordered message groups and deduplication end to end (docs/ordering.md), on the embedded
+broker with a real tracker: per-group order across releases, timeouts and a SIGKILLed
+consumer; dedup across two producer processes; dead-lettered heads in both settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kmq
+from kmq.dev.devstack import settings_env
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.usefixtures("tracker")
+HELPERS = Path(__file__).parent / "helpers"
+
+
+@pytest.fixture
+def client(shared_settings):
+    with kmq.Client(settings=shared_settings) as c:
+        yield c
+
+
+@pytest.fixture
+def ordered(client, queue):
+    client.configure_queue(queue, ordering="group", dispatch="shared")
+    return queue
+
+
+def send_groups(client, queue, groups, per_group):
+    """Interleaved sends; returns group -> ids in send order."""
+    sent: dict[str, list[str]] = {g: [] for g in groups}
+    for i in range(per_group):
+        for g in groups:
+            sent[g].append(client.send(queue, f"{g}-{i}".encode(), group=g))
+    client.flush()
+    return sent
+
+
+class Ledger:
+    """What user code saw: checks one-in-hand per group and settle-before-next."""
+
+    def __init__(self, sent):
+        self.sent = sent
+        self.holding: dict[str, str] = {}   # group -> id in hand
+        self.done: dict[str, list[str]] = {g: [] for g in sent}
+
+    def got(self, m):
+        g = m.group
+        assert g not in self.holding, f"two of group {g} in hand: {self.holding[g]} and {m.id}"
+        expected = self.sent[g][len(self.done[g])]
+        assert m.id == expected, f"group {g}: got {m.id}, its next unsettled is {expected}"
+        self.holding[g] = m.id
+
+    def acked(self, m):
+        del self.holding[m.group]
+        self.done[m.group].append(m.id)
+
+    def returned(self, m):
+        del self.holding[m.group]
+
+    def complete(self):
+        return self.done == self.sent
+
+
+def test_groups_go_one_at_a_time_in_send_order_across_releases(client, ordered):
+    sent = send_groups(client, ordered, ["a", "b", "c"], 12)
+    ledger = Ledger(sent)
+    released = set()
+    with client.consumer(ordered, max_in_flight=10, visibility_timeout_s=30) as c:
+        def step():
+            for m in c.receive_batch(10, timeout_s=0.2):
+                ledger.got(m)
+                if m.id not in released and hash(m.id) % 3 == 0:
+                    released.add(m.id)  # its group waits for it
+                    ledger.returned(m)
+                    m.release()
+                else:
+                    ledger.acked(m)
+                    m.ack()
+            return ledger.complete()
+        wait_for(step, 60, interval_s=0, what="every group in order")
+    assert released
+
+
+def groups_of(tracker, queue):
+    with urllib.request.urlopen(tracker.url + "/kmq/stats", timeout=5) as r:
+        return json.loads(r.read())["groups"].get(queue)
+
+
+def test_a_timed_out_head_comes_back_before_its_group_goes_on(client, ordered, tracker):
+    sent = send_groups(client, ordered, ["g"], 3)
+    with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=1) as c:
+        first = wait_for(lambda: c.receive(0.2), 30, what="the head")
+        assert first.id == sent["g"][0]
+        g = wait_for(lambda: groups_of(tracker, ordered), 10, what="the queue's group gauges")
+        assert g["groups_in_flight"] == 1 and g["groups_waiting"] == 0
+        # not settled: it times out (visibility 1 s), the group waits for it
+        again = wait_for(lambda: c.receive(0.2), 30, what="the head again")
+        assert again.id == sent["g"][0] and again.delivery_count >= 2
+        again.ack()
+        for want in sent["g"][1:]:
+            m = wait_for(lambda: c.receive(0.2), 30, what="the next of the group")
+            assert m.id == want
+            m.ack()
+
+
+def test_order_holds_when_a_consumer_is_killed_holding_heads(client, ordered, shared_settings):
+    sent = send_groups(client, ordered, ["a", "b", "c"], 5)
+    # The child takes heads, acks every second one, is SIGKILLed holding the others.
+    env = {**os.environ, **settings_env(shared_settings),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    child = subprocess.Popen([sys.executable, str(HELPERS / "consume_then_hang.py"), ordered, "4", "2"],
+                             env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [child.stdout.readline().strip() for _ in range(3)]
+        assert lines[-1] == "ready", lines
+    finally:
+        child.kill()
+        child.wait()
+    ledger = Ledger(sent)
+    acked_by_child = set()
+    with client.consumer(ordered, max_in_flight=10, visibility_timeout_s=30) as c:
+        def step():
+            for m in c.receive_batch(10, timeout_s=0.2):
+                g = m.group
+                # earlier messages of the group not settled here were acked by the child
+                skipped = ledger.sent[g][len(ledger.done[g]):ledger.sent[g].index(m.id)]
+                acked_by_child.update(skipped)
+                ledger.done[g].extend(skipped)
+                ledger.got(m)
+                ledger.acked(m)
+                m.ack()
+            return ledger.complete()
+        wait_for(step, 60, interval_s=0, what="every group in order after the kill")
+    assert len(acked_by_child) == 2  # only the child's acks were skipped over
+
+
+@pytest.mark.parametrize("policy", ["continue", "hold"])
+def test_a_dead_lettered_head(client, ordered, policy):
+    client.configure_queue(ordered, dead_letter_head=policy)
+    sent = send_groups(client, ordered, ["g"], 2)
+    with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=30) as c:
+        head = wait_for(lambda: c.receive(0.2), 30, what="the head")
+        assert head.id == sent["g"][0]
+        head.reject("bad")
+        c.flush()
+        if policy == "continue":  # SQS: the group goes on with its next
+            nxt = wait_for(lambda: c.receive(0.2), 30, what="the next")
+            assert nxt.id == sent["g"][1]
+            nxt.ack()
+            return
+        wait_for(lambda: client.dead_letters(ordered), 30, what="the dead letter")
+        assert c.receive(2.0) is None  # held: nothing of the group until the redrive
+        assert client.redrive(ordered).moved == 1
+        back = wait_for(lambda: c.receive(0.2), 30, what="the redriven head")
+        assert back.id == sent["g"][0]
+        back.ack()
+        nxt = wait_for(lambda: c.receive(0.2), 30, what="the next")
+        assert nxt.id == sent["g"][1]
+        nxt.ack()
+
+
+SEND = """
+import sys, kmq
+c = kmq.Client()
+print(c.send(sys.argv[1], sys.argv[2].encode(), group="g", dedup_id="txn-991"), flush=True)
+c.close()
+"""
+
+
+@pytest.mark.parametrize("ordering", ["group", "none"])
+def test_a_dedup_id_sent_by_two_processes_is_delivered_once(client, queue, shared_settings, ordering):
+    ordered = queue
+    client.configure_queue(queue, ordering=ordering, dispatch="shared")
+    env = {**os.environ, **settings_env(shared_settings),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    ids = [subprocess.run([sys.executable, "-c", SEND, ordered, f"copy-{i}"], env=env, check=True,
+                          capture_output=True, text=True, timeout=60).stdout.strip() for i in range(2)]
+    assert ids[0] == ids[1]  # the second send returns the first's id
+    after = client.send(ordered, b"after", group="g")
+    client.flush()
+    with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=30) as c:
+        m = wait_for(lambda: c.receive(0.2), 30, what="the first copy")
+        assert (m.id, m.value) == (ids[0], b"copy-0")
+        m.ack()
+        m = wait_for(lambda: c.receive(0.2), 30, what="the message after")
+        assert m.id == after  # the duplicate was dropped
+        m.ack()

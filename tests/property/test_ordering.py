@@ -1,0 +1,260 @@
+"""Property tests of ordered message groups and deduplication (kmq.protocol.ordering).
+
+The model: a log of records (offset, id, group); consumers take heads, then ack, release,
+time out, get killed, or dead-letter them; a message that goes away comes back as a new
+record at the end of the log with the same id (the tracker's republish, or a redrive).
+Whatever the interleaving:
+
+- a group never has two messages handed out and unsettled at once;
+- a group's message is handed out only once every earlier message of the group is
+  settled (acked, or dead-lettered with the "continue" policy): nothing is reordered;
+- every message is eventually handed out when nothing is in flight (no group stuck but a
+  held one), and state is kept only for groups with something waiting or in flight.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from kmq.protocol.ordering import (MAX_GROUP_BYTES, Dedup, GroupOrder, dedup_message_id,
+                                   valid_dedup_id, valid_group)
+
+GROUPS = [b"a", b"b", b"c", b"hot", b"x" * MAX_GROUP_BYTES]
+
+
+class OrderedQueue(RuleBasedStateMachine):
+    """GroupOrder driven like a dispatcher drives it, against a model of each group."""
+
+    @initialize(hold=st.booleans(), n_groups=st.integers(1, len(GROUPS)))
+    def setup(self, hold, n_groups):
+        self.order = GroupOrder()
+        self.hold = hold
+        self.groups = GROUPS[:n_groups]
+        self.now = 0
+        self.next_offset = 0
+        self.next_id = 0
+        self.sent: dict[bytes, list[str]] = {g: [] for g in self.groups}   # send order per group
+        self.settled: set[str] = set()      # acked, or dead-lettered with "continue"
+        self.held: dict[bytes, str] = {}    # group -> dead-lettered head (policy "hold")
+        self.in_flight: dict[int, tuple[str, bytes, int]] = {}  # offset -> (id, group, consumer)
+        self.away: list[tuple[str, bytes, int]] = []  # went away: (id, group, old offset)
+        self.handed: list[tuple[bytes, str]] = []  # every hand-out, in order
+
+    def _append(self, msg_id, group):
+        offset = self.next_offset
+        self.next_offset += 1 + (offset % 3 == 0)  # other queues' records in between
+        self.order.offer(offset, msg_id, group, self.now)
+
+    @rule(g=st.integers(0, 4), k=st.integers(1, 5))
+    def send(self, g, k):
+        group = self.groups[g % len(self.groups)]
+        for _ in range(k):
+            msg_id = f"m{self.next_id}"
+            self.next_id += 1
+            self.sent[group].append(msg_id)
+            self._append(msg_id, group)
+
+    @rule(n=st.integers(1, 8), consumer=st.integers(0, 2), ms=st.integers(0, 50))
+    def take(self, n, consumer, ms):
+        self.now += ms
+        by_offset = {}
+        for offset, group in self.order.take(n, self.now):
+            msg_id = self._id_at(offset, group)
+            assert group not in by_offset.values(), "two of one group in one take"
+            assert all(g != group for _, g, _ in self.in_flight.values()), "group already in flight"
+            earlier = self.sent[group][:self.sent[group].index(msg_id)]
+            assert all(e in self.settled for e in earlier), f"{msg_id} before an earlier one settled"
+            assert msg_id not in self.settled
+            by_offset[offset] = group
+            self.in_flight[offset] = (msg_id, group, consumer)
+            self.handed.append((group, msg_id))
+
+    def _id_at(self, offset, group):
+        # what offer() was given at this offset (kept by the model through the log)
+        return self.order._groups[group].head_id
+
+    @precondition(lambda self: self.in_flight)
+    @rule(i=st.integers(0, 100))
+    def ack(self, i):
+        offset = sorted(self.in_flight)[i % len(self.in_flight)]
+        msg_id, _, _ = self.in_flight.pop(offset)
+        assert self.order.settled(offset)
+        self.settled.add(msg_id)
+
+    @precondition(lambda self: self.in_flight)
+    @rule(i=st.integers(0, 100))
+    def release_or_time_out(self, i):
+        offset = sorted(self.in_flight)[i % len(self.in_flight)]
+        msg_id, group, _ = self.in_flight.pop(offset)
+        self.away.append((msg_id, group, offset))  # the dispatcher is told nothing until it returns
+
+    @precondition(lambda self: self.in_flight)
+    @rule(consumer=st.integers(0, 2))
+    def kill_consumer(self, consumer):
+        for offset, (msg_id, group, c) in list(self.in_flight.items()):
+            if c == consumer:
+                del self.in_flight[offset]
+                self.away.append((msg_id, group, offset))
+
+    @precondition(lambda self: self.in_flight)
+    @rule(i=st.integers(0, 100))
+    def dead_letter(self, i):
+        offset = sorted(self.in_flight)[i % len(self.in_flight)]
+        msg_id, group, _ = self.in_flight.pop(offset)
+        assert self.order.dead_lettered(offset, self.hold)
+        if self.hold:
+            self.held[group] = msg_id
+        else:
+            self.settled.add(msg_id)
+
+    @precondition(lambda self: self.away)
+    @rule(i=st.integers(0, 100))
+    def republish(self, i):
+        msg_id, group, _ = self.away.pop(i % len(self.away))
+        assert self.order.offer(self.next_offset, msg_id, group, self.now) == "returned"
+        self.next_offset += 1
+
+    @precondition(lambda self: self.held)
+    @rule()
+    def redrive(self):
+        group, msg_id = self.held.popitem()
+        assert self.order.offer(self.next_offset, msg_id, group, self.now) == "returned"
+        self.next_offset += 1
+
+    @invariant()
+    def one_in_flight_per_group(self):
+        groups = [g for _, g, _ in self.in_flight.values()]
+        assert len(groups) == len(set(groups))
+        # a head that went away stays in flight until it is read again (or settled)
+        assert set(self.order.in_flight()) == set(self.in_flight) | {o for _, _, o in self.away}
+
+    @invariant()
+    def state_only_for_active_groups(self):
+        active = {g for g in self.groups
+                  if any(m not in self.settled for m in self.sent[g])}
+        assert len(self.order) <= len(active)
+
+    def teardown(self):
+        # Drain: everything comes back and is acked; every unheld message is handed out in order.
+        if not hasattr(self, "order"):
+            return
+        for _ in range(10_000):
+            while self.in_flight:
+                self.ack(0)
+            while self.away:
+                self.republish(0)
+            self.take(100, 0, 0)  # with every check of a take
+            if not self.in_flight:
+                break
+        for group, ids in self.sent.items():
+            if group in self.held:
+                continue
+            assert all(m in self.settled for m in ids), f"group {group!r} stuck"
+        assert len(self.order) == len(self.held)
+
+
+OrderedQueue.TestCase.settings = settings(max_examples=300, stateful_step_count=60, deadline=None)
+test_ordered_queue = OrderedQueue.TestCase
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups=st.lists(st.integers(0, 999), min_size=1, max_size=400), n=st.integers(1, 64))
+def test_many_groups_hand_out_in_send_order_and_leave_no_state(groups, n):
+    order = GroupOrder()
+    sent: dict[int, list[int]] = {}
+    for offset, g in enumerate(groups):
+        order.offer(offset, str(offset), str(g).encode(), 0)
+        sent.setdefault(g, []).append(offset)
+    got: dict[int, list[int]] = {}
+    while True:
+        taken = order.take(n, 0)
+        if not taken:
+            break
+        assert len({g for _, g in taken}) == len(taken)
+        for offset, g in taken:
+            got.setdefault(int(g), []).append(offset)
+            assert order.settled(offset)
+    assert got == sent
+    assert len(order) == 0 and order.waiting_records() == 0
+
+
+def test_hot_group_does_not_block_others():
+    order = GroupOrder()
+    for o in range(1000):
+        order.offer(o, f"h{o}", b"hot", 0)
+    for o in range(1000, 1010):
+        order.offer(o, f"c{o}", f"g{o}".encode(), 0)
+    taken = order.take(16, 0)
+    assert len(taken) == 11  # the hot group's head and every other group's
+    assert order.gauges(5) == {"groups_waiting": 0, "groups_in_flight": 11, "oldest_head_age_ms": 5}
+
+
+def test_give_back_makes_a_taken_head_first_again():
+    order = GroupOrder()
+    order.offer(0, "a0", b"a", 0)
+    order.offer(1, "a1", b"a", 0)
+    [(offset, _)] = order.take(1, 0)
+    order.give_back(offset)
+    assert order.take(5, 0) == [(0, b"a")]
+
+
+def test_read_twice_is_ignored():
+    order = GroupOrder()
+    assert order.offer(0, "a0", b"a", 0) == "queued"
+    assert order.offer(0, "a0", b"a", 0) == "known"
+    assert order.take(5, 0) == [(0, b"a")]
+
+
+def test_gauges_of_waiting_groups_and_head_age():
+    order = GroupOrder()
+    order.offer(0, "a0", b"a", 100)
+    order.offer(1, "b0", b"b", 300)
+    order.take(1, 400)  # a's head in flight
+    assert order.gauges(1100) == {"groups_waiting": 1, "groups_in_flight": 1, "oldest_head_age_ms": 1000}
+
+
+def test_bad_groups_and_dedup_ids_are_refused():
+    assert valid_group(b"") is None and valid_group(None) is None
+    assert valid_group(b"x" * (MAX_GROUP_BYTES + 1)) is None
+    assert valid_group(b"acct-42") == b"acct-42"
+    assert valid_dedup_id(b"y" * 129) is None and valid_dedup_id(b"txn") == b"txn"
+
+
+# -- deduplication -------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(sends=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400)), max_size=300),
+       window=st.integers(1, 500), cap=st.integers(1, 8))
+def test_dedup_keeps_the_first_of_each_window_and_stays_bounded(sends, window, cap):
+    dedup = Dedup(window, max_entries=cap)
+    ts = 0
+    accepted: dict[int, int] = {}  # id -> timestamp of the window's first
+    for i, (key, step) in enumerate(sends):
+        ts += step
+        first = dedup.check(str(key).encode(), f"m{i}", i, ts)
+        assert dedup.check(str(key).encode(), f"m{i}", i, ts) == first  # read again: the same
+        if first is not None:
+            # a duplicate only within the window of an accepted first of the same id
+            assert key in accepted and ts - accepted[key] < window
+            assert first.startswith("m")
+        else:
+            accepted[key] = ts
+        assert len(dedup) <= cap
+
+
+def test_dedup_across_senders_by_log_time():
+    dedup = Dedup(300_000)
+    assert dedup.check(b"txn-991", "first", 10, 1_000) is None
+    assert dedup.check(b"txn-991", "second", 11, 200_000) == "first"   # another process, same window
+    assert dedup.check(b"txn-991", "first", 10, 1_000) is None         # the first, read again
+    assert dedup.check(b"txn-991", "third", 12, 301_000) is None       # window passed: a new message
+    assert dedup.check(b"other", "x", 13, 301_000) is None
+    assert len(dedup) == 2
+
+
+def test_dedup_message_id_is_the_same_for_every_send():
+    a = dedup_message_id("payments", b"txn-991")
+    assert a == dedup_message_id("payments", b"txn-991")
+    assert a != dedup_message_id("payments2", b"txn-991") and a.startswith("d-")

@@ -1,0 +1,95 @@
+"""Ordered groups and dedup at the edges: queue settings, send arguments, headers kept."""
+
+import pytest
+
+import kmq
+from kmq.errors import ConfigError
+from kmq.protocol import envelope as V
+from kmq.protocol.entries import Cause
+from kmq.protocol.ordering import dedup_message_id
+from kmq.queue_config import QueueConfig
+
+client = kmq.Client("127.0.0.1:1", max_message_bytes=1000)  # nothing listens: nothing is written
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(ordering="fifo"), "ordering='fifo': use one of 'none', 'group'"),
+    (dict(ordering="group", spread=2), "ordering='group' needs spread=1"),
+    (dict(ordering="group", dispatch="partition"), "needs dispatch='shared'"),
+    (dict(dead_letter_head="skip"), "dead_letter_head='skip': use one of 'continue', 'hold'"),
+    (dict(dedup_window_s=0.5), "dedup_window_s=0.5 must be a number of seconds from 1 to 43200"),
+    (dict(dedup_window_s="5m"), "dedup_window_s"),
+])
+def test_bad_ordering_settings_name_the_field_and_the_fix(changes, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        QueueConfig().changed(**changes)
+
+
+def test_ordering_settings_default_and_round_trip():
+    cfg = QueueConfig()
+    assert (cfg.ordering, cfg.dead_letter_head, cfg.dedup_window_s) == ("none", "continue", 300.0)
+    new = cfg.changed(ordering="group", dead_letter_head="hold", dedup_window_s=60)
+    assert QueueConfig.decode(new.encode()) == new
+    assert new.changed(ordering=None, dead_letter_head=None, dedup_window_s=None).ordering == "none"
+
+
+def test_a_config_written_before_ordering_existed_decodes_with_the_defaults():
+    old = b'{"v": 1, "spread": 1, "dispatch": "shared"}'
+    assert QueueConfig.decode(old).ordering == "none"
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(group=""), "group='' must be a str or bytes of 1 to 128 bytes"),
+    (dict(group="g" * 129), "group="),
+    (dict(group=42), "group=42"),
+    (dict(dedup_id=b""), "dedup_id=b''"),
+    (dict(dedup_id="d" * 129), "dedup_id="),
+])
+def test_bad_group_or_dedup_id_raises_before_writing(kwargs, words):
+    with pytest.raises(ConfigError, match=words):
+        client.send("q", b"x", **kwargs)
+    assert client._producer is None
+
+
+def test_dedup_id_send_id_is_the_same_in_every_process():
+    assert dedup_message_id("payments", b"txn-991") == dedup_message_id("payments", "txn-991".encode())
+
+
+def _expire(headers, cause):
+    return V.after_expiry(headers, partition=0, offset=7, record_timestamp_ms=1, cause=cause,
+                          reason="", started_ms=1, now_ms=2, max_deliveries=3)
+
+
+def test_a_redelivery_keeps_its_group_but_not_its_dedup_id():
+    headers = [(V.ID, b"m1"), (V.GROUP, b"acct-42"), (V.DEDUP_ID, b"txn-991"), ("u", b"1")]
+    out = _expire(headers, Cause.TIMEOUT)
+    assert isinstance(out, V.Republish)
+    assert (V.GROUP, b"acct-42") in out.headers and not any(k == V.DEDUP_ID for k, _ in out.headers)
+    dead = _expire(headers, Cause.REJECTED)
+    assert (V.GROUP, b"acct-42") in dead.headers  # and so the redrive of the dead letter
+
+
+def test_a_redriven_message_keeps_its_group():
+    from kmq.ops.deadletters import _redriven_headers
+
+    class Letter:
+        id, offset = "m1", 9
+        raw_headers = [(V.ID, b"m1"), (V.GROUP, b"acct-42"), (V.DLQ_REASON, b"rejected")]
+    assert (V.GROUP, b"acct-42") in _redriven_headers(Letter())
+
+
+def test_the_redelivery_plan_names_an_ordered_queues_messages_that_were_not_republished():
+    from kmq.protocol import expiry
+    from kmq.protocol.markers import RangeRef
+    from kmq.protocol.state import Expiry
+
+    r = RangeRef("q", 0, 0, 4)
+    due = [Expiry(r, 0b1111, Cause.REJECTED, "bad", 0, 1),      # dead-lettered
+           Expiry(RangeRef("q", 0, 10, 12), 0b11, Cause.TIMEOUT, "", 0, 1)]  # republished
+    recs = {o: expiry.Record(b"v", [(V.ID, b"m%d" % o), (V.GROUP, b"g")], 1, b"q") for o in (0, 1, 2, 10, 11)}
+    reads = {0: expiry.PartitionRead(recs, end=20)}  # offset 3: gone (payload expired)
+    for ordered, want in ((True, [("q", 0, 0), ("q", 0, 1), ("q", 0, 2), ("q", 0, 3)]), (False, [])):
+        plan = expiry.plan(due, reads, now_ms=2, rules=lambda q: expiry.QueueRules(5, None, True, ordered),
+                           target_partition=lambda q: 0, dlq_partition=lambda q: 0, max_message_bytes=10**6,
+                           found=None, found_sends=None)
+        assert sorted(plan.ended) == want
