@@ -132,6 +132,32 @@ def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the
     asyncio.run(main())
 
 
+def test_the_fastapi_example_enqueues_from_a_request_handler_and_consumes_in_the_background(
+        settings, queue):
+    import importlib.util
+    from pathlib import Path
+
+    from fastapi.testclient import TestClient
+
+    from tests.conftest import wait_for
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_app.py"
+    spec = importlib.util.spec_from_file_location("fastapi_app", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    app = example.make_app(queue, settings)
+    with TestClient(app) as http:  # runs the lifespan: the client and the consumer task
+        ids = []
+        for i in range(10):
+            r = http.post(f"/orders/{queue}", content=b"order-%d" % i)
+            assert r.status_code == 202
+            ids.append(r.json()["id"])
+        wait_for(lambda: len(app.state.seen) >= 10, 60, what="the background consumer seeing all 10")
+        assert sorted(app.state.seen) == sorted(ids)
+        assert sorted(app.state.seen.values()) == sorted(b"order-%d" % i for i in range(10))
+
+
 def test_the_faust_example_sends_and_consumes_on_fausts_own_loop(settings, queue, tmp_path):
     import os
     import subprocess
