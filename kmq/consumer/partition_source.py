@@ -51,6 +51,7 @@ class PartitionSource:
         self._group_partitions: list[int] = []  # what the group gave us (all topics' partitions)
         self._group_metadata: Any = None  # for transactional offset commits
         self._subscribed = False
+        self._rebalances = 0  # assignments and revocations so far (they run inside poll/consume)
         c._log.wake_at = 1 << 62  # no refills to ask for: acks wait for the flush interval
         self._kc = KafkaConsumer({
             # Group timeouts and security of the profile (kmq.kafka.profiles).
@@ -73,7 +74,7 @@ class PartitionSource:
         if self._subscribed or self._c._queue_config.handover_pending:
             return
         self._kc.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                           on_lost=self._on_revoke)
+                           on_lost=self._on_lost)
         self._subscribed = True
 
     # -- fetching (the receiving thread) --------------------------------------------
@@ -88,12 +89,21 @@ class PartitionSource:
             if not self._subscribed:
                 c._stop.wait(min(timeout_s, 0.1))
                 return 0
+        rebalances = self._rebalances
         first = self._kc.poll(timeout_s)
         if first is None:
             return 0
         recs = [first]
         if room > 1:
             recs += self._kc.consume(room - 1, 0)
+        if self._rebalances != rebalances:
+            # A revocation ran inside this poll: records of partitions no longer ours go to
+            # their next owner, never to user code (acked here, they could not be committed,
+            # and the next owner would fetch and deliver them again).
+            assigned = self._assigned
+            recs = [r for r in recs if r.error() is not None or r.partition() in assigned]
+            if not recs:
+                return 0
         qkey = c._qkey
         # Ours by partition, in offset order; everything else (other queues on a
         # shared partition, error events) is rare and handled apart.
@@ -236,6 +246,7 @@ class PartitionSource:
     # -- group membership ---------------------------------------------------------------
 
     def _on_assign(self, kc: KafkaConsumer, partitions: list[TopicPartition]) -> None:
+        self._rebalances += 1
         self._group_partitions = [tp.partition for tp in partitions]
         self._assign(kc)
 
@@ -268,15 +279,24 @@ class PartitionSource:
                 self._group_metadata = kc.consumer_group_metadata()
         kc.assign(mine)
 
-    def _on_revoke(self, kc: KafkaConsumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, kc: KafkaConsumer, partitions: list[TopicPartition], lost: bool = False) -> None:
         # Commit what is durable before another member takes the partitions over.
+        self._rebalances += 1
         c = self._c
+        revoked = {tp.partition for tp in partitions}
         with c._lock:
+            forget = self._drop_unhanded(revoked)
+            if forget and not lost:
+                # The group's next owner fetches them again from the committed offset; our
+                # entries must not stay to be redelivered as well. Safe: every member revokes
+                # before the group assigns anew (eager protocol), so these ACKs reach the log
+                # before the next owner's STARTs (flushed below). A lost session's partitions
+                # may be fetched already: nothing is written then (duplicates, never a loss).
+                c._writer.send(forget, [], on_confirmed=_nothing)
             c._flush_settlements()
         c._writer.flush(5.0)
         with c._lock:
             self._advance_commits(asynchronous=False)
-            revoked = {tp.partition for tp in partitions}
             self._commits.drop(revoked)
             self._assigned -= revoked
             self._group_partitions = [p for p in self._group_partitions if p not in revoked]
@@ -284,6 +304,31 @@ class PartitionSource:
             kc.unassign()
         except Exception:  # already unassigned by a lost session
             pass
+
+    def _on_lost(self, kc: KafkaConsumer, partitions: list[TopicPartition]) -> None:
+        self._on_revoke(kc, partitions, lost=True)
+
+    def _drop_unhanded(self, revoked: set[int]) -> list[M.Marker]:
+        """Take the revoked partitions' messages not yet handed to user code out of the
+        ready queue (lock held); returns ACKs that make the tracker forget them."""
+        c = self._c
+        forget: list[M.Marker] = []
+        for held in c._ready:
+            if held.ref.partition not in revoked or held.handed == len(held.recs):
+                continue
+            dropped = [rel for rel in held.rels[held.handed:] if not held.state[rel]]
+            held.lapsed.update(dropped)  # no longer ours to settle or extend
+            held.outstanding -= len(held.recs) - held.handed
+            c._in_flight -= len(held.recs) - held.handed
+            held.handed = len(held.recs)
+            if held.outstanding <= 0:
+                c._held.pop(held.ref, None)
+            if dropped:
+                forget.append(M.Ack(held.ref, rels_mask(dropped, held.ref.length)))
+        keep = [h for h in c._ready if h.handed < len(h.recs)]
+        c._ready.clear()  # in place: the receiving call that ran this callback holds it
+        c._ready.extend(keep)
+        return forget
 
     @property
     def assignment(self) -> frozenset[int]:
@@ -332,3 +377,7 @@ def within_range_len(recs: list) -> list[list]:
             first = rec.offset()
         out[-1].append(rec)
     return out
+
+
+def _nothing() -> None:
+    pass
