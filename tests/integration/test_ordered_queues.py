@@ -27,9 +27,23 @@ def client(shared_settings):
         yield c
 
 
+def tracker_sees(tracker, queue: str, **expected) -> None:
+    """Wait until the tracker's settings view of ``queue`` has ``expected`` (settings reach
+    the tracker through the queues topic a moment after configure_queue returns)."""
+    def seen() -> bool:
+        try:
+            with urllib.request.urlopen(f"{tracker.url}/kmq/api/queues/{queue}", timeout=5) as r:
+                cfg = json.loads(r.read())["config"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return all(cfg.get(k) == v for k, v in expected.items())
+    wait_for(seen, 30, what=f"the tracker seeing {expected} for {queue}")
+
+
 @pytest.fixture
-def ordered(client, queue):
+def ordered(client, queue, tracker):
     client.configure_queue(queue, ordering="group", dispatch="shared")
+    tracker_sees(tracker, queue, ordering="group", dispatch="shared")
     return queue
 
 
@@ -143,8 +157,9 @@ def test_order_holds_when_a_consumer_is_killed_holding_heads(client, ordered, sh
 
 
 @pytest.mark.parametrize("policy", ["continue", "hold"])
-def test_a_dead_lettered_head(client, ordered, policy):
+def test_a_dead_lettered_head(client, ordered, policy, tracker):
     client.configure_queue(ordered, dead_letter_head=policy)
+    tracker_sees(tracker, ordered, dead_letter_head=policy)  # else the head's fate races it
     sent = send_groups(client, ordered, ["g"], 2)
     with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=30) as c:
         head = wait_for(lambda: c.receive(0.2), 30, what="the head")
@@ -176,9 +191,11 @@ c.close()
 
 
 @pytest.mark.parametrize("ordering", ["group", "none"])
-def test_a_dedup_id_sent_by_two_processes_is_delivered_once(client, queue, shared_settings, ordering):
+def test_a_dedup_id_sent_by_two_processes_is_delivered_once(client, queue, shared_settings, ordering,
+                                                              tracker):
     ordered = queue
     client.configure_queue(queue, ordering=ordering, dispatch="shared")
+    tracker_sees(tracker, queue, ordering=ordering, dispatch="shared")
     env = {**os.environ, **settings_env(shared_settings),
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     ids = [subprocess.run([sys.executable, "-c", SEND, ordered, f"copy-{i}"], env=env, check=True,
