@@ -16,6 +16,18 @@ from tests.integration.dlq import dead_letters
 pytestmark = pytest.mark.usefixtures("tracker")
 
 
+def load_example(name: str):
+    """A module of docs/examples, loaded from its file (docs/ is not a package to import)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
 @pytest.fixture
 def settings(shared_settings):
     return shared_settings.replace(max_processing_s=DEFAULT_MAX_PROCESSING_S)
@@ -105,15 +117,9 @@ def test_a_delayed_send_arrives_after_its_delay(settings, queue):
 
 def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the_background(
         settings, queue):
-    import importlib.util
-    from pathlib import Path
-
     from aiohttp.test_utils import TestClient, TestServer
 
-    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "aiohttp_app.py"
-    spec = importlib.util.spec_from_file_location("aiohttp_app", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("aiohttp_app")
 
     async def main():
         app = example.make_app(queue, settings)
@@ -134,17 +140,11 @@ def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the
 
 def test_the_fastapi_example_enqueues_from_a_request_handler_and_consumes_in_the_background(
         settings, queue):
-    import importlib.util
-    from pathlib import Path
-
     from fastapi.testclient import TestClient
 
     from tests.conftest import wait_for
 
-    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_app.py"
-    spec = importlib.util.spec_from_file_location("fastapi_app", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("fastapi_app")
 
     app = example.make_app(queue, settings)
     with TestClient(app) as http:  # runs the lifespan: the client and the consumer task

@@ -4,9 +4,6 @@ view every 2 s; it read the whole partition each time)."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 
 from confluent_kafka import Producer
 
@@ -15,19 +12,13 @@ from kmq.dev.devstack import TrackerProcess
 from kmq.ops.deadletters import CONTROL, CONTROL_OFFSET, dlq_partition
 from kmq.protocol import envelope
 from tests.conftest import wait_for
+from tests.integration.views import queue_detail
 
 QUEUE = "dl-view"
 
 
 def detail(t: TrackerProcess) -> dict | None:
-    """The queue's detail, or None while the tracker does not know the queue yet (404)."""
-    try:
-        with urllib.request.urlopen(f"{t.url}/kmq/api/queues/{QUEUE}", timeout=30) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
+    return queue_detail(t, QUEUE)
 
 
 def write(s, records: list[tuple[bytes, list]]) -> list[int]:

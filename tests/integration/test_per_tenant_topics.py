@@ -6,14 +6,12 @@ redeliveries or dead letters."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 
 import kmq
 from kmq.dev.devstack import TrackerProcess, settings_env
 from kmq.settings import Settings
 from tests.conftest import wait_for
+from tests.integration.views import queue_detail
 
 QUEUE = "orders"  # the same name in both deployments
 TOPIC_VARIABLES = ("KMQ_QUEUE_TOPIC", "KMQ_MARKERS_TOPIC", "KMQ_DLQ_TOPIC", "KMQ_QUEUES_TOPIC",
@@ -21,13 +19,7 @@ TOPIC_VARIABLES = ("KMQ_QUEUE_TOPIC", "KMQ_MARKERS_TOPIC", "KMQ_DLQ_TOPIC", "KMQ
 
 
 def detail(t: TrackerProcess) -> dict | None:
-    try:
-        with urllib.request.urlopen(f"{t.url}/kmq/api/queues/{QUEUE}", timeout=30) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
+    return queue_detail(t, QUEUE)
 
 
 def run_the_flow(s: Settings, tenant: str, n: int) -> None:

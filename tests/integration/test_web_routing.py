@@ -25,6 +25,15 @@ def get(url: str) -> dict | None:
         raise
 
 
+
+def partitions_split(w1, w2, partitions: int):
+    """(w1's, w2's) markers partitions once both are ready and together own all, else None."""
+    h1, h2 = w1.health(), w2.health()
+    if h1 and h2 and h1["partitions"] and h2["partitions"] and h1["ready"] and h2["ready"] and \
+            sorted(h1["partitions"] + h2["partitions"]) == list(range(partitions)):
+        return set(h1["partitions"]), set(h2["partitions"])
+    return None
+
 def test_a_non_owning_worker_answers_with_the_owners_numbers(make_settings, artifacts, tmp_path):
     s = make_settings(stats_refresh_ms=300, dispatch="partition")  # numbers without a shared read-ahead
     w1 = TrackerProcess(s, artifacts / "tracker-route-1.log")
@@ -35,11 +44,7 @@ def test_a_non_owning_worker_answers_with_the_owners_numbers(make_settings, arti
         w2.start(wait=False)
 
         def split():
-            h1, h2 = w1.health(), w2.health()
-            if h1 and h2 and h1["partitions"] and h2["partitions"] and h1["ready"] and h2["ready"] and \
-                    sorted(h1["partitions"] + h2["partitions"]) == list(range(s.markers_partitions)):
-                return set(h1["partitions"]), set(h2["partitions"])
-            return None
+            return partitions_split(w1, w2, s.markers_partitions)
         _, owned2 = wait_for(split, 120, interval_s=0.2, what="the partitions split over two workers")
         # One queue owned by each worker; ask worker 1 about worker 2's queue.
         names = (f"route-{i}" for i in range(1000))
@@ -107,11 +112,8 @@ def test_with_auth_on_workers_forward_a_credential_for_one_request_never_the_tok
         w2.start(wait=False)
 
         def split():
-            h1, h2 = w1.health(), w2.health()
-            if h1 and h2 and h1["partitions"] and h2["partitions"] and h1["ready"] and h2["ready"] and \
-                    sorted(h1["partitions"] + h2["partitions"]) == list(range(s.markers_partitions)):
-                return set(h2["partitions"])
-            return None
+            both = partitions_split(w1, w2, s.markers_partitions)
+            return both and both[1]
         owned2 = wait_for(split, 120, interval_s=0.2, what="the partitions split over two workers")
         names = (f"aroute-{i}" for i in range(1000))
         theirs = next(q for q in names if markers_partition(q, s.markers_partitions) in owned2)
