@@ -17,11 +17,21 @@ KIP-932's share-partition leader:
    From there on the messages are in flight exactly as if a consumer had STARTed them.
 
 Blocking librdkafka calls stay in this thread; the agent only posts events to it.
+
+Ownership ends cleanly (docs/shared-queues.md, "Dispatcher handover"): an ACQUIRE that
+lands after a successor's BEGIN is fenced, and a delivery written for it would hand out
+records the successor hands out again. So a worker's dispatcher writes nothing more to
+its partitions once a rebalance begins (:meth:`Dispatcher.quiesce`, awaited in the
+revocation callback and at shutdown, before the group can move them), and writes a
+delivery only for an ACQUIRE the broker acknowledged while the worker was certainly
+still a member of its group (``app.membership``: a worker removed without taking part
+in a rebalance).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue as queue_mod
 import random
 import threading
@@ -54,6 +64,7 @@ CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked f
 SWITCH_GRACE_MS = 3000
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
 ORDERED_MAX_GAP = 256  # offsets between two heads of one delivery, at most
+QUIESCE_FLUSH_S = 4.0  # how long a revocation waits for the ACQUIREs in flight to land
 
 
 @dataclass
@@ -79,24 +90,33 @@ class _Partition:
 class Dispatcher:
     """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
 
-    def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs]) -> None:
+    def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs],
+                 membership: Callable[[], float] = lambda: math.inf) -> None:
         self.settings = settings
+        # monotonic seconds until which this worker is certainly a member of its group
+        self._membership = membership
+        self._suspended = False  # a rebalance is under way: the tick timer's view is stale
         self._configs_factory = configs
         self._inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._parts: dict[int, _Partition] = {}
-        self._acked: list[list[_Batch]] = []   # ACQUIRE records the broker took: write their lanes
+        # ACQUIRE records the broker took (when, monotonic s; their batches): write their lanes
+        self._acked: list[tuple[float, list[_Batch]]] = []
         self._ahead: dict[int, Lookahead] = {}  # queue partition -> records read, not yet taken
         self._idle_since: dict[int, float] = {}  # assigned queue partitions without demand
         self._assigned: set[int] = set()
         self._ends: dict[int, int] = {}  # queue partition -> its end, as last read (EOF)
         self._errors: list[str] = []
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
-                      "bad-credits": 0, "acquire-errors": 0}
+                      "bad-credits": 0, "acquire-errors": 0, "begin-errors": 0,
+                      "lanes-withheld": 0}
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
+        # Epochs ended by a failed ACQUIRE: their later ACQUIREs went out on this producer
+        # before the next BEGIN, so they are applied and their lanes may still be written.
+        self._ended_epochs: set[int] = set()
         self._next_config_scan = 0.0
 
     # -- called from the event loop (the agent, the tick timer) -------------------------
@@ -112,12 +132,38 @@ class Dispatcher:
 
     def owned(self, partitions: set[int]) -> None:
         """The markers partitions this worker owns now (the tick timer says, every tick)."""
-        if partitions != set(self._parts):
+        if not self._suspended and partitions != set(self._parts):
             self._post(("owned", set(partitions)))
 
-    def revoke_all(self) -> None:
-        """A rebalance began: stop dispatching at once (another worker may begin soon)."""
-        self._post(("owned", set()))
+    def suspend(self) -> None:
+        """A rebalance began (event loop, before awaiting :meth:`quiesce`): until
+        :meth:`resume`, the tick timer's partitions are the old assignment's."""
+        self._suspended = True
+
+    def resume(self) -> None:
+        """The group assigned partitions anew: the tick timer's view holds again."""
+        self._suspended = False
+
+    def quiesce(self, timeout_s: float = QUIESCE_FLUSH_S + 1.0) -> bool:
+        """Stop dispatching and wait until every ACQUIRE written is in the log (blocking:
+        call from an executor). After it returns nothing more reaches the markers topic
+        from this dispatcher, so a successor's BEGIN lands after all of it. False if the
+        thread did not answer in time (the membership lease still stops its lanes)."""
+        self._suspended = True
+        if self._thread is None or not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        self._post(("quiesce", done))
+        return done.wait(timeout_s)
+
+    def drain(self, timeout_s: float = QUIESCE_FLUSH_S + 1.0) -> bool:
+        """Wait until every event posted before is handled and what was written so far is
+        acknowledged (blocking; tests and hand-overs). False if not within ``timeout_s``."""
+        if self._thread is None or not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        self._post(("drain", done))
+        return done.wait(timeout_s)
 
     def on_credit(self, markers_partition: int, credit: M.Credit) -> None:
         self._post(("credit", markers_partition, credit))
@@ -223,19 +269,48 @@ class Dispatcher:
                 self._own(event[1])
             elif kind == "ended":
                 self._ended(*event[1:])
+            elif kind == "quiesce":
+                self._quiesce()
+                event[1].set()
+            elif kind == "drain":
+                self._producer.flush(QUIESCE_FLUSH_S)
+                self._write_lanes()
+                event[1].set()
+
+    def _quiesce(self) -> None:
+        # ACQUIREs written so far land (their callbacks run) before anyone else begins;
+        # their lanes go out while their epochs are still ours. Then nothing is ours.
+        self._producer.flush(QUIESCE_FLUSH_S)
+        self._write_lanes()
+        self._floors.clear()
+        self._ended_epochs.clear()
+        self._own(set())
 
     def _own(self, partitions: set[int]) -> None:
         for m in list(self._parts):
             if m not in partitions:
                 del self._parts[m]  # revoked: its next owner begins anew
                 self._ordered.forget_partition(m)
+        if partitions - set(self._parts) and time.monotonic() >= self._membership():
+            return  # not certainly a member: the tick timer says again once it is
         for m in partitions:
             if m not in self._parts:
                 epoch = random.getrandbits(63) or 1
                 self._parts[m] = _Partition(epoch)
                 # Same producer as our ACQUIREs: everything we wrote before lands before it.
                 produce_when_room(self._producer, self.settings.markers_topic,
-                                  M.encode([M.Begin(epoch)]), None, partition=m)
+                                  M.encode([M.Begin(epoch)]), None, partition=m,
+                                  on_delivery=lambda err, _msg, m=m, epoch=epoch: self._begin_written(m, epoch, err))
+
+    def _begin_written(self, m: int, epoch: int, err: Any) -> None:
+        """A BEGIN that was not written is waited for in vain: the next tick begins anew."""
+        if err is None:
+            return
+        self.stats["begin-errors"] += 1
+        log.warning("markers partition %d: BEGIN not written (%s); beginning anew", m, err)
+        part = self._parts.get(m)
+        if part is not None and part.epoch == epoch:
+            del self._parts[m]
 
     def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
         part = self._parts.get(m)
@@ -300,6 +375,8 @@ class Dispatcher:
         return cfg
 
     def _dispatch(self) -> bool:
+        if time.monotonic() >= self._membership():
+            return False  # its lanes could not be written (app.membership)
         wants: dict[int, dict[bytes, Want]] = {}   # queue partition -> queue key -> Want
         owners: dict[str, tuple[_Partition, int]] = {}
         for m, part in self._parts.items():
@@ -481,7 +558,7 @@ class Dispatcher:
 
             def done(err: Any, _msg: Any, chunk: list[_Batch] = chunk) -> None:
                 if err is None:
-                    self._acked.append(chunk)
+                    self._acked.append((time.monotonic(), chunk))
                 else:
                     self._failed(m, chunk, err)
 
@@ -494,8 +571,8 @@ class Dispatcher:
         Rewinding the cursor to them would hand out again what later ACQUIREs (written)
         already did. Instead this epoch ends: the tick timer sees the partition missing and
         BEGINs anew, from the cursors the table keeps (every ACQUIRE that reached the log,
-        none that did not). ACQUIREs of the old epoch written before that BEGIN are applied
-        and their lanes written; later ones are fenced, and never acknowledged before it.
+        none that did not). ACQUIREs of the old epoch went out before that BEGIN on this
+        producer: they are applied and their lanes written (``_ended_epochs``).
         """
         self._errors.append(str(err))
         self.stats["acquire-errors"] += 1
@@ -505,6 +582,7 @@ class Dispatcher:
         part = self._parts.get(m)
         if part is not None and part.epoch == batches[0].delivery.epoch:
             del self._parts[m]
+            self._ended_epochs.add(part.epoch)
             self._ordered.forget_partition(m)  # the new epoch starts from the FLOORs in the table
 
     def _write_lanes(self) -> bool:
@@ -512,9 +590,18 @@ class Dispatcher:
             return False
         acked, self._acked = self._acked, []
         if TRACE:
-            log.info("TRACE lanes %d", sum(len(c) for c in acked))
+            log.info("TRACE lanes %d", sum(len(c) for _, c in acked))
         topic = self.settings.deliveries_topic
-        for chunk in acked:
+        epochs = {part.epoch for part in self._parts.values()} | self._ended_epochs
+        member_until = self._membership()
+        for acked_at, chunk in acked:
+            if chunk and (chunk[0].delivery.epoch not in epochs or acked_at >= member_until):
+                # Maybe fenced by a successor's BEGIN: its messages time out and go out again.
+                n = sum(b.delivery.count for b in chunk)
+                self.stats["lanes-withheld"] += n
+                log.warning("%d messages acquired but not delivered: the ACQUIRE landed after this "
+                            "worker's ownership could end (they time out and go out again)", n)
+                continue
             for b in chunk:
                 produce_when_room(self._producer, topic, D.encode(b.delivery), D.header_key(b.consumer_id),
                                   partition=b.lane)

@@ -17,13 +17,14 @@ idle TICKs, cost no write and are harmless to apply again.)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
 from agents.dispatcher import Dispatcher
 from agents.partitions import OwnedPartitions
 from agents.redeliver import Execution, Redeliverer
-from app import app, settings
+from app import app, membership, settings
 from app.topics import markers_topic
 from kmq.protocol import expiry
 from kmq.protocol import markers as M
@@ -38,7 +39,8 @@ LOG_APPEND_TIME = 1  # Kafka timestamp type: the broker stamped the record
 
 owned = OwnedPartitions(settings.markers_partitions)
 redeliverer = Redeliverer(settings, configs=lambda: QueueConfigs(settings, follow=True))
-dispatcher = Dispatcher(settings, configs=lambda: redeliverer.configs())
+dispatcher = Dispatcher(settings, configs=lambda: redeliverer.configs(),
+                        membership=membership.of_group(app.conf.id).valid_until)
 
 
 @app.task
@@ -50,8 +52,23 @@ async def warm_up_redeliverer() -> None:
 
 @app.on_partitions_revoked.connect
 async def _stop_dispatching(sender, *args, **kwargs) -> None:
-    # Before another worker takes a partition over and begins there.
-    dispatcher.revoke_all()
+    # Before this worker rejoins the group, so before another worker can take a partition
+    # over and begin there: every ACQUIRE of ours is in the log by then (agents/dispatcher.py).
+    dispatcher.suspend()
+    if not await asyncio.get_running_loop().run_in_executor(None, dispatcher.quiesce):
+        log.warning("the dispatcher did not stop in time; its membership lease holds back its deliveries")
+
+
+@app.on_partitions_assigned.connect
+async def _own_anew(sender, *args, **kwargs) -> None:
+    dispatcher.resume()  # the tick timer's assignment is the new one now
+
+
+@app.on_before_shutdown.connect
+async def _stop_dispatcher(sender, *args, **kwargs) -> None:
+    # Before the consumer leaves the group (Faust stops it after this signal).
+    await asyncio.get_running_loop().run_in_executor(None, dispatcher.quiesce)
+    dispatcher.stop()
 
 
 @app.agent(markers_topic, concurrency=1, name="track_markers")
@@ -128,6 +145,10 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
     applied = part.state.apply(marker, now_ms)
     if applied is not None and applied.what == Outcome.MALFORMED_MARKER:
         return applied.detail
+    if applied is not None and applied.what == Outcome.FENCED and isinstance(marker, M.Acquire):
+        # A dispatcher wrote after its successor began: tests and operators look for this.
+        log.warning("markers partition %d: ACQUIRE fenced (epoch %d, current %d): %s",
+                    part.partition, marker.epoch, part.state.epoch(), marker.range)
     if applied is not None:
         part.count(applied.queue, applied.what, applied.count)
     if isinstance(marker, M.Ack) and applied is not None and applied.count \

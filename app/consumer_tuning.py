@@ -16,14 +16,20 @@ the embedded broker undercounts for multi-record batches (BROKER.md:
 39,994 of 40,000 keys restored). ``highwaters`` is made to answer the true
 end (``kmq.kafka.offsets``), so recovery is exact with normal changelog batching.
 
+And heartbeats: aiokafka keeps no record of when its group membership was last
+confirmed; the dispatcher of shared queues needs it (``app.membership``), so each
+heartbeat answered with no error is noted there.
+
 This module is the one place that reaches into Faust's internals.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+from app import membership
 from kmq.kafka.offsets import true_end_offsets
 from kmq.settings import Settings
 
@@ -67,3 +73,24 @@ def apply(settings: Settings) -> None:
     thread_cls._create_worker_consumer = _create_worker_consumer
     thread_cls._highwaters = _highwaters
     thread_cls._kmq_tuned = True
+    _note_heartbeats()
+
+
+def _note_heartbeats() -> None:
+    """Note each heartbeat the coordinator answered with no error (app.membership)."""
+    from aiokafka.consumer.group_coordinator import GroupCoordinator
+    from aiokafka.protocol.group import HeartbeatRequest
+
+    original_send = GroupCoordinator._send_req
+
+    async def _send_req(self: Any, request: Any) -> Any:
+        sent_at = time.monotonic()
+        resp = await original_send(self, request)
+        # Only "no error": "rebalance in progress" is answered while the member may be
+        # on its way out (it has the rebalance timeout to rejoin, app/membership.py).
+        if isinstance(request, HeartbeatRequest) and resp.error_code == 0:
+            membership.of_group(self.group_id).heartbeat_ok(
+                sent_at, self._session_timeout_ms, self._rebalance_timeout_ms)
+        return resp
+
+    GroupCoordinator._send_req = _send_req

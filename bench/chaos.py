@@ -231,7 +231,8 @@ class Harness:
             client.close()
         result = self._account()
         result.update(chaos=chaos, drain=drain, config=asdict(cfg),
-                      elapsed_s=round(time.monotonic() - t0, 1))
+                      elapsed_s=round(time.monotonic() - t0, 1),
+                      tracker_warnings=tracker_warnings(sorted(self.work.glob("tracker*.log"))))
         (self.work / "events.json").write_text(json.dumps(self.events, indent=1))
         return result
 
@@ -450,6 +451,25 @@ class Harness:
                 "ok": not violations,
                 "processes": {e: sum(1 for c in self.children if c.ending == e)
                               for e in ("killed", "stopped", "crashed", "running")}}
+
+
+# Tracker log lines that explain a violation of the strict rule on shared queues
+# (agents/dispatcher.py): counted, with a few examples, in every result.
+TRACKER_WARNINGS = ("ACQUIRE fenced", "acquired but not delivered", "did not stop in time",
+                    "ACQUIRE record of")
+
+
+def tracker_warnings(paths: list[Path]) -> dict:
+    counts = dict.fromkeys(TRACKER_WARNINGS, 0)
+    examples: list[str] = []
+    for path in paths:
+        for line in path.read_text(errors="replace").splitlines():
+            for w in TRACKER_WARNINGS:
+                if w in line:
+                    counts[w] += 1
+                    if len(examples) < 5:
+                        examples.append(f"{path.name}: {line[-300:]}")
+    return {"counts": counts, "examples": examples}
 
 
 def run_chaos(settings: Settings, config: ChaosConfig, workdir: Path | None = None,

@@ -32,5 +32,5 @@ def run_chaos_in_ci(settings, cfg, artifacts, name: str) -> dict:
 
     result = run_chaos(settings, cfg, artifacts / name, say=print)
     (artifacts / f"{name}.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: result[k] for k in ("chaos", "drain", "accounting")}, indent=1))
+    print(json.dumps({k: result[k] for k in ("chaos", "drain", "accounting", "tracker_warnings")}, indent=1))
     return result

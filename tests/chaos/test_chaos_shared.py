@@ -33,8 +33,10 @@ def test_shared_queues_lose_nothing_under_unpaced_kills_restarts_joins_and_leave
     assert acc["sent"] == 4 * 600
     assert result["drain"]["stranded_queues"] == []
     assert acc["lost"] == 0, acc
-    assert acc["redelivered_after_durable_ack"] == 0, acc
-    assert acc["unexplained_duplicates"] == 0, acc
+    # A dispatcher writing after its successor began would show here (agents/dispatcher.py).
+    why = {"accounting": acc, "tracker_warnings": result["tracker_warnings"]}
+    assert acc["redelivered_after_durable_ack"] == 0, why
+    assert acc["unexplained_duplicates"] == 0, why
     assert acc["unexpected_ids"] == 0, acc
     assert acc["duplicates"] == acc["duplicates_after_kill"] + acc["duplicates_after_graceful_stop"]
     assert result["by_mode"]["shared"]["sent"] == 4 * 600

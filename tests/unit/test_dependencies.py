@@ -93,3 +93,20 @@ def test_the_attributes_consumer_tuning_patches_exist_with_the_shapes_it_assumes
     for attr, arg in (("_fetch_max_wait_ms", "fetch_max_wait_ms"), ("_isolation_level", "isolation_level")):
         assert f"self.{attr} = {arg}" in source, f"aiokafka no longer keeps {arg} in {attr}"
         assert f"{arg}=self.{attr}" in source, f"aiokafka no longer reads {attr} when it starts"
+
+
+def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
+    from aiokafka.consumer.group_coordinator import GroupCoordinator
+    from aiokafka.protocol.group import HeartbeatRequest
+
+    send = GroupCoordinator.__dict__.get("_send_req")
+    assert send is not None and inspect.iscoroutinefunction(send)
+    assert list(inspect.signature(send).parameters) == ["self", "request"]
+    heartbeat = inspect.getsource(GroupCoordinator._do_heartbeat)
+    assert "HeartbeatRequest(" in heartbeat and "self._send_req(request)" in heartbeat
+    assert "resp.error_code" in heartbeat
+    init = inspect.getsource(GroupCoordinator.__init__)
+    for attr in ("self._session_timeout_ms = session_timeout_ms",
+                 "self._rebalance_timeout_ms = rebalance_timeout_ms", "self.group_id = group_id"):
+        assert attr in init, f"aiokafka's GroupCoordinator no longer sets {attr}"
+    assert isinstance(HeartbeatRequest("g", 1, "m"), HeartbeatRequest)

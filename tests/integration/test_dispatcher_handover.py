@@ -1,0 +1,117 @@
+"""A shared queue's dispatcher hands its partitions over without writing after its successor
+began (agents/dispatcher.py, docs/shared-queues.md "Dispatcher handover").
+
+An ACQUIRE that lands after a successor's BEGIN is fenced, and a delivery written for it
+hands out records the successor hands out again: a message acked once comes back. The
+chaos run on shared queues saw it in CI (two ids acked, then delivered again, no kill).
+Here the dispatcher runs alone against the real broker, driven like the markers agent
+drives it, so what it writes is read back exactly:
+
+- after ``quiesce()`` (awaited in the revocation callback and at shutdown) it writes
+  nothing more, whatever the tick timer or the consumers say;
+- while the worker's membership lease has lapsed (app/membership.py) it neither begins
+  nor acquires, and it does again once the lease holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from confluent_kafka import Consumer, TopicPartition
+
+import kmq
+from agents.dispatcher import Dispatcher
+from kmq.protocol import deliveries as D
+from kmq.protocol import markers as M
+from kmq.protocol.placement import markers_partition
+from kmq.queue_config import QueueConfigs
+from tests.conftest import wait_for
+
+
+def _records(settings, topic: str, partition: int) -> list:
+    """Every record of one partition, read to its end."""
+    c = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": "handover-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        out = []
+        while True:
+            msg = c.poll(10)
+            assert msg is not None, f"no end of {topic}[{partition}] within 10 s"
+            if msg.error():
+                return out
+            out.append(msg)
+    finally:
+        c.close()
+
+
+def _markers(settings, m: int) -> list:
+    return [mk for r in _records(settings, settings.markers_topic, m) for mk in M.decode(r.value())]
+
+
+def _deliveries(settings, lane: int, consumer_id: str) -> list:
+    key = D.header_key(consumer_id)
+    return [D.decode(r.value()) for r in _records(settings, settings.deliveries_topic, lane) if r.key() == key]
+
+
+def _round(d: Dispatcher) -> None:
+    # An event is handled at the start of a round and acted on within it; the second drain
+    # comes after that round's writes, and its flush waits for them to be acknowledged.
+    assert d.drain() and d.drain()
+
+
+def test_after_quiesce_nothing_more_is_written_and_a_lapsed_lease_begins_and_acquires_nothing(
+        make_settings, queue):
+    settings = make_settings(dispatch="shared")
+    m = markers_partition(queue, settings.markers_partitions)
+    lease = [math.inf]
+    d = Dispatcher(settings, configs=lambda: QueueConfigs(settings, follow=True), membership=lambda: lease[0])
+    d.start()
+    client = kmq.Client(settings=settings)
+    try:
+        for i in range(20):
+            client.send(queue, f"m{i}".encode())
+        client.flush()
+
+        # A lapsed lease: no BEGIN.
+        lease[0] = 0.0
+        d.owned({m})
+        _round(d)
+        assert not [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)]
+
+        # The lease holds: BEGIN, and once the agent says it applied it, ACQUIRE + delivery.
+        lease[0] = math.inf
+        d.owned({m})
+        begins = wait_for(lambda: [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])
+        epoch = begins[-1].epoch
+        d.on_begin(m, epoch, {})
+        d.on_credit(m, M.Credit(queue, "c1", 0, 0, 0, 5, 60_000, 30_000))
+        got = wait_for(lambda: [x for x in _deliveries(settings, 0, "c1") if isinstance(x, D.Delivery)])
+        assert sum(x.count for x in got) == 5
+
+        # The lease lapses again: the consumer asks for more, nothing is acquired.
+        lease[0] = 0.0
+        written = len(_markers(settings, m))
+        d.on_credit(m, M.Credit(queue, "c1", 0, epoch, 1, 5, 60_000, 30_000))
+        _round(d)
+        assert len(_markers(settings, m)) == written
+        lease[0] = math.inf
+        wait_for(lambda: sum(x.count for x in _deliveries(settings, 0, "c1") if isinstance(x, D.Delivery)) == 10)
+
+        # A rebalance: quiesced, then neither the stale tick view nor credits write anything.
+        assert d.quiesce()
+        written = len(_markers(settings, m))
+        d.owned({m})
+        d.on_credit(m, M.Credit(queue, "c1", 0, epoch, 2, 5, 60_000, 30_000))
+        _round(d)
+        assert len(_markers(settings, m)) == written
+        assert sum(x.count for x in _deliveries(settings, 0, "c1") if isinstance(x, D.Delivery)) == 10
+
+        # Assigned anew: it begins a new epoch (and hands out only after that BEGIN is applied).
+        d.resume()
+        d.owned({m})
+        wait_for(lambda: len([mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)]) == 2)
+        assert d.stats["lanes-withheld"] == 0
+    finally:
+        d.stop()
+        client.close()
