@@ -16,7 +16,10 @@ KIP-932's share-partition leader:
    to the consumer's lane: a header and copies of the records (kmq.protocol.deliveries).
    From there on the messages are in flight exactly as if a consumer had STARTed them.
 
-Blocking librdkafka calls stay in this thread; the agent only posts events to it.
+Blocking librdkafka calls stay in this thread; the agent only posts events to it. The
+thread's reads are ``agents.dispatch_reader``'s, its writes ``agents.dispatch_lanes``'s,
+ordered queues' groups ``agents.ordered``'s; this module keeps who owns what and who
+asked for how much, and decides nothing the pure ``kmq.protocol.dispatch`` decides.
 
 Ownership ends cleanly (docs/shared-queues.md, "Dispatcher handover"): an ACQUIRE that
 lands after a successor's BEGIN is fenced, and a delivery written for it would hand out
@@ -39,14 +42,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-
-from agents.ordered import ORDERED_WINDOW_OFFSETS, OrderedQueues
-from kmq.kafka import profiles
-from kmq.kafka.backpressure import produce_when_room
+from agents.dispatch_lanes import Batch, LaneWriter, delivery_of
+from agents.dispatch_reader import QueueReader
+from agents.ordered import OrderedQueues
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
-from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out, read_from, refer, select
+from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out
 from kmq.protocol.placement import markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig, QueueConfigs, write_config
 from kmq.settings import Settings
@@ -54,8 +55,6 @@ from kmq.settings import Settings
 log = logging.getLogger("kmq.tracker.dispatcher")
 TRACE = bool(__import__("os").environ.get("KMQ_DISPATCH_TRACE"))
 
-CHUNK_RECORDS = 5000      # records read per partition per round, at most
-IDLE_UNASSIGN_S = 2.0     # a queue partition nobody wanted this long is no longer read
 IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be done
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
 # A queue switched to shared mode is dispatched only this long after the switch, so every
@@ -63,18 +62,7 @@ CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked f
 # look at their queue's settings every 0.5 s and act on the next fetch, within 0.5 s).
 SWITCH_GRACE_MS = 3000
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
-ORDERED_MAX_GAP = 256  # offsets between two heads of one delivery, at most
 QUIESCE_FLUSH_S = 4.0  # how long a revocation waits for the ACQUIREs in flight to land
-
-
-@dataclass
-class _Batch:
-    """One share of one queue: ACQUIREd, then written to the consumer's lane."""
-
-    consumer_id: str
-    lane: int
-    delivery: D.Delivery
-    records: list
 
 
 @dataclass
@@ -102,12 +90,6 @@ class Dispatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._parts: dict[int, _Partition] = {}
-        # ACQUIRE records the broker took (when, monotonic s; their batches): write their lanes
-        self._acked: list[tuple[float, list[_Batch]]] = []
-        self._ahead: dict[int, Lookahead] = {}  # queue partition -> records read, not yet taken
-        self._idle_since: dict[int, float] = {}  # assigned queue partitions without demand
-        self._assigned: set[int] = set()
-        self._ends: dict[int, int] = {}  # queue partition -> its end, as last read (EOF)
         self._errors: list[str] = []
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0, "acquire-errors": 0, "begin-errors": 0,
@@ -202,25 +184,10 @@ class Dispatcher:
     # -- the dispatcher thread -------------------------------------------------------------
 
     def _run(self) -> None:
-        self._producer = Producer({
-            **profiles.producer_config(self.settings),
-            "linger.ms": 1,
-            "message.max.bytes": self.settings.max_message_bytes + 4096,
-            "queue.buffering.max.kbytes": 256 * 1024,
-        })
-        self._reader = Consumer({
-            **profiles.client_config(self.settings),
-            "group.id": f"{self.settings.app_id}-dispatcher",  # never joins or commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": profiles.dispatcher_fetch_wait_ms(self.settings),
-            "fetch.queue.backoff.ms": 5,
-            "queued.max.messages.kbytes": 16 * 1024,
-        })
+        self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
+        self._reader = QueueReader(self.settings, TRACE)
         self._configs = self._configs_factory()
-        self._queue_parts = len(self._producer.list_topics(self.settings.queue_topic, timeout=10)
+        self._queue_parts = len(self._lanes.producer.list_topics(self.settings.queue_topic, timeout=10)
                                 .topics[self.settings.queue_topic].partitions)
         while not self._stop.is_set():
             try:
@@ -232,7 +199,7 @@ class Dispatcher:
             if not busy:
                 self._wake.wait(IDLE_WAIT_S)
                 self._wake.clear()
-        self._producer.flush(10)
+        self._lanes.producer.flush(10)
         self._reader.close()
 
     def _round(self) -> bool:
@@ -246,9 +213,14 @@ class Dispatcher:
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
             self._hand_over()
         busy |= self._dispatch()
-        self._producer.poll(0)
-        busy |= self._write_lanes()
+        self._lanes.producer.poll(0)
+        busy |= self._lanes.write_lanes(self._epochs())
         return busy
+
+    def _epochs(self) -> set[int]:
+        """Epochs whose acknowledged ACQUIREs are applied: the owned partitions', and those
+        ended by a failed ACQUIRE (their later ACQUIREs went out before the next BEGIN)."""
+        return {part.epoch for part in self._parts.values()} | self._ended_epochs
 
     def _drain_inbox(self) -> bool:
         got = False
@@ -273,15 +245,13 @@ class Dispatcher:
                 self._quiesce()
                 event[1].set()
             elif kind == "drain":
-                self._producer.flush(QUIESCE_FLUSH_S)
-                self._write_lanes()
+                self._lanes.settle_writes(self._epochs(), QUIESCE_FLUSH_S)
                 event[1].set()
 
     def _quiesce(self) -> None:
         # ACQUIREs written so far land (their callbacks run) before anyone else begins;
         # their lanes go out while their epochs are still ours. Then nothing is ours.
-        self._producer.flush(QUIESCE_FLUSH_S)
-        self._write_lanes()
+        self._lanes.settle_writes(self._epochs(), QUIESCE_FLUSH_S)
         self._floors.clear()
         self._ended_epochs.clear()
         self._own(set())
@@ -298,14 +268,10 @@ class Dispatcher:
                 epoch = random.getrandbits(63) or 1
                 self._parts[m] = _Partition(epoch)
                 # Same producer as our ACQUIREs: everything we wrote before lands before it.
-                produce_when_room(self._producer, self.settings.markers_topic,
-                                  M.encode([M.Begin(epoch)]), None, partition=m,
-                                  on_delivery=lambda err, _msg, m=m, epoch=epoch: self._begin_written(m, epoch, err))
+                self._lanes.begin(m, epoch, self._begin_failed)
 
-    def _begin_written(self, m: int, epoch: int, err: Any) -> None:
+    def _begin_failed(self, m: int, epoch: int, err: Any) -> None:
         """A BEGIN that was not written is waited for in vain: the next tick begins anew."""
-        if err is None:
-            return
         self.stats["begin-errors"] += 1
         log.warning("markers partition %d: BEGIN not written (%s); beginning anew", m, err)
         part = self._parts.get(m)
@@ -352,17 +318,10 @@ class Dispatcher:
             roster = part.rosters[c.queue] = Roster(part.epoch)
         slot = roster.slots.get(c.consumer_id)
         if roster.credit(c, int(time.monotonic() * 1000)) is None:
-            self._farewell(c, part.epoch, 0 if slot is None else slot.next_seq - 1)
+            self._lanes.farewell(c.consumer_id, c.lane, part.epoch, 0 if slot is None else slot.next_seq - 1,
+                                 self._epochs())
         if not roster.slots:
             del part.rosters[c.queue]
-
-    def _farewell(self, c: M.Credit, epoch: int, last_seq: int) -> None:
-        """Answer a goodbye on its lane, after every delivery already sent to it."""
-        self._producer.flush(10)  # our ACQUIREs are acknowledged, their callbacks queued
-        self._write_lanes()
-        produce_when_room(self._producer, self.settings.deliveries_topic,
-                          D.encode_farewell(D.Farewell(epoch, last_seq)), D.header_key(c.consumer_id),
-                          partition=c.lane)
 
     # -- reading and handing out ------------------------------------------------------------
 
@@ -398,90 +357,21 @@ class Dispatcher:
                         wants.setdefault(p, {})[q.encode()] = Want(q, cursor, read)
                     else:
                         wants.setdefault(p, {})[q.encode()] = Want(q, cursor, demand)
-        self._pause_idle(wants)
+        self._reader.release_idle(wants)
         if not wants:
             return False
-        out: dict[int, list[_Batch]] = {}
-        hungry = False
-        block = False
+        out: dict[int, list[Batch]] = {}
         ordered_q = {q for q, (_, _, cfg) in owners.items() if cfg.ordering == "group"}
-        for p, ws in wants.items():  # first from what was read ahead
-            ahead = self._ahead.setdefault(p, Lookahead())
-            start = read_from(ws.values())
-            if start is None:
-                continue  # only ordered queues with a full window: nothing to read
-            seek_to = ahead.plan(start)
-            if seek_to is not None:
-                self._point(p, seek_to)
-            select(ahead.records, ahead.position, ws)
-            hungry |= any(w.demand > 0 for w in ws.values())
-            # An ordered queue read to the partition's end waits for acks, not records:
-            # a fetch wait would hold back the heads its acks just freed.
-            block |= any(w.demand > 0 and (w.queue not in ordered_q or w.cursor < self._ends.get(p, 1 << 62))
-                         for w in ws.values())
-        records = []
-        if hungry:
-            # Heads of ordered groups freed by an ack go out now, not after a fetch wait.
-            wait_s = 0.0 if not block else 0.005 if self._acked else 0.05
-            records = self._reader.consume(CHUNK_RECORDS, wait_s)
-            if TRACE:
-                log.info("TRACE read %d %s", len(records), {p: (a.position, len(a.records)) for p, a in self._ahead.items()})
-            by_part: dict[int, list] = {}
-            for rec in records:
-                if rec.error() is None:
-                    by_part.setdefault(rec.partition(), []).append(rec)
-                    if rec.offset() >= self._ends.get(rec.partition(), 0):
-                        self._ends[rec.partition()] = rec.offset() + 1
-                elif rec.error().code() == KafkaError._PARTITION_EOF:
-                    self._ends[rec.partition()] = rec.offset()
-            for p, recs in by_part.items():
-                ahead = self._ahead.get(p)
-                if ahead is None or ahead.position is None or recs[0].offset() < ahead.position:
-                    continue  # fetched before a seek
-                ahead.add(recs)  # read ahead, also for a partition without demand this moment
-                if p in wants:
-                    select(recs, ahead.position, wants[p])
+        records_read = self._reader.read(wants, ordered_q, self._lanes.lanes_waiting)
         for p, ws in wants.items():
-            self._take(p, ws, owners, out, self._ahead[p])
-            self._ahead[p].trim(min(w.cursor for w in ws.values()))
+            self._take(p, ws, owners, out, self._reader.ahead[p])
+            self._reader.ahead[p].trim(min(w.cursor for w in ws.values()))
         for m in set(out) | set(self._floors):
-            self._acquire(m, out.get(m, []), self._floors.pop(m, []))
-        return bool(out) or bool(records)
-
-    def _pause_idle(self, wants: dict[int, dict[bytes, Want]]) -> None:
-        """Partitions nobody wanted for a while are let go (no prefetching for nothing).
-
-        Unassigned rather than paused: librdkafka resumed a paused partition's fetching
-        only after about a second here (measured: 20k msgs/s against 95k without pausing),
-        and not at the first moment without demand, which comes between every two credits.
-        """
-        now = time.monotonic()
-        for p in wants:
-            self._idle_since.pop(p, None)
-        idle = []
-        for p in self._assigned:
-            if p not in wants and now - self._idle_since.setdefault(p, now) >= IDLE_UNASSIGN_S:
-                idle.append(p)
-        if idle:
-            self._reader.incremental_unassign([TopicPartition(self.settings.queue_topic, p) for p in idle])
-            self._assigned.difference_update(idle)
-            for p in idle:
-                self._idle_since.pop(p, None)
-                ahead = self._ahead.get(p)
-                if ahead is not None:
-                    ahead.forget_position()
-
-    def _point(self, p: int, offset: int) -> None:
-        """Make the reader return partition ``p`` from ``offset`` on."""
-        tp = TopicPartition(self.settings.queue_topic, p, offset)
-        if p not in self._assigned:
-            self._reader.incremental_assign([tp])
-            self._assigned.add(p)
-        else:
-            self._reader.seek(tp)
+            self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed)
+        return bool(out) or bool(records_read)
 
     def _take(self, p: int, wants: dict[bytes, Want], owners: dict[str, tuple[_Partition, int]],
-              out: dict[int, list[_Batch]], ahead: Lookahead) -> None:
+              out: dict[int, list[Batch]], ahead: Lookahead) -> None:
         """Share what each queue took among its consumers; one batch (ACQUIRE) per share,
         handed out by reference where the queue dominates the range, else as copies."""
         now_ms = int(time.monotonic() * 1000)
@@ -489,7 +379,7 @@ class Dispatcher:
             part, m, cfg = owners[w.queue]
             roster = part.rosters[w.queue]
             if cfg.ordering == "group":
-                runs = self._hand_out_ordered((m, w.queue, p), w, roster, cfg, now_ms)
+                runs = self._ordered.hand_out((m, w.queue, p), w, roster, int(cfg.dedup_window_s * 1000), now_ms)
                 if runs:
                     # After this queue's ACQUIREs, in their record: the cursor a successor
                     # reads from goes back to the oldest record still waiting for its group.
@@ -501,71 +391,12 @@ class Dispatcher:
                                                             int(cfg.dedup_window_s * 1000))
                 runs = hand_out(w, roster)
             for slot, seq, run in runs:
-                start, end = run[0].offset(), run[-1].offset() + 1
-                ref = M.RangeRef(w.queue, p, start, end)
-                contiguous = len(run) == end - start
-                mask = ref.full_mask if contiguous else M.offsets_mask(start, [r.offset() for r in run])
-                # The consumer's reader fetches past the range (its read-ahead): a queue's short
-                # contiguous run among other tenants' records is copied, not referred.
-                run_bytes = sum(len(r) for r in run)
-                range_bytes = run_bytes if contiguous else ahead.bytes_between(start, end)
-                own_after, all_after = ahead.bytes_from(end, run[0].key(),
-                                                        D.REFERENCE_READ_AHEAD_BYTES - range_bytes)
-                # Records of the range the read-ahead no longer holds cannot be counted: copy.
-                held = bool(ahead.offsets) and ahead.offsets[0] <= start
-                by_ref = held and refer(run_bytes + own_after, range_bytes + all_after, D.REFERENCE_MIN_SHARE)
-                kind = D.REFERENCE if by_ref else D.COPY
-                d = D.Delivery(kind, part.epoch, seq, slot.timeout_ms, ref, mask)
-                out.setdefault(m, []).append(_Batch(slot.consumer_id, slot.lane, d, [] if by_ref else run))
-                self.stats["by-reference" if by_ref else "copied"] += len(run)
+                batch = delivery_of(run, w.queue, p, part.epoch, slot, seq, ahead)
+                out.setdefault(m, []).append(batch)
+                self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor
 
-    def _hand_out_ordered(self, key: tuple[int, str, int], w: Want, roster: Roster, cfg: QueueConfig,
-                          now_ms: int) -> list:
-        """An ordered queue: what was read goes to its groups; their heads go out."""
-        taken, w.taken = w.taken, []
-        if taken:  # what one ACQUIRE range can span: read no further than the window
-            limit = self._ordered.floor(key, taken[0].offset()) + ORDERED_WINDOW_OFFSETS
-            beyond = next((i for i, r in enumerate(taken) if r.offset() >= limit), None)
-            if beyond is not None:
-                w.cursor = taken[beyond].offset()
-                taken = taken[:beyond]
-        window_ms = int(cfg.dedup_window_s * 1000)
-        self._ordered.feed(key, taken, window_ms, now_ms)
-        heads = self._ordered.take(key, roster.demand(), now_ms)
-        runs = []
-        i = 0
-        for slot, k in roster.share(len(heads)):
-            # A delivery's range spans its heads' gaps, and its consumer and the tracker do
-            # work per offset of the span: cut where a gap is wide (a delivery costs too).
-            for run in _close_runs(heads[i:i + k], ORDERED_MAX_GAP):
-                runs.append((slot, roster.sent(slot, len(run)), run))
-            i += k
-        if i < len(heads):
-            self._ordered.give_back(key, heads[i:])
-        return runs
-
-    def _acquire(self, m: int, batches: list[_Batch], floors: list[M.Floor] = ()) -> None:
-        """One marker record of ACQUIREs (and the FLOORs of ordered queues after them); its
-        lanes are written once the broker has it."""
-        if TRACE:
-            log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
-        chunks = _record_chunks(batches) or [[]]
-        for i, chunk in enumerate(chunks):
-            tail = list(floors) if i == len(chunks) - 1 else []
-            value = M.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
-                                        b.delivery.epoch) for b in chunk] + tail)
-
-            def done(err: Any, _msg: Any, chunk: list[_Batch] = chunk) -> None:
-                if err is None:
-                    self._acked.append((time.monotonic(), chunk))
-                else:
-                    self._failed(m, chunk, err)
-
-            produce_when_room(self._producer, self.settings.markers_topic, value, None, partition=m,
-                              on_delivery=done)
-
-    def _failed(self, m: int, batches: list[_Batch], err: Any) -> None:
+    def _failed(self, m: int, batches: list[Batch], err: Any) -> None:
         """An ACQUIRE record was not written: its records were not handed out.
 
         Rewinding the cursor to them would hand out again what later ACQUIREs (written)
@@ -585,36 +416,6 @@ class Dispatcher:
             self._ended_epochs.add(part.epoch)
             self._ordered.forget_partition(m)  # the new epoch starts from the FLOORs in the table
 
-    def _write_lanes(self) -> bool:
-        if not self._acked:
-            return False
-        acked, self._acked = self._acked, []
-        if TRACE:
-            log.info("TRACE lanes %d", sum(len(c) for _, c in acked))
-        topic = self.settings.deliveries_topic
-        epochs = {part.epoch for part in self._parts.values()} | self._ended_epochs
-        member_until = self._membership()
-        for acked_at, chunk in acked:
-            if chunk and (chunk[0].delivery.epoch not in epochs or acked_at >= member_until):
-                # Maybe fenced by a successor's BEGIN: its messages time out and go out again.
-                n = sum(b.delivery.count for b in chunk)
-                self.stats["lanes-withheld"] += n
-                log.warning("%d messages acquired but not delivered: the ACQUIRE landed after this "
-                            "worker's ownership could end (they time out and go out again)", n)
-                continue
-            for b in chunk:
-                produce_when_room(self._producer, topic, D.encode(b.delivery), D.header_key(b.consumer_id),
-                                  partition=b.lane)
-                key = b.consumer_id.encode()
-                for rec in b.records:
-                    ts = rec.timestamp()[1]
-                    produce_when_room(self._producer, topic, rec.value(), key, partition=b.lane,
-                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0)
-                self.stats["dispatched"] += b.delivery.count
-                self.stats["deliveries"] += 1
-        self._producer.poll(0)
-        return True
-
     # -- shared -> partition --------------------------------------------------------------
 
     def _hand_over(self) -> None:
@@ -628,8 +429,9 @@ class Dispatcher:
             if part is None or not part.ready:
                 continue
             part.rosters.pop(q, None)
-            self._producer.flush(10)  # our ACQUIREs of it are in the log (and applied first)
-            self._poll_until_lanes_written()
+            # Our ACQUIREs of it are in the log (applied first), their lanes written.
+            self._lanes.settle_writes(self._epochs(), 10)
+            self._lanes.producer.flush(10)
             spread = queue_partitions(q, self._queue_parts, cfg.spread)
             handover = {p: part.cursors[(q, p)] for p in spread if (q, p) in part.cursors}
             new = QueueConfig(**{**cfg.__dict__, "handover": {**cfg.handover, **handover},
@@ -637,33 +439,3 @@ class Dispatcher:
             write_config(self.settings, q, new)
             self._configs.put_local(q, new)
             log.info("queue %s: handed over to its consumer group at %s", q, handover)
-
-    def _poll_until_lanes_written(self) -> None:
-        self._producer.poll(0)
-        self._write_lanes()
-        self._producer.flush(10)
-
-
-def _close_runs(records: list, max_gap: int) -> list[list]:
-    """Records in offset order cut where more than ``max_gap`` offsets lie between two."""
-    out: list[list] = []
-    for rec in records:
-        if out and rec.offset() - out[-1][-1].offset() <= max_gap:
-            out[-1].append(rec)
-        else:
-            out.append([rec])
-    return out
-
-
-def _record_chunks(batches: list[_Batch]) -> list[list[_Batch]]:
-    """Batches cut so that each chunk's ACQUIREs fit one marker record (the codec's limits)."""
-    out: list[list[_Batch]] = []
-    offsets = M.MAX_RECORD_OFFSETS + 1
-    for b in batches:
-        n = b.delivery.range.length
-        if offsets + n > M.MAX_RECORD_OFFSETS or len(out[-1]) >= 1000:
-            out.append([])
-            offsets = 0
-        out[-1].append(b)
-        offsets += n
-    return out

@@ -16,11 +16,13 @@ from typing import Any
 
 from kmq.protocol import envelope
 from kmq.protocol.limits import MAX_RANGE_LEN
+from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.ordering import Dedup, GroupOrder, valid_dedup_id, valid_group
 
 # An ordered queue is read at most this many offsets past its oldest record waiting for
 # its group: one ACQUIRE range spans the heads handed out, and state stays bounded.
 ORDERED_WINDOW_OFFSETS = MAX_RANGE_LEN - 1
+ORDERED_MAX_GAP = 256  # offsets between two heads of one delivery, at most
 
 Key = tuple[int, str, int]  # (markers partition, queue, queue partition)
 
@@ -166,3 +168,38 @@ class OrderedQueues:
             mine["groups_in_flight"] += g["groups_in_flight"]
             mine["oldest_head_age_ms"] = max(mine["oldest_head_age_ms"], g["oldest_head_age_ms"])
         return out
+
+    def hand_out(self, key: Key, w: Want, roster: Roster, dedup_window_ms: int, now_ms: int) -> list:
+        """What was read of an ordered queue goes to its groups; their heads go out, as
+        (slot, seq, records) runs like ``kmq.protocol.dispatch.hand_out``'s."""
+        taken, w.taken = w.taken, []
+        if taken:  # what one ACQUIRE range can span: read no further than the window
+            limit = self.floor(key, taken[0].offset()) + ORDERED_WINDOW_OFFSETS
+            beyond = next((i for i, r in enumerate(taken) if r.offset() >= limit), None)
+            if beyond is not None:
+                w.cursor = taken[beyond].offset()
+                taken = taken[:beyond]
+        self.feed(key, taken, dedup_window_ms, now_ms)
+        heads = self.take(key, roster.demand(), now_ms)
+        runs = []
+        i = 0
+        for slot, k in roster.share(len(heads)):
+            # A delivery's range spans its heads' gaps, and its consumer and the tracker do
+            # work per offset of the span: cut where a gap is wide (a delivery costs too).
+            for run in _close_runs(heads[i:i + k], ORDERED_MAX_GAP):
+                runs.append((slot, roster.sent(slot, len(run)), run))
+            i += k
+        if i < len(heads):
+            self.give_back(key, heads[i:])
+        return runs
+
+
+def _close_runs(records: list, max_gap: int) -> list[list]:
+    """Records in offset order cut where more than ``max_gap`` offsets lie between two."""
+    out: list[list] = []
+    for rec in records:
+        if out and rec.offset() - out[-1][-1].offset() <= max_gap:
+            out[-1].append(rec)
+        else:
+            out.append([rec])
+    return out

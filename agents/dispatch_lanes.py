@@ -1,0 +1,168 @@
+"""The dispatcher's writes: BEGIN and ACQUIRE records to the markers topic, and the
+deliveries they open on the consumers' lanes (agents/dispatcher.py, steps 1, 3 and 4).
+
+One idempotent producer, in the dispatcher's thread, so everything it writes to a
+markers partition lands in the order written (a BEGIN after the ACQUIREs before it).
+A delivery is written only once the broker has its ACQUIRE, and only if no successor
+can have begun before that ACQUIRE landed: its epoch is still this worker's and the
+broker acknowledged it inside the worker's membership lease (app/membership.py).
+Otherwise the messages stay in flight with nobody holding them and time out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from confluent_kafka import Producer
+
+from kmq.kafka import profiles
+from kmq.kafka.backpressure import produce_when_room
+from kmq.protocol import deliveries as D
+from kmq.protocol import markers as M
+from kmq.protocol.dispatch import ConsumerSlot, Lookahead, refer
+from kmq.settings import Settings
+
+log = logging.getLogger("kmq.tracker.dispatcher")
+
+MAX_ACQUIRES_PER_RECORD = 1000
+
+
+@dataclass
+class Batch:
+    """One share of one queue: ACQUIREd, then written to the consumer's lane."""
+
+    consumer_id: str
+    lane: int
+    delivery: D.Delivery
+    records: list  # copies to write; empty for a delivery by reference
+
+
+def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, seq: int,
+                ahead: Lookahead) -> Batch:
+    """One consumer's share (``run``, records of ``queue`` on partition ``p`` in offset order)
+    as a delivery: by reference where the queue dominates what the consumer's reader would
+    fetch for it (the range and its read-ahead), else as copies."""
+    start, end = run[0].offset(), run[-1].offset() + 1
+    ref = M.RangeRef(queue, p, start, end)
+    contiguous = len(run) == end - start
+    mask = ref.full_mask if contiguous else M.offsets_mask(start, [r.offset() for r in run])
+    # The consumer's reader fetches past the range (its read-ahead): a queue's short
+    # contiguous run among other tenants' records is copied, not referred.
+    run_bytes = sum(len(r) for r in run)
+    range_bytes = run_bytes if contiguous else ahead.bytes_between(start, end)
+    own_after, all_after = ahead.bytes_from(end, run[0].key(), D.REFERENCE_READ_AHEAD_BYTES - range_bytes)
+    # Records of the range the read-ahead no longer holds cannot be counted: copy.
+    held = bool(ahead.offsets) and ahead.offsets[0] <= start
+    by_ref = held and refer(run_bytes + own_after, range_bytes + all_after, D.REFERENCE_MIN_SHARE)
+    d = D.Delivery(D.REFERENCE if by_ref else D.COPY, epoch, seq, slot.timeout_ms, ref, mask)
+    return Batch(slot.consumer_id, slot.lane, d, [] if by_ref else run)
+
+
+class LaneWriter:
+    """Writes BEGINs, ACQUIREs (with FLOORs) and, once acknowledged, their deliveries."""
+
+    def __init__(self, settings: Settings, stats: dict, membership: Callable[[], float],
+                 trace: bool = False) -> None:
+        self.settings = settings
+        self.stats = stats
+        self._membership = membership
+        self._trace = trace
+        self.producer = Producer({
+            **profiles.producer_config(settings),
+            "linger.ms": 1,
+            "message.max.bytes": settings.max_message_bytes + 4096,
+            "queue.buffering.max.kbytes": 256 * 1024,
+        })
+        # ACQUIRE records the broker took (when, monotonic s; their batches): lanes to write
+        self._acked: list[tuple[float, list[Batch]]] = []
+
+    @property
+    def lanes_waiting(self) -> bool:
+        return bool(self._acked)
+
+    def begin(self, m: int, epoch: int, on_error: Callable[[int, int, Any], None]) -> None:
+        """BEGIN(epoch) on markers partition ``m``, after everything written before."""
+        produce_when_room(self.producer, self.settings.markers_topic, M.encode([M.Begin(epoch)]), None,
+                          partition=m,
+                          on_delivery=lambda err, _msg: None if err is None else on_error(m, epoch, err))
+
+    def acquire(self, m: int, batches: list[Batch], floors: list[M.Floor],
+                on_failed: Callable[[int, list[Batch], Any], None]) -> None:
+        """Marker records of ACQUIREs (the FLOORs of ordered queues after them); their lanes
+        are written by :meth:`write_lanes` once the broker has them."""
+        if self._trace:
+            log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
+        chunks = _record_chunks(batches) or [[]]
+        for i, chunk in enumerate(chunks):
+            tail = list(floors) if i == len(chunks) - 1 else []
+            value = M.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
+                                        b.delivery.epoch) for b in chunk] + tail)
+
+            def done(err: Any, _msg: Any, chunk: list[Batch] = chunk) -> None:
+                if err is None:
+                    self._acked.append((time.monotonic(), chunk))
+                else:
+                    on_failed(m, chunk, err)
+
+            produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
+                              on_delivery=done)
+
+    def write_lanes(self, epochs: set[int]) -> bool:
+        """Write the deliveries of acknowledged ACQUIREs of ``epochs`` (still this worker's)."""
+        if not self._acked:
+            return False
+        acked, self._acked = self._acked, []
+        if self._trace:
+            log.info("TRACE lanes %d", sum(len(c) for _, c in acked))
+        topic = self.settings.deliveries_topic
+        member_until = self._membership()
+        for acked_at, chunk in acked:
+            if chunk and (chunk[0].delivery.epoch not in epochs or acked_at >= member_until):
+                # Maybe fenced by a successor's BEGIN: its messages time out and go out again.
+                n = sum(b.delivery.count for b in chunk)
+                self.stats["lanes-withheld"] += n
+                log.warning("%d messages acquired but not delivered: the ACQUIRE landed after this "
+                            "worker's ownership could end (they time out and go out again)", n)
+                continue
+            for b in chunk:
+                produce_when_room(self.producer, topic, D.encode(b.delivery), D.header_key(b.consumer_id),
+                                  partition=b.lane)
+                key = b.consumer_id.encode()
+                for rec in b.records:
+                    ts = rec.timestamp()[1]
+                    produce_when_room(self.producer, topic, rec.value(), key, partition=b.lane,
+                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0)
+                self.stats["dispatched"] += b.delivery.count
+                self.stats["deliveries"] += 1
+        self.producer.poll(0)
+        return True
+
+    def farewell(self, consumer_id: str, lane: int, epoch: int, last_seq: int, epochs: set[int]) -> None:
+        """Answer a goodbye on its lane, after every delivery already sent to it."""
+        self.producer.flush(10)  # our ACQUIREs are acknowledged, their callbacks queued
+        self.write_lanes(epochs)
+        produce_when_room(self.producer, self.settings.deliveries_topic,
+                          D.encode_farewell(D.Farewell(epoch, last_seq)), D.header_key(consumer_id),
+                          partition=lane)
+
+    def settle_writes(self, epochs: set[int], timeout_s: float) -> None:
+        """Wait until everything written is acknowledged; write the lanes that opened."""
+        self.producer.flush(timeout_s)
+        self.write_lanes(epochs)
+
+
+def _record_chunks(batches: list[Batch]) -> list[list[Batch]]:
+    """Batches cut so that each chunk's ACQUIREs fit one marker record (the codec's limits)."""
+    out: list[list[Batch]] = []
+    offsets = M.MAX_RECORD_OFFSETS + 1
+    for b in batches:
+        n = b.delivery.range.length
+        if offsets + n > M.MAX_RECORD_OFFSETS or len(out[-1]) >= MAX_ACQUIRES_PER_RECORD:
+            out.append([])
+            offsets = 0
+        out[-1].append(b)
+        offsets += n
+    return out
