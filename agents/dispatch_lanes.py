@@ -7,6 +7,14 @@ A delivery is written only once the broker has its ACQUIRE, and only if no succe
 can have begun before that ACQUIRE landed: its epoch is still this worker's and the
 broker acknowledged it inside the worker's membership lease (app/membership.py).
 Otherwise the messages stay in flight with nobody holding them and time out.
+
+No gaps: the cursor a successor begins from is the highest ACQUIRE applied, so an
+ACQUIRE that failed (a message timeout in a broker outage) while a later one of the
+same partition was written would leave records below the cursor that nobody has:
+lost. librdkafka's idempotent producer writes on after such a failure unless
+``enable.gapless.guarantee`` is set; with it, the failure is fatal and every later
+write fails too, so the epoch ends (``Dispatcher._failed``) with nothing skipped, and
+the dispatcher starts a new writer (:attr:`LaneWriter.fatal`).
 """
 
 from __future__ import annotations
@@ -75,9 +83,20 @@ class LaneWriter:
             "linger.ms": 1,
             "message.max.bytes": settings.max_message_bytes + 4096,
             "queue.buffering.max.kbytes": 256 * 1024,
+            "enable.gapless.guarantee": True,  # see the module docstring
         })
         # ACQUIRE records the broker took (when, monotonic s; their batches): lanes to write
         self._acked: list[tuple[float, list[Batch]]] = []
+        self.fatal = False  # the producer failed for good: replace this writer
+
+    def adopt(self, old: "LaneWriter") -> None:
+        """Take over the lanes a failed writer still owed (their ACQUIREs are in the log)."""
+        self._acked = old._acked + self._acked
+        old._acked = []
+
+    def _note(self, err: Any) -> None:
+        if err is not None and err.fatal():
+            self.fatal = True
 
     @property
     def lanes_waiting(self) -> bool:
@@ -87,7 +106,12 @@ class LaneWriter:
         """BEGIN(epoch) on markers partition ``m``, after everything written before."""
         produce_when_room(self.producer, self.settings.markers_topic, M.encode([M.Begin(epoch)]), None,
                           partition=m,
-                          on_delivery=lambda err, _msg: None if err is None else on_error(m, epoch, err))
+                          on_delivery=lambda err, _msg: None if err is None else self._begin_failed(
+                              m, epoch, err, on_error))
+
+    def _begin_failed(self, m: int, epoch: int, err: Any, on_error: Callable[[int, int, Any], None]) -> None:
+        self._note(err)
+        on_error(m, epoch, err)
 
     def acquire(self, m: int, batches: list[Batch], floors: list[M.Floor],
                 on_failed: Callable[[int, list[Batch], Any], None]) -> None:
@@ -105,6 +129,7 @@ class LaneWriter:
                 if err is None:
                     self._acked.append((time.monotonic(), chunk))
                 else:
+                    self._note(err)
                     on_failed(m, chunk, err)
 
             produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
@@ -128,17 +153,25 @@ class LaneWriter:
                             "worker's ownership could end (they time out and go out again)", n)
                 continue
             for b in chunk:
+                # A lane write that fails loses nothing (the messages time out), but it ends
+                # this producer all the same (no gaps): noted, so a new writer takes over.
                 produce_when_room(self.producer, topic, D.encode(b.delivery), D.header_key(b.consumer_id),
-                                  partition=b.lane)
+                                  partition=b.lane, on_delivery=self._lane_written)
                 key = b.consumer_id.encode()
                 for rec in b.records:
                     ts = rec.timestamp()[1]
                     produce_when_room(self.producer, topic, rec.value(), key, partition=b.lane,
-                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0)
+                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0,
+                                      on_delivery=self._lane_written)
                 self.stats["dispatched"] += b.delivery.count
                 self.stats["deliveries"] += 1
         self.producer.poll(0)
         return True
+
+    def _lane_written(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.stats["lane-errors"] += 1
+            self._note(err)
 
     def farewell(self, consumer_id: str, lane: int, epoch: int, last_seq: int, epochs: set[int]) -> None:
         """Answer a goodbye on its lane, after every delivery already sent to it."""
@@ -146,7 +179,7 @@ class LaneWriter:
         self.write_lanes(epochs)
         produce_when_room(self.producer, self.settings.deliveries_topic,
                           D.encode_farewell(D.Farewell(epoch, last_seq)), D.header_key(consumer_id),
-                          partition=lane)
+                          partition=lane, on_delivery=self._lane_written)
 
     def settle_writes(self, epochs: set[int], timeout_s: float) -> None:
         """Wait until everything written is acknowledged; write the lanes that opened."""

@@ -93,7 +93,7 @@ class Dispatcher:
         self._errors: list[str] = []
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0, "acquire-errors": 0, "begin-errors": 0,
-                      "lanes-withheld": 0}
+                      "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0}
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
         # Epochs ended by a failed ACQUIRE: their later ACQUIREs went out on this producer
@@ -204,6 +204,8 @@ class Dispatcher:
 
     def _round(self) -> bool:
         """One pass: events in, expired leases out, reads and dispatches. True if it did work."""
+        if self._lanes.fatal:
+            self._replace_writer()
         busy = self._drain_inbox()
         now_ms = int(time.monotonic() * 1000)
         for part in self._parts.values():
@@ -216,6 +218,20 @@ class Dispatcher:
         self._lanes.producer.poll(0)
         busy |= self._lanes.write_lanes(self._epochs())
         return busy
+
+    def _replace_writer(self) -> None:
+        """The producer failed for good: every write after the failure failed too, so each
+        partition's epoch ended (``_failed``); a new producer begins them anew."""
+        old = self._lanes
+        old.producer.flush(QUIESCE_FLUSH_S)  # its last callbacks: failures, or lanes owed
+        self.stats["writers-replaced"] += 1
+        log.warning("the dispatcher's producer failed for good; its partitions begin anew on a new one")
+        for m, part in list(self._parts.items()):  # begun anew, after everything old
+            del self._parts[m]
+            self._ended_epochs.add(part.epoch)  # its acknowledged ACQUIREs' lanes are still owed
+            self._ordered.forget_partition(m)
+        self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
+        self._lanes.adopt(old)
 
     def _epochs(self) -> set[int]:
         """Epochs whose acknowledged ACQUIREs are applied: the owned partitions', and those

@@ -115,3 +115,48 @@ def test_after_quiesce_nothing_more_is_written_and_a_lapsed_lease_begins_and_acq
     finally:
         d.stop()
         client.close()
+
+
+def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(make_settings, queue):
+    """librdkafka's gapless guarantee makes a failed ACQUIRE fatal for the producer (no later
+    write can land past it, agents/dispatch_lanes.py). The fatal error itself needs a broker
+    outage longer than the delivery timeout; here the writer is marked failed as its error
+    callback would, and the dispatcher must begin anew on a new producer and go on."""
+    settings = make_settings(dispatch="shared")
+    m = markers_partition(queue, settings.markers_partitions)
+    d = Dispatcher(settings, configs=lambda: QueueConfigs(settings, follow=True))
+    d.start()
+    client = kmq.Client(settings=settings)
+    try:
+        for i in range(10):
+            client.send(queue, f"m{i}".encode())
+        client.flush()
+        d.owned({m})
+        first = wait_for(lambda: [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])[-1].epoch
+        d.on_begin(m, first, {})
+        d.on_credit(m, M.Credit(queue, "c1", 0, 0, 0, 5, 60_000, 30_000))
+        wait_for(lambda: sum(x.count for x in _deliveries(settings, 0, "c1") if isinstance(x, D.Delivery)) == 5)
+
+        d._lanes.fatal = True  # what LaneWriter._note records for a fatal delivery error
+        _round(d)
+        assert d.stats["writers-replaced"] == 1
+        d.owned({m})  # the tick timer, next tick: the partition is no longer begun
+        begins = wait_for(lambda: [mk.epoch for mk in _markers(settings, m) if isinstance(mk, M.Begin)][1:])
+        assert begins[0] != first
+        cursors = {(queue, p): 0 for p in range(settings.queue_partitions)}
+        cursors.update({(a.range.queue, a.range.partition): a.range.end
+                        for a in _markers(settings, m) if isinstance(a, M.Acquire)})  # the table's view
+        d.on_begin(m, begins[0], cursors)
+        d.on_credit(m, M.Credit(queue, "c1", 0, begins[0], 0, 5, 60_000, 30_000))
+        got = wait_for(lambda: [x for x in _deliveries(settings, 0, "c1")
+                                if isinstance(x, D.Delivery) and x.epoch == begins[0]])
+        assert sum(x.count for x in got) == 5  # the other five, on the new producer
+
+        def handed(epoch):
+            return {(x.range.partition, o) for x in _deliveries(settings, 0, "c1")
+                    if isinstance(x, D.Delivery) and x.epoch == epoch
+                    for o in M.mask_offsets(x.range.start, x.mask)}
+        assert not handed(first) & handed(begins[0]) and len(handed(first) | handed(begins[0])) == 10
+    finally:
+        d.stop()
+        client.close()
