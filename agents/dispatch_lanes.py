@@ -29,6 +29,7 @@ from confluent_kafka import Producer
 from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
 from kmq.protocol import deliveries as D
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import ConsumerSlot, Lookahead, refer
 from kmq.settings import Settings
@@ -104,7 +105,7 @@ class LaneWriter:
 
     def begin(self, m: int, epoch: int, on_error: Callable[[int, int, Any], None]) -> None:
         """BEGIN(epoch) on markers partition ``m``, after everything written before."""
-        produce_when_room(self.producer, self.settings.markers_topic, M.encode([M.Begin(epoch)]), None,
+        produce_when_room(self.producer, self.settings.markers_topic, marker_codec.encode([M.Begin(epoch)]), None,
                           partition=m,
                           on_delivery=lambda err, _msg: None if err is None else self._begin_failed(
                               m, epoch, err, on_error))
@@ -122,8 +123,8 @@ class LaneWriter:
         chunks = _record_chunks(batches) or [[]]
         for i, chunk in enumerate(chunks):
             tail = list(floors) if i == len(chunks) - 1 else []
-            value = M.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
-                                        b.delivery.epoch) for b in chunk] + tail)
+            value = marker_codec.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
+                                                   b.delivery.epoch) for b in chunk] + tail)
 
             def done(err: Any, _msg: Any, chunk: list[Batch] = chunk) -> None:
                 if err is None:

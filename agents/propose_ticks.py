@@ -10,6 +10,7 @@ from __future__ import annotations
 from agents.track_markers import dispatcher, owned
 from app import app, settings
 from app.topics import markers_topic
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 
 TICK_RETRY_MS = 5000  # a TICK lost in a rebalance is proposed again after this
@@ -32,4 +33,4 @@ async def propose_ticks() -> None:
         if due or now_ms - part.last_tick_ms >= settings.idle_tick_ms:
             part.tick_pending = True
             part.tick_sent_ms = now_ms
-            await markers_topic.send(value=M.encode([M.Tick(now_ms)]), partition=p)
+            await markers_topic.send(value=marker_codec.encode([M.Tick(now_ms)]), partition=p)

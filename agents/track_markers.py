@@ -27,6 +27,7 @@ from agents.redeliver import Execution, Redeliverer
 from app import app, membership, settings
 from app.topics import markers_topic
 from kmq.protocol import expiry
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.queue_config import QueueConfigs
@@ -92,7 +93,7 @@ async def _apply(part, event) -> None:
     """Apply one marker record of ``part``: what cannot be used is set aside, never raised."""
     msg = event.message
     try:
-        got = M.decode_lenient(event.value)
+        got = marker_codec.decode_lenient(event.value)
     except MarkerDecodeError as exc:
         _set_aside(part, msg, exc.reason, exc.data)
         return
@@ -170,7 +171,7 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
 
 def _encoded_or_empty(marker: M.Marker) -> bytes:
     try:
-        return M.encode([marker])
+        return marker_codec.encode([marker])
     except (ValueError, TypeError):
         return b""
 

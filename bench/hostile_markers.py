@@ -29,6 +29,7 @@ import tracemalloc
 
 from bench.common import save
 from kmq.errors import MarkerDecodeError
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.limits import MAX_GROUPS_PER_RANGE, MAX_RECORD_WORK_BYTES
 from kmq.protocol.state import MemoryStore, PartitionState
@@ -36,12 +37,12 @@ from kmq.protocol.state import MemoryStore, PartitionState
 
 def raw_start(queue: str, start: int, end: int) -> bytes:
     q = queue.encode()
-    return (struct.pack(">BH", M.MarkerType.START, len(q)) + q + struct.pack(">Iqq", 0, start, end)
+    return (struct.pack(">BH", marker_codec.MarkerType.START, len(q)) + q + struct.pack(">Iqq", 0, start, end)
             + struct.pack(">II", 30_000, 0))
 
 
 def record(bodies: list[bytes]) -> bytes:
-    return struct.pack(">BH", M.VERSION, len(bodies)) + b"".join(bodies)
+    return struct.pack(">BH", marker_codec.VERSION, len(bodies)) + b"".join(bodies)
 
 
 def cases(n_records: int) -> dict[str, tuple[PartitionState, list[bytes]]]:
@@ -52,13 +53,13 @@ def cases(n_records: int) -> dict[str, tuple[PartitionState, list[bytes]]]:
     L = M.MAX_RANGE_LEN
     per = M.MAX_RECORD_OFFSETS // L
     out["widest-starts"] = (PartitionState(MemoryStore()), [
-        M.encode([M.Start(M.RangeRef("q", 0, (k * per + i) * L, (k * per + i + 1) * L), 30_000,
+        marker_codec.encode([M.Start(M.RangeRef("q", 0, (k * per + i) * L, (k * per + i + 1) * L), 30_000,
                           (1 << L) - 1) for i in range(per)]) for k in range(n_records)])
     out["u16-markers"] = (PartitionState(MemoryStore()), [  # 65,535 (the u16 count): refused whole
         record([raw_start("q", k * 70_000 + i, k * 70_000 + i + 1) for i in range(0xFFFF)])
         for k in range(n_records)])
     out["most-markers"] = (PartitionState(MemoryStore()), [
-        M.encode([M.Start(M.RangeRef("q", 0, k * 70_000 + i, k * 70_000 + i + 1), 30_000, 1)
+        marker_codec.encode([M.Start(M.RangeRef("q", 0, k * 70_000 + i, k * 70_000 + i + 1), 30_000, 1)
                   for i in range(M.MAX_MARKERS_PER_RECORD)]) for k in range(n_records)])
     for name, width in (("heavy-entry", L), ("budget-stop", 4096)):
         # One entry grown to its limit: every group a top-bit mask and the longest reason;
@@ -70,7 +71,7 @@ def cases(n_records: int) -> dict[str, tuple[PartitionState, list[bytes]]]:
             state.begin_record()
             state.apply(M.Reject(r, 1 << (width - 1 - g), "r" * (M.MAX_REASON_BYTES - 8) + f"{g:08d}"), 0)
         n = min(M.MAX_RECORD_OFFSETS // width, M.MAX_MARKERS_PER_RECORD)
-        out[name] = (state, [M.encode([M.Extend(r, 1 << (width - 1 - k), 1000 + k * 100 + i) for i in range(n)])
+        out[name] = (state, [marker_codec.encode([M.Extend(r, 1 << (width - 1 - k), 1000 + k * 100 + i) for i in range(n)])
                              for k in range(n_records)])
     return out
 
@@ -79,7 +80,7 @@ def measure(state: PartitionState, data: bytes) -> dict:
     tracemalloc.start()
     t0 = time.perf_counter()
     try:
-        markers = M.decode_lenient(data).markers
+        markers = marker_codec.decode_lenient(data).markers
     except MarkerDecodeError:
         markers = []
     state.begin_record()

@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 import kmq
 from bench.common import save, stack
 from kmq.protocol import envelope
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, queue_partitions
 
@@ -64,7 +65,7 @@ def run(args) -> dict:
             n = min(per_start, args.messages - offset)
             timeout_ms = random.randint(1000, 3000)
             r = M.RangeRef(queue, p, offset, offset + n)
-            markers.produce(settings.markers_topic, M.encode([M.Start(r, timeout_ms, r.full_mask)]),
+            markers.produce(settings.markers_topic, marker_codec.encode([M.Start(r, timeout_ms, r.full_mask)]),
                             queue.encode(), partition=mp)
             markers.poll(0)
             for o in range(offset, offset + n):

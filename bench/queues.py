@@ -27,6 +27,7 @@ from confluent_kafka import Producer
 
 import kmq
 from bench.common import save, stack
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, queue_partitions
 
@@ -48,7 +49,7 @@ def run_one(q_count: int, messages: int) -> dict:
         for q in queues:
             p = queue_partitions(q, 16)[0]
             r = M.RangeRef(q, p, 0, per)  # offsets need not be this queue's: the tracker only tracks
-            raw.produce(settings.markers_topic, M.encode([M.Start(r, 3_600_000, r.full_mask)]), q.encode(),
+            raw.produce(settings.markers_topic, marker_codec.encode([M.Start(r, 3_600_000, r.full_mask)]), q.encode(),
                         partition=markers_partition(q, settings.markers_partitions))
             raw.poll(0)
         raw.flush(60)

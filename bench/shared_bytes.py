@@ -33,7 +33,7 @@ import kmq
 from bench.common import stack
 from kmq.kafka import profiles
 from kmq.protocol import deliveries as D
-from kmq.protocol import markers as M
+from kmq.protocol import marker_codec
 from kmq.protocol.placement import queue_partitions
 
 # Statistics are kept raw and parsed once at the end: with 97 consumers of a 256-lane topic,
@@ -142,7 +142,7 @@ def _kind(settings, topic: str, rec) -> str:
     """What a record is, for the table of bytes written."""
     if topic == settings.markers_topic:
         try:
-            kinds = sorted({type(m).__name__.upper() for m in M.decode(rec.value())})
+            kinds = sorted({type(m).__name__.upper() for m in marker_codec.decode(rec.value())})
         except Exception:
             return "undecodable"
         return "+".join(kinds)

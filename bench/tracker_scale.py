@@ -29,6 +29,7 @@ import psutil
 from confluent_kafka import Producer
 
 from bench.common import save, stack
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.dev.devstack import TrackerProcess
 from kmq.protocol.placement import markers_partition, queue_partitions
@@ -72,7 +73,7 @@ def run_one(n: int, range_size: int) -> dict:
             starts = [M.Start(M.RangeRef(q, 0, o, o + range_size), 3_600_000,
                               (1 << range_size) - 1) for o in range(0, per_queue, range_size)]
             for i in range(0, len(starts), 1000):
-                raw.produce(settings.markers_topic, M.encode(starts[i:i + 1000]), q.encode(), partition=mp)
+                raw.produce(settings.markers_topic, marker_codec.encode(starts[i:i + 1000]), q.encode(), partition=mp)
                 raw.poll(0)
         # DUE real messages with a short visibility, in ranges of the same size.
         due_q = "due"
@@ -88,7 +89,7 @@ def run_one(n: int, range_size: int) -> dict:
         starts = [M.Start(M.RangeRef(due_q, p, o, o + range_size), 3000, (1 << range_size) - 1)
                   for o in range(0, DUE, range_size)]
         for i in range(0, len(starts), 1000):
-            raw.produce(settings.markers_topic, M.encode(starts[i:i + 1000]), due_q.encode(), partition=mp)
+            raw.produce(settings.markers_topic, marker_codec.encode(starts[i:i + 1000]), due_q.encode(), partition=mp)
         raw.flush(60)
         ticks = _wait(lambda: [t for t in _get(tracker.url + "/kmq/debug/ticks")[str(mp)]
                                if t[0] >= DUE] or None, 120, "the tick of the due messages")

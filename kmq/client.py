@@ -27,6 +27,7 @@ from confluent_kafka import KafkaException, Producer
 from kmq.ops import deadletters
 from kmq.protocol import envelope
 from kmq.kafka import profiles
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.kafka.admin import topic_partition_counts
 from kmq.kafka.backpressure import produce_when_room
@@ -215,7 +216,7 @@ class Client:
         before = self._authorize(queue).updated_at_ms
         mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
         producer = self._get_producer()
-        self._produce(producer, self.settings.markers_topic, M.encode([M.Purge(queue)]), queue, mp, None)
+        self._produce(producer, self.settings.markers_topic, marker_codec.encode([M.Purge(queue)]), queue, mp, None)
         self.flush()
         deadline = time.monotonic() + timeout_s
         while configs.get(queue).updated_at_ms == before:
@@ -281,7 +282,7 @@ class Client:
         if due_ms is not None:
             marker = M.Schedule(queue, msg_id, due_ms, payload, tuple(order_headers + user_headers))
             mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
-            self._produce(producer, self.settings.markers_topic, M.encode([marker]), queue, mp, None)
+            self._produce(producer, self.settings.markers_topic, marker_codec.encode([marker]), queue, mp, None)
         else:
             part = self._keyed_partition(queue, order_headers) if order_headers else self._next_partition(queue)
             self._produce(producer, self.settings.queue_topic, payload, queue, part,

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
@@ -88,7 +89,7 @@ class MarkerWriter:
             return
         if self._soft is None:
             self._soft = Producer(profiles.soft_marker_producer_config(self._settings))
-        for value in M.encode_records(markers):
+        for value in marker_codec.encode_records(markers):
             produce_when_room(self._soft, self._topic, value, self._key, partition=self._partition)
         self._soft.poll(0)
 
@@ -102,7 +103,7 @@ class MarkerWriter:
             self._pending_confirm += confirm
             return
         # Usually one record; more when the markers exceed a record's limits (kmq.protocol.limits).
-        *earlier, last = M.encode_records(markers)
+        *earlier, last = marker_codec.encode_records(markers)
 
         def failed(err: Any, _msg: Any) -> None:
             if err is not None:
@@ -153,7 +154,7 @@ class MarkerWriter:
             return []
         try:
             self.producer.begin_transaction()
-            for value in M.encode_records(markers, max_markers=1000):
+            for value in marker_codec.encode_records(markers, max_markers=1000):
                 self._produce(value)
             if offsets and group_metadata is not None:
                 self.producer.send_offsets_to_transaction(offsets, group_metadata,

@@ -2,7 +2,7 @@
 
 Every consumer may write to the markers topic, so one record must never cost
 the tracker more than a record the SDK itself writes. The decoder
-(:mod:`kmq.protocol.markers`) refuses what breaks these limits and the state
+(:mod:`kmq.protocol.marker_codec`) refuses what breaks these limits and the state
 machine checks them again; the SDK keeps within them (``batch_size`` at most
 ``MAX_BATCH_SIZE``, fetches split at ``MAX_RANGE_LEN`` offsets, records split
 at ``MAX_RECORD_OFFSETS``).

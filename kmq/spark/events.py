@@ -1,6 +1,6 @@
 """Records of kmq's topics as Spark columns: markers as events, queue and dead-letter headers.
 
-Marker records are decoded with :mod:`kmq.protocol.markers` (the one codec) inside
+Marker records are decoded with :mod:`kmq.protocol.marker_codec` (the one codec) inside
 ``mapInArrow``; a record that does not decode becomes one ``malformed``
 event, so jobs count it and skip it. Range markers are exploded into one
 event per offset, which is what per-message questions (how long did this
@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kmq.protocol import envelope
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import MarkerDecodeError
 from kmq.spark.arrow import INT, LONG, STRING, arrow_schema, struct
@@ -62,7 +63,7 @@ def _explode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for part, off, ts, value in zip(cols["partition"], cols["offset"], cols["ts_ms"],
                                         cols["value"]):
             try:
-                batch_markers = M.decode(value)
+                batch_markers = marker_codec.decode(value)
             except MarkerDecodeError as exc:
                 add(part, off, 0, ts, "malformed", reason=exc.reason)
                 continue

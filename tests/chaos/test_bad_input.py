@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 import kmq
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import MarkerDecodeError
 from kmq.protocol.placement import markers_partition, queue_partitions
@@ -22,7 +23,7 @@ RANDOM_RECORDS = 100_000
 
 def undecodable(value: bytes) -> bool:
     try:
-        M.decode(value)
+        marker_codec.decode(value)
     except MarkerDecodeError:
         return True
     return False
@@ -31,9 +32,9 @@ def undecodable(value: bytes) -> bool:
 def crafted_markers(queue: str) -> list[bytes]:
     """Truncated, old-version, future-version and otherwise broken marker records."""
     r = M.RangeRef(queue, 0, 10, 20)
-    good = [M.encode([M.Start(r, 1000, r.full_mask)]), M.encode([M.Ack(r, 0b101)]),
-            M.encode([M.Schedule(queue, "id-1", 1, b"v" * 50, (("h", b"x"),))]),
-            M.encode([M.Release(r, 1, 5, True), M.Reject(r, 2, "why")])]
+    good = [marker_codec.encode([M.Start(r, 1000, r.full_mask)]), marker_codec.encode([M.Ack(r, 0b101)]),
+            marker_codec.encode([M.Schedule(queue, "id-1", 1, b"v" * 50, (("h", b"x"),))]),
+            marker_codec.encode([M.Release(r, 1, 5, True), M.Reject(r, 2, "why")])]
     out = []
     for g in good:
         out += [g[:n] for n in range(1, len(g))]                         # every truncation
@@ -105,10 +106,10 @@ def test_odd_queue_records_and_unknown_queue_ids_are_set_aside_and_redelivery_go
     ghost = f"{queue}-ghost"
     gp = markers_partition(ghost, settings.markers_partitions)
     for r in (M.RangeRef(ghost, 999, 0, 5), M.RangeRef(ghost, part, 10**9, 10**9 + 5)):
-        big.produce(settings.markers_topic, M.encode([M.Start(r, 300, r.full_mask)]), ghost.encode(),
+        big.produce(settings.markers_topic, marker_codec.encode([M.Start(r, 300, r.full_mask)]), ghost.encode(),
                     partition=gp)
     never = M.RangeRef(ghost, part, 7, 9)
-    big.produce(settings.markers_topic, M.encode([M.Ack(never, 1), M.Release(never, 2, 0)]),
+    big.produce(settings.markers_topic, marker_codec.encode([M.Ack(never, 1), M.Release(never, 2, 0)]),
                 ghost.encode(), partition=gp)
     big.flush(30)
     client = kmq.Client(settings=settings)

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 import kmq
 from kmq.protocol import envelope
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, queue_partitions
 from tests.conftest import partition_mode, wait_for
@@ -58,7 +59,7 @@ def test_a_skewed_consumer_clock_causes_no_early_and_no_lost_redelivery(shared_s
     (offset,) = offsets
     r = M.RangeRef(queue, part, offset, offset + 1)
     started_at = time.time()
-    p.produce(s.markers_topic, M.encode([M.Start(r, VISIBILITY_MS, 1)]), queue.encode(),
+    p.produce(s.markers_topic, marker_codec.encode([M.Start(r, VISIBILITY_MS, 1)]), queue.encode(),
               partition=markers_partition(queue, s.markers_partitions),
               timestamp=int((started_at + skew_s) * 1000))  # what the skewed consumer's librdkafka stamps
     p.flush(10)

@@ -14,6 +14,7 @@ import psutil
 from confluent_kafka import Producer
 
 import kmq
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, queue_partitions
 from tests.chaos.conftest import get_json
@@ -26,18 +27,18 @@ WIDE_RECORDS = 3  # records of MAX_RECORD_OFFSETS offsets past the end, each 4 w
 
 def raw_start(queue: str, partition: int, start: int, end: int) -> bytes:
     q = queue.encode()
-    return (struct.pack(">BH", M.MarkerType.START, len(q)) + q + struct.pack(">Iqq", partition, start, end)
+    return (struct.pack(">BH", marker_codec.MarkerType.START, len(q)) + q + struct.pack(">Iqq", partition, start, end)
             + struct.pack(">II", 1000, 0))
 
 
 def raw_release(r: M.RangeRef, delay_ms: int) -> bytes:
     q = r.queue.encode()
-    return (struct.pack(">BH", M.MarkerType.RELEASE, len(q)) + q + struct.pack(">Iqq", r.partition, r.start, r.end)
+    return (struct.pack(">BH", marker_codec.MarkerType.RELEASE, len(q)) + q + struct.pack(">Iqq", r.partition, r.start, r.end)
             + struct.pack(">IB", 1, 1) + struct.pack(">qB", delay_ms, 1))
 
 
 def record(bodies: list[bytes]) -> bytes:
-    return struct.pack(">BH", M.VERSION, len(bodies)) + b"".join(bodies)
+    return struct.pack(">BH", marker_codec.VERSION, len(bodies)) + b"".join(bodies)
 
 
 def test_records_beyond_the_limits_are_set_aside_memory_stays_bounded_and_redelivery_goes_on(own_tracker, queue):
@@ -60,10 +61,10 @@ def test_records_beyond_the_limits_are_set_aside_memory_stays_bounded_and_redeli
                        for i in range(ISSUE_12_STARTS)]) for k in range(3)]
         r = M.RangeRef(queue, part, 10**9, 10**9 + 8)
         bad.append(record([raw_release(r, 2**63 - 1)]))                         # struct.error before
-        bad.append(M.encode([M.Tick(1)])[:3] + b"\x08\x00\x0bbad name!!!")       # a PURGE of no queue id
+        bad.append(marker_codec.encode([M.Tick(1)])[:3] + b"\x08\x00\x0bbad name!!!")       # a PURGE of no queue id
         L = M.MAX_RANGE_LEN
-        wide = [M.encode([M.Start(M.RangeRef(queue, part, 10**9 + (4 * k + i) * L, 10**9 + (4 * k + i + 1) * L),
-                                  1000, (1 << L) - 1) for i in range(4)]) for k in range(WIDE_RECORDS)]
+        wide = [marker_codec.encode([M.Start(M.RangeRef(queue, part, 10**9 + (4 * k + i) * L, 10**9 + (4 * k + i + 1) * L),
+                                             1000, (1 << L) - 1) for i in range(4)]) for k in range(WIDE_RECORDS)]
         for value in bad + wide:
             raw.produce(settings.markers_topic, value, queue.encode(), partition=mp)
         assert raw.flush(60) == 0

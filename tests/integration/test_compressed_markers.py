@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
@@ -26,7 +27,7 @@ def test_compressed_marker_records_are_read_and_redelivery_goes_on(shared_settin
     raw = Producer({**settings.client_config(), "compression.type": codec, "linger.ms": 0})
     mp = markers_partition(queue, settings.markers_partitions)
     never = M.RangeRef(queue, 0, 10**6, 10**6 + 3)
-    raw.produce(settings.markers_topic, M.encode([M.Ack(never, 0b111)]), queue.encode(), partition=mp)
+    raw.produce(settings.markers_topic, marker_codec.encode([M.Ack(never, 0b111)]), queue.encode(), partition=mp)
     raw.produce(settings.markers_topic, b"\x01garbage" * 50, queue.encode(), partition=mp)
     assert raw.flush(30) == 0
     with client.consumer(queue, visibility_timeout_s=2) as c:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.dev.devstack import TrackerProcess, settings_env
 from kmq.protocol.placement import markers_partition
@@ -81,7 +82,7 @@ def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_messag
         burst = [M.Start(M.RangeRef(f"{queue}-burst", 0, 10_000 + 10 * i, 10_000 + 10 * i + 10), 600_000,
                          0b1111111111) for i in range(1000)]
         raw = Producer({"bootstrap.servers": settings.bootstrap_servers})
-        raw.produce(settings.markers_topic, M.encode(burst), f"{queue}-burst".encode(),
+        raw.produce(settings.markers_topic, marker_codec.encode(burst), f"{queue}-burst".encode(),
                     partition=markers_partition(f"{queue}-burst", settings.markers_partitions))
         raw.flush()
         # The consumer dies without a goodbye: no release, no more keepalives

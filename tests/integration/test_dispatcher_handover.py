@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 import kmq
 from agents.dispatcher import Dispatcher
 from kmq.protocol import deliveries as D
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
 from kmq.queue_config import QueueConfigs
@@ -46,7 +47,7 @@ def _records(settings, topic: str, partition: int) -> list:
 
 
 def _markers(settings, m: int) -> list:
-    return [mk for r in _records(settings, settings.markers_topic, m) for mk in M.decode(r.value())]
+    return [mk for r in _records(settings, settings.markers_topic, m) for mk in marker_codec.decode(r.value())]
 
 
 def _deliveries(settings, lane: int, consumer_id: str) -> list:

@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Producer
 
 import kmq
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
@@ -113,7 +114,7 @@ def test_a_plain_kafka_producer_can_enqueue(client, queue, shared_settings):
 def test_garbage_on_the_markers_topic_is_counted_and_set_aside(client, queue, shared_settings, tracker):
     p = Producer({"bootstrap.servers": shared_settings.bootstrap_servers})
     mp = markers_partition(queue, shared_settings.markers_partitions)
-    for garbage in (b"", b"\xff" * 10, b"\x01\x00\x01\x63", M.encode([M.Tick(1)])[:-1]):
+    for garbage in (b"", b"\xff" * 10, b"\x01\x00\x01\x63", marker_codec.encode([M.Tick(1)])[:-1]):
         p.produce(shared_settings.markers_topic, garbage, queue.encode(), partition=mp)
     p.flush()
 

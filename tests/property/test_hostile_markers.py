@@ -13,6 +13,7 @@ import tracemalloc
 from hypothesis import given, settings, strategies as st
 
 from kmq.errors import MarkerDecodeError
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.entries import Cause
 from kmq.protocol.limits import MAX_GROUPS_PER_RANGE, MAX_RECORD_WORK_BYTES
@@ -54,24 +55,24 @@ def raw_mask(draw, length: int, shorthand: bool) -> bytes:
 
 @st.composite
 def raw_marker(draw) -> bytes:
-    kind = draw(st.sampled_from(list(M.MarkerType)))
-    if kind in (M.MarkerType.START, M.MarkerType.ACK, M.MarkerType.EXTEND, M.MarkerType.RELEASE,
-                M.MarkerType.REJECT):
+    kind = draw(st.sampled_from(list(marker_codec.MarkerType)))
+    if kind in (marker_codec.MarkerType.START, marker_codec.MarkerType.ACK, marker_codec.MarkerType.EXTEND, marker_codec.MarkerType.RELEASE,
+                marker_codec.MarkerType.REJECT):
         head, length = draw(raw_range(kind))
-        if kind == M.MarkerType.START:
+        if kind == marker_codec.MarkerType.START:
             return head + struct.pack(">I", draw(u32)) + draw(raw_mask(length, True))
         body = head + draw(raw_mask(length, False))
-        if kind == M.MarkerType.EXTEND:
+        if kind == marker_codec.MarkerType.EXTEND:
             return body + struct.pack(">I", draw(u32))
-        if kind == M.MarkerType.RELEASE:
+        if kind == marker_codec.MarkerType.RELEASE:
             return body + struct.pack(">qB", draw(i64), draw(st.integers(0, 2)))
-        if kind == M.MarkerType.REJECT:
+        if kind == marker_codec.MarkerType.REJECT:
             reason = draw(st.one_of(st.binary(max_size=50), st.just(b"r" * 5000)))
             return body + struct.pack(">H", len(reason)) + reason
         return body
-    if kind == M.MarkerType.TICK:
+    if kind == marker_codec.MarkerType.TICK:
         return struct.pack(">Bq", kind, draw(i64))
-    if kind == M.MarkerType.PURGE:
+    if kind == marker_codec.MarkerType.PURGE:
         q = draw(names).encode()[:0xFFFF]
         return struct.pack(">BH", kind, len(q)) + q
     q, mid = draw(names).encode()[:0xFFFF], draw(st.binary(max_size=300))
@@ -84,7 +85,7 @@ def raw_records(draw) -> bytes:
     bodies = draw(st.lists(raw_marker(), min_size=1, max_size=40))
     if draw(st.booleans()):  # many copies of one marker: the widest shorthand STARTs, say
         bodies = bodies[:1] * draw(st.integers(1, 2000))
-    return struct.pack(">BH", M.VERSION, len(bodies)) + b"".join(bodies)
+    return struct.pack(">BH", marker_codec.VERSION, len(bodies)) + b"".join(bodies)
 
 
 @settings(max_examples=150, deadline=None)
@@ -93,7 +94,7 @@ def test_any_record_decodes_in_memory_bounded_by_its_size_and_the_mask_limit(dat
     tracemalloc.start()
     try:
         try:
-            got = M.decode_lenient(data)
+            got = marker_codec.decode_lenient(data)
         except MarkerDecodeError:
             got = None
         peak = tracemalloc.get_traced_memory()[1]
@@ -125,7 +126,7 @@ def test_the_state_machine_never_raises_and_each_records_work_is_bounded(records
     now = 1_000_000
     for data in records:
         try:
-            markers = M.decode_lenient(data).markers
+            markers = marker_codec.decode_lenient(data).markers
         except MarkerDecodeError:
             continue
         s.begin_record()

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from kmq.protocol import entries as E
 from kmq.protocol import envelope as H
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.spark import jobs
 from kmq.spark.changelog import inflight_state
@@ -48,7 +49,7 @@ def workload(spark, broker, make_topic):
     bs = broker.bootstrap_servers
     markers, queue, dlq, changelog = (make_topic("markers"), make_topic("queue", 2),
                                       make_topic("dlq"), make_topic("changelog", 2))
-    recs = [dict(value=M.encode(ms), key=b"q", partition=0, timestamp=T + dt)
+    recs = [dict(value=marker_codec.encode(ms), key=b"q", partition=0, timestamp=T + dt)
             for dt, ms in markers_workload()]
     recs.insert(3, dict(value=b"\x09garbage", key=b"q", partition=0, timestamp=T + 250))
     produce(bs, markers, recs)

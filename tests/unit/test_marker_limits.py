@@ -8,6 +8,7 @@ import tracemalloc
 import pytest
 
 from kmq.errors import MarkerDecodeError
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.limits import MAX_GROUPS_PER_RANGE
 
@@ -16,26 +17,26 @@ R = M.RangeRef("orders", 3, 100, 110)
 
 def raw_record(*bodies: bytes) -> bytes:
     """A record of raw marker bodies (type byte included), bypassing the encoder's checks."""
-    return struct.pack(">BH", M.VERSION, len(bodies)) + b"".join(bodies)
+    return struct.pack(">BH", marker_codec.VERSION, len(bodies)) + b"".join(bodies)
 
 
-def raw_range(kind: M.MarkerType, queue: str, partition: int, start: int, end: int) -> bytes:
+def raw_range(kind: marker_codec.MarkerType, queue: str, partition: int, start: int, end: int) -> bytes:
     q = queue.encode()
     return struct.pack(">BH", kind, len(q)) + q + struct.pack(">Iqq", partition, start, end)
 
 
 def raw_start(start: int, end: int, timeout_ms: int = 1000, mask: bytes = b"", queue: str = "orders") -> bytes:
-    return raw_range(M.MarkerType.START, queue, 0, start, end) + struct.pack(">II", timeout_ms, len(mask)) + mask
+    return raw_range(marker_codec.MarkerType.START, queue, 0, start, end) + struct.pack(">II", timeout_ms, len(mask)) + mask
 
 
 def raw_release(delay_ms: int, r: M.RangeRef = R, mask: int = 1) -> bytes:
     m = mask.to_bytes((r.length + 7) // 8, "little")
-    return (raw_range(M.MarkerType.RELEASE, r.queue, r.partition, r.start, r.end)
+    return (raw_range(marker_codec.MarkerType.RELEASE, r.queue, r.partition, r.start, r.end)
             + struct.pack(">I", len(m)) + m + struct.pack(">qB", delay_ms, 1))
 
 
 def good(*markers: M.Marker) -> bytes:
-    return M.encode(list(markers))[3:]  # the bodies, without the record header
+    return marker_codec.encode(list(markers))[3:]  # the bodies, without the record header
 
 
 def test_a_start_wider_than_a_fetch_is_set_apart_without_building_its_mask():
@@ -43,7 +44,7 @@ def test_a_start_wider_than_a_fetch_is_set_apart_without_building_its_mask():
     data = raw_record(raw_start(0, 1 << 22), good(M.Ack(R, 1)))
     tracemalloc.start()
     try:
-        got = M.decode_lenient(data)
+        got = marker_codec.decode_lenient(data)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -51,12 +52,12 @@ def test_a_start_wider_than_a_fetch_is_set_apart_without_building_its_mask():
     assert len(got.set_aside) == 1 and "MAX_RANGE_LEN" in got.set_aside[0]
     assert peak < 64 * 1024
     with pytest.raises(MarkerDecodeError, match="MAX_RANGE_LEN"):
-        M.decode(data)
+        marker_codec.decode(data)
 
 
 def test_the_largest_release_delay_is_set_apart_and_the_rest_of_the_record_kept():
     data = raw_record(good(M.Ack(R, 1)), raw_release(2**63 - 1), raw_release(-2), good(M.Ack(R, 2)))
-    got = M.decode_lenient(data)
+    got = marker_codec.decode_lenient(data)
     assert got.markers == [M.Ack(R, 1), M.Ack(R, 2)]
     assert [s.split(":")[0] for s in got.set_aside] == ["marker 2 of 4", "marker 3 of 4"]
     assert all("MAX_DELAY_MS" in s for s in got.set_aside)
@@ -78,7 +79,7 @@ def test_the_largest_release_delay_is_set_apart_and_the_rest_of_the_record_kept(
 def test_each_limit_is_named_by_encode_decode_and_the_check(marker, limit):
     assert limit in M.violation(marker)
     with pytest.raises(ValueError, match=limit):
-        M.encode([marker])
+        marker_codec.encode([marker])
 
 
 def test_markers_at_the_limits_round_trip():
@@ -87,7 +88,7 @@ def test_markers_at_the_limits_round_trip():
                                                                          M.MAX_DELAY_MS),
              M.Reject(R, 1, "x" * M.MAX_REASON_BYTES), M.Tick(M.MAX_TIME_MS),
              M.Schedule("o" * 128, "i" * M.MAX_MESSAGE_ID_BYTES, M.MAX_TIME_MS, b"v", ())]
-    assert M.decode(M.encode(batch)) == batch
+    assert marker_codec.decode(marker_codec.encode(batch)) == batch
 
 
 def test_a_record_spanning_more_offsets_than_the_limit_is_refused_whole():
@@ -95,30 +96,30 @@ def test_a_record_spanning_more_offsets_than_the_limit_is_refused_whole():
     n = M.MAX_RECORD_OFFSETS // M.MAX_RANGE_LEN + 1
     data = raw_record(*[raw_start(i * M.MAX_RANGE_LEN, (i + 1) * M.MAX_RANGE_LEN) for i in range(n)])
     with pytest.raises(MarkerDecodeError, match="MAX_RECORD_OFFSETS"):
-        M.decode_lenient(data)
+        marker_codec.decode_lenient(data)
     with pytest.raises(ValueError, match="MAX_RECORD_OFFSETS"):
-        M.encode([M.Start(wide, 1, wide.full_mask)] * n)
+        marker_codec.encode([M.Start(wide, 1, wide.full_mask)] * n)
 
 
 def test_encode_records_splits_at_the_record_limits_and_keeps_the_order():
     wide = M.RangeRef("orders", 0, 0, M.MAX_RANGE_LEN)
     markers = [M.Ack(wide, i + 1) for i in range(9)] + [M.Tick(i) for i in range(5)]
-    records = M.encode_records(markers)
+    records = marker_codec.encode_records(markers)
     assert len(records) == 3  # 4 + 4 + (1 + 5 ticks) ranges of MAX_RANGE_LEN
-    assert [m for r in records for m in M.decode(r)] == markers
-    assert len(M.encode_records([M.Tick(i) for i in range(2500)], max_markers=1000)) == 3
+    assert [m for r in records for m in marker_codec.decode(r)] == markers
+    assert len(marker_codec.encode_records([M.Tick(i) for i in range(2500)], max_markers=1000)) == 3
 
 
 def test_invalid_utf8_in_a_reason_sets_that_marker_apart():
     body = bytearray(good(M.Reject(R, 1, "ab")))
     body[-1] = 0xFF
-    got = M.decode_lenient(raw_record(bytes(body), good(M.Tick(5))))
+    got = marker_codec.decode_lenient(raw_record(bytes(body), good(M.Tick(5))))
     assert got.markers == [M.Tick(5)] and "UTF-8" in got.set_aside[0]
 
 
 def test_an_explicit_mask_of_the_wrong_size_is_set_apart():
-    body = raw_range(M.MarkerType.ACK, "orders", 0, 0, 16) + struct.pack(">I", 5) + b"\xff" * 5
-    got = M.decode_lenient(raw_record(body))
+    body = raw_range(marker_codec.MarkerType.ACK, "orders", 0, 0, 16) + struct.pack(">I", 5) + b"\xff" * 5
+    got = marker_codec.decode_lenient(raw_record(body))
     assert got.markers == [] and "mask of 5 bytes" in got.set_aside[0]
 
 

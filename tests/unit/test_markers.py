@@ -2,6 +2,7 @@
 
 import pytest
 
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import MarkerDecodeError
 
@@ -18,12 +19,12 @@ def every_kind():
 
 
 def test_every_marker_kind_round_trips_in_one_record():
-    assert M.decode(M.encode(every_kind())) == every_kind()
+    assert marker_codec.decode(marker_codec.encode(every_kind())) == every_kind()
 
 
 def test_a_full_start_mask_is_encoded_in_no_bytes():
-    full = M.encode([M.Start(R, 1000, R.full_mask)])
-    partial = M.encode([M.Start(R, 1000, 0b1)])
+    full = marker_codec.encode([M.Start(R, 1000, R.full_mask)])
+    partial = marker_codec.encode([M.Start(R, 1000, 0b1)])
     assert len(full) < len(partial)
 
 
@@ -37,35 +38,35 @@ def test_a_full_start_mask_is_encoded_in_no_bytes():
 ])
 def test_malformed_records_raise_and_keep_their_bytes(data, reason):
     with pytest.raises(MarkerDecodeError) as info:
-        M.decode(data)
+        marker_codec.decode(data)
     assert reason in str(info.value)
     assert info.value.data == data
 
 
 def test_truncating_a_valid_record_anywhere_is_detected():
-    good = M.encode(every_kind())
+    good = marker_codec.encode(every_kind())
     for cut in range(len(good)):
         with pytest.raises(MarkerDecodeError):
-            M.decode(good[:cut])
+            marker_codec.decode(good[:cut])
 
 
 def test_trailing_bytes_are_rejected():
     with pytest.raises(MarkerDecodeError, match="trailing"):
-        M.decode(M.encode([M.Tick(1)]) + b"x")
+        marker_codec.decode(marker_codec.encode([M.Tick(1)]) + b"x")
 
 
 def test_a_mask_selecting_offsets_outside_its_range_is_rejected():
-    rec = bytearray(M.encode([M.Ack(M.RangeRef("q", 0, 0, 3), 0b111)]))
+    rec = bytearray(marker_codec.encode([M.Ack(M.RangeRef("q", 0, 0, 3), 0b111)]))
     rec[-1] = 0b1111  # bit 3 is offset 3, outside [0, 3)
     with pytest.raises(MarkerDecodeError, match="outside"):
-        M.decode(bytes(rec))
+        marker_codec.decode(bytes(rec))
 
 
 def test_encoding_refuses_a_mask_outside_the_range():
     with pytest.raises(ValueError):
-        M.encode([M.Ack(R, 1 << 10)])
+        marker_codec.encode([M.Ack(R, 1 << 10)])
     with pytest.raises(ValueError):
-        M.encode([M.Ack(R, 0)])
+        marker_codec.encode([M.Ack(R, 0)])
 
 
 def test_mask_offsets_lists_selected_offsets_in_order():

@@ -24,7 +24,7 @@ def main() -> None:
         got += len(c.receive_batch(n - got, timeout_s=1.0))
     w = c._writer
     w.producer.begin_transaction()
-    w._produce(kmq.protocol.markers.encode(w._pending))
+    w._produce(kmq.protocol.marker_codec.encode(w._pending))
     w.producer.flush(10)  # on the broker, inside a transaction that never ends
     print("ready", flush=True)
     threading.Event().wait()
