@@ -32,7 +32,8 @@ from kmq.errors import MarkerDecodeError
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.limits import MAX_GROUPS_PER_RANGE, MAX_RECORD_WORK_BYTES
-from kmq.protocol.state import MemoryStore, PartitionState
+from kmq.protocol.state import PartitionState
+from kmq.protocol.store import MemoryStore
 
 
 def raw_start(queue: str, start: int, end: int) -> bytes:

@@ -1,4 +1,4 @@
-"""``kmq.protocol.state.Store`` over the tracker tables, for one markers partition.
+"""``kmq.protocol.store.Store`` over the tracker tables, for one markers partition.
 
 Writes go through the Faust tables (so they reach the changelog, on the
 current event's partition); ordered scans of the deadline index read the

@@ -4,7 +4,7 @@ One table holds in-flight range entries, scheduled sends (``kmq.protocol.entries
 codec) and the deadline index (keys ``D`` + big-endian deadline + entry key,
 so RocksDB iterates them in time order and a tick costs O(due)). One table
 means one changelog: after a crash the state is a prefix of one ordered log
-(see ``kmq.protocol.state.Store``). Raw bytes keys and values: the changelog holds
+(see ``kmq.protocol.store.Store``). Raw bytes keys and values: the changelog holds
 exactly what ``kmq.protocol.entries`` encodes, and Spark decodes it with that module.
 """
 

@@ -1,9 +1,10 @@
 """The tracker's decisions: a pure state machine per markers partition.
 
 Time is always an argument (``now_ms``); nothing here reads a clock, talks to
-Kafka or knows about Faust. State lives behind :class:`Store`, a narrow seam
-over two ordered key-value maps (entries, deadline index); the tracker backs
-it with changelogged RocksDB tables, tests with :class:`MemoryStore`.
+Kafka or knows about Faust. State lives behind :class:`~kmq.protocol.store.Store`,
+a narrow seam over two ordered key-value maps (entries, deadline index); the
+tracker backs it with changelogged RocksDB tables, tests with
+:class:`~kmq.protocol.store.MemoryStore`.
 
 The flow (numbers match the README):
 
@@ -18,9 +19,8 @@ The flow (numbers match the README):
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, replace
-from typing import Iterator, Protocol, Union
+from typing import Union
 
 from kmq.protocol import entries as E
 from kmq.protocol.entries import Cause, Group, InFlight, Scheduled
@@ -29,30 +29,7 @@ from kmq.protocol.markers import (Ack, Acquire, Begin, Credit, Extend, Floor, Ma
 from kmq.protocol.limits import MAX_RECORD_WORK_BYTES
 from kmq.protocol.masks import lowest_bits
 from kmq.protocol.outcomes import Outcome
-
-
-class Store(Protocol):
-    """Entries (ranges, schedules) and the deadline index, as ordered byte keys.
-
-    The tracker keeps both in one changelogged table, so after a crash the
-    state is a prefix of one ordered write log. Writes are ordered so that
-    every prefix keeps the invariant *an entry's indexed deadline key
-    exists*: a new index key is written before the entry that points at it,
-    and the old one deleted after. A prefix can leave an orphan index key;
-    :meth:`PartitionState.due` reports it and :meth:`PartitionState.settle`
-    removes it.
-    """
-
-    def get(self, key: bytes) -> bytes | None: ...
-    def put(self, key: bytes, value: bytes) -> None: ...
-    def delete(self, key: bytes) -> None: ...
-    def index_put(self, key: bytes) -> None: ...
-    def index_delete(self, key: bytes) -> None: ...
-    def index_scan(self, upto_ms: int) -> Iterator[bytes]:
-        """Index keys with deadline <= upto_ms, ascending."""
-    def index_first(self) -> bytes | None: ...
-    def scan_prefix(self, prefix: bytes) -> Iterator[bytes]:
-        """Entry keys starting with ``prefix``, ascending."""
+from kmq.protocol.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,40 +393,3 @@ def _expiries(r: RangeRef, e: InFlight, now_ms: int) -> list[Expiry]:
             merged[k] = Expiry(r, g.mask | (prev.mask if prev else 0), g.cause, g.reason,
                                e.started_ms, min(g.deadline_ms, prev.deadline_ms) if prev else g.deadline_ms)
     return [merged[k] for k in sorted(merged)]
-
-
-class MemoryStore:
-    """An in-memory :class:`Store` (tests, tools); same ordering as the RocksDB tables."""
-
-    def __init__(self) -> None:
-        self.entries: dict[bytes, bytes] = {}
-        self.index: list[bytes] = []
-
-    def get(self, key: bytes) -> bytes | None:
-        return self.entries.get(key)
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self.entries[key] = value
-
-    def delete(self, key: bytes) -> None:
-        self.entries.pop(key, None)
-
-    def index_put(self, key: bytes) -> None:
-        i = bisect.bisect_left(self.index, key)
-        if i == len(self.index) or self.index[i] != key:
-            self.index.insert(i, key)
-
-    def index_delete(self, key: bytes) -> None:
-        i = bisect.bisect_left(self.index, key)
-        if i < len(self.index) and self.index[i] == key:
-            del self.index[i]
-
-    def index_scan(self, upto_ms: int) -> Iterator[bytes]:
-        end = bisect.bisect_left(self.index, E.index_bound(upto_ms))
-        return iter(self.index[:end])
-
-    def index_first(self) -> bytes | None:
-        return self.index[0] if self.index else None
-
-    def scan_prefix(self, prefix: bytes) -> Iterator[bytes]:
-        return iter(sorted(k for k in self.entries if k.startswith(prefix)))

@@ -3,7 +3,7 @@
 The views must answer "how many in flight, how many scheduled, how old is the
 oldest" for thousands of queues without scanning the tracker's entries per
 request. :class:`GaugedStore` wraps the state machine's
-:class:`~kmq.protocol.state.Store` and tells :class:`QueueGauges` about every write,
+:class:`~kmq.protocol.store.Store` and tells :class:`QueueGauges` about every write,
 so the gauges follow the state exactly, whatever marker or tick caused the
 write. After a (re)assignment the gauges are rebuilt by one scan of the
 partition (:meth:`QueueGauges.rebuild`), then kept up incrementally.
@@ -29,7 +29,7 @@ from collections import Counter
 from typing import Iterable, Iterator
 
 from kmq.protocol import entries as E
-from kmq.protocol.state import Store
+from kmq.protocol.store import Store
 
 _HEAP_SLACK = 32
 
@@ -145,7 +145,7 @@ class QueueGauges:
 
 
 class GaugedStore:
-    """A :class:`~kmq.protocol.state.Store` that reports every write to :class:`QueueGauges`."""
+    """A :class:`~kmq.protocol.store.Store` that reports every write to :class:`QueueGauges`."""
 
     def __init__(self, store: Store, gauges: QueueGauges) -> None:
         self.store = store
@@ -178,7 +178,7 @@ class GaugedStore:
 
     def _has_index(self, key: bytes) -> bool:
         index = getattr(self.store, "index", None)
-        if isinstance(index, list):  # kmq.protocol.state.MemoryStore keeps index keys apart
+        if isinstance(index, list):  # kmq.protocol.store.MemoryStore keeps index keys apart
             i = bisect.bisect_left(index, key)
             return i < len(index) and index[i] == key
         return self.store.get(key) is not None  # the tracker table holds both

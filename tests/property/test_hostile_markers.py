@@ -18,7 +18,8 @@ from kmq.protocol import markers as M
 from kmq.protocol.entries import Cause
 from kmq.protocol.limits import MAX_GROUPS_PER_RANGE, MAX_RECORD_WORK_BYTES
 from kmq.protocol.outcomes import Outcome
-from kmq.protocol.state import MemoryStore, PartitionState
+from kmq.protocol.state import PartitionState
+from kmq.protocol.store import MemoryStore
 
 # The largest in-flight entry the limits allow: header, every group with the
 # longest reason and the widest mask, attempt offsets.

@@ -8,7 +8,8 @@ from kmq.protocol import entries as E
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import QUEUE_NAME_RE
-from kmq.protocol.state import MemoryStore, PartitionState
+from kmq.protocol.state import PartitionState
+from kmq.protocol.store import MemoryStore
 
 queues = st.from_regex(QUEUE_NAME_RE, fullmatch=True)
 

@@ -16,7 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from kmq.protocol.entries import Cause
 from kmq.protocol.markers import Ack, Acquire, Begin, Extend, RangeRef, Reject, Release, Start
-from kmq.protocol.state import Expiry, MemoryStore, PartitionState
+from kmq.protocol.state import Expiry, PartitionState
+from kmq.protocol.store import MemoryStore
 
 RANGES = [RangeRef("a", 0, 0, 8), RangeRef("a", 0, 8, 20), RangeRef("b", 1, 0, 5)]
 

@@ -79,7 +79,8 @@ def test_a_shared_queues_position_has_no_offsets_retention_cliff():
     """Shared queues keep their position as cursors in the tracker's table (compacted
     changelog, never tombstoned), not as group offsets: an idle month changes nothing."""
     from kmq.protocol.markers import Ack, RangeRef, Start, Tick
-    from kmq.protocol.state import MemoryStore, PartitionState
+    from kmq.protocol.state import PartitionState
+    from kmq.protocol.store import MemoryStore
 
     r = RangeRef("orders", 0, 100, 110)
     s = PartitionState(MemoryStore())

@@ -11,7 +11,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from kmq.protocol import entries as E
 from kmq.stats.gauges import GaugedStore, QueueGauges
 from kmq.protocol.markers import Ack, Extend, Purge, RangeRef, Reject, Release, Schedule, Start
-from kmq.protocol.state import MemoryStore, PartitionState
+from kmq.protocol.state import PartitionState
+from kmq.protocol.store import MemoryStore
 
 RANGES = [RangeRef("a", 0, 0, 8), RangeRef("a", 0, 8, 20), RangeRef("b", 1, 0, 5)]
 

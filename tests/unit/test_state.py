@@ -2,7 +2,8 @@
 
 from kmq.protocol.entries import Cause, cursor_key
 from kmq.protocol.markers import Ack, Extend, RangeRef, Reject, Release, Schedule, Start, Tick
-from kmq.protocol.state import DueSend, Expiry, MemoryStore, PartitionState
+from kmq.protocol.state import DueSend, Expiry, PartitionState
+from kmq.protocol.store import MemoryStore
 
 R = RangeRef("orders", 0, 100, 110)
 ALL = R.full_mask
@@ -159,7 +160,8 @@ def test_a_purge_forgets_every_range_and_schedule_of_its_queue_only():
 
 def test_floor_sets_an_ordered_queues_cursor_back_and_is_fenced_by_epoch():
     from kmq.protocol import markers as M
-    from kmq.protocol.state import MemoryStore, PartitionState
+    from kmq.protocol.state import PartitionState
+    from kmq.protocol.store import MemoryStore
     s = PartitionState(MemoryStore())
     s.apply(M.Begin(7), 0)
     s.apply(M.Acquire(M.RangeRef("q", 0, 10, 20), 1000, (1 << 10) - 1, 7), 0)

@@ -7,7 +7,8 @@ from kmq.protocol import markers as M
 from kmq.protocol.entries import Cause
 from kmq.protocol.limits import MAX_GROUPS_PER_RANGE
 from kmq.protocol.outcomes import Outcome
-from kmq.protocol.state import Expiry, MemoryStore, PartitionState
+from kmq.protocol.state import Expiry, PartitionState
+from kmq.protocol.store import MemoryStore
 
 R = M.RangeRef("orders", 0, 100, 110)
 
