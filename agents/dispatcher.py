@@ -49,7 +49,8 @@ from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out
 from kmq.protocol.placement import markers_partition, queue_partitions
-from kmq.queue_config import QueueConfig, QueueConfigs, write_config
+from kmq.queue_config import QueueConfig
+from kmq.queues_topic import QueueConfigs, write_config
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")

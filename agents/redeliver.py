@@ -36,7 +36,8 @@ from kmq.protocol.markers import RangeRef
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol.placement import partition_for_key, queue_partitions
 from kmq.protocol.state import Due, DueSend
-from kmq.queue_config import QueueConfig, QueueConfigs, write_config
+from kmq.queue_config import QueueConfig
+from kmq.queues_topic import QueueConfigs, write_config
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.redeliver")

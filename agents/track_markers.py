@@ -30,7 +30,7 @@ from kmq.protocol import expiry
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
-from kmq.queue_config import QueueConfigs
+from kmq.queues_topic import QueueConfigs
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
 

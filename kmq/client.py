@@ -39,7 +39,8 @@ from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
 from kmq.protocol.ordering import MAX_DEDUP_ID_BYTES, MAX_GROUP_BYTES, dedup_message_id
 from kmq.protocol.placement import (markers_partition, partition_for_key, queue_partitions,
                                     validate_queue_name)
-from kmq.queue_config import QueueConfig, QueueConfigs, delete_tenant, write_config, write_tenant
+from kmq.queue_config import QueueConfig
+from kmq.queues_topic import QueueConfigs, delete_tenant, write_config, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                          validate_tenant_name)
 from kmq.settings import Settings

@@ -45,7 +45,8 @@ from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
 from kmq.message import RELEASED, Message, Verb
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, validate_queue_name
-from kmq.queue_config import QueueConfig, QueueConfigs
+from kmq.queue_config import QueueConfig
+from kmq.queues_topic import QueueConfigs
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")

@@ -25,6 +25,7 @@ ALL = acls.ROLES
 SHARED_BY_PARTS = ("kmq/client.py",)
 ROLE_OF = {
     "kmq/queue_config.py": ALL,
+    "kmq/queues_topic.py": ALL,
     "kmq/client.py": ("producer", "consumer", "tenant admin"),
     "kmq/consumer/": ("consumer",),
     "kmq/ops/": ("tenant admin",),

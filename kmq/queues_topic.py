@@ -1,0 +1,254 @@
+"""The queues topic, read and written: live :class:`QueueConfigs` views and the record writers.
+
+:mod:`kmq.queue_config` says what a queue's settings are; this module is where they
+live. The queues topic is compacted (key = queue id, value = versioned JSON; the
+latest record per queue is the configuration, like a Kafka Streams KTable), and
+also carries the tenant records and the ``!auth`` record. A :class:`QueueConfigs`
+view reads it to its end at start and follows it in a background thread, so new
+values apply to later deliveries without a restart; ``write_*`` add records and
+wait until the broker has them. It stands alone because it is Kafka I/O and
+threads, which the settings type itself needs none of.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.protocol.placement import validate_queue_name
+from kmq.queue_config import DEFAULT_CONFIG, QueueConfig
+from kmq.settings import Settings
+from kmq.ops.admin_hash import AdminHash, LegacyAuthRecordError
+from kmq.ops.tenancy import AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify
+
+log = logging.getLogger("kmq.queue_config")  # the name it always had: logging setups that name it keep working
+
+
+class QueueConfigs:
+    """A live view of the queues topic: queue id -> :class:`QueueConfig`.
+
+    Reads the topic to its end at start (so the view is current), then, with
+    ``follow=True``, keeps reading in a background thread.
+    """
+
+    def __init__(self, settings: Settings, follow: bool = True, timeout_s: float = 15.0) -> None:
+        self.settings = settings
+        self._configs: dict[str, QueueConfig] = {}
+        self._tenants: dict[str, Tenant] = {}
+        self._admin_hash: AdminHash | None = None  # set while the deployment has auth on
+        self._auth_refused: str | None = None  # why the admin token cannot be checked (old record)
+        self.version = 0  # grows with every change seen: cheap staleness check for caches
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer = Consumer({
+            **settings.client_config(),
+            "group.id": f"{settings.app_id}-queue-configs",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            # Settings change seldom: a long wait keeps idle processes quiet (the embedded
+            # broker answers a fetch only when its wait is over).
+            "fetch.wait.max.ms": 300,
+            "fetch.queue.backoff.ms": 10,
+        })
+        topic = settings.queues_topic
+        try:
+            md = self._consumer.list_topics(topic, timeout=timeout_s)
+        except Exception as exc:
+            raise BrokerUnavailableError(
+                f"no Kafka broker answered at {settings.bootstrap_servers} within "
+                f"{timeout_s:g}s (KMQ_BOOTSTRAP_SERVERS): {exc}") from exc
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            # A principal without DESCRIBE/READ on the topic gets the same answer as for a
+            # missing one (or TOPIC_AUTHORIZATION_FAILED): say both.
+            why = f" ({meta.error.name()})" if meta is not None and meta.error is not None else ""
+            raise ConfigError(f"topic {topic!r} does not exist or may not be read{why}: create "
+                              "kmq's topics first (`faust -A app create-topics` or `kmq dev`), or "
+                              "grant this principal READ and DESCRIBE on it (`kmq acls`, "
+                              "docs/security.md)")
+        parts = sorted(meta.partitions)
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(eof) < len(parts):
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(f"could not read {topic} within {timeout_s:g}s")
+            self._consume(0.1, eof)
+        self._thread = None
+        if follow:
+            # The thread holds only a weak reference: a view dropped without
+            # close() ends its thread and lets its consumer go.
+            self._thread = threading.Thread(target=_follow, args=(weakref.ref(self),),
+                                            name="kmq-queue-configs", daemon=True)
+            self._thread.start()
+
+    def _consume(self, timeout_s: float, eof: set[int] | None = None) -> None:
+        for rec in self._consumer.consume(500, timeout_s):
+            err = rec.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and eof is not None:
+                    eof.add(rec.partition())
+                continue
+            try:
+                queue = rec.key().decode()
+            except (AttributeError, UnicodeDecodeError):
+                continue
+            if rec.key() == AUTH_KEY:
+                self._read_auth(rec.value())
+                continue
+            if queue.startswith(TENANT_KEY_PREFIX):
+                self._read_tenant(queue[len(TENANT_KEY_PREFIX):], rec.value())
+                continue
+            with self._lock:
+                if rec.value() is None:
+                    self._configs.pop(queue, None)
+                    continue
+                try:
+                    self._configs[queue] = QueueConfig.decode(rec.value())
+                    self.version += 1
+                except (ValueError, TypeError, ConfigError) as exc:
+                    log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
+                                rec.topic(), rec.partition(), rec.offset(), exc)
+
+    def _read_tenant(self, name: str, value: bytes | None) -> None:
+        with self._lock:
+            if value is None:
+                self._tenants.pop(name, None)
+                return
+            try:
+                tenant = Tenant.decode(value)
+            except (ValueError, KeyError, TypeError, ConfigError) as exc:
+                log.warning("ignoring unreadable tenant record %r: %s", name, exc)
+                return
+            if tenant.name != name:  # a record under one key must not grant another tenant's queues
+                log.warning("ignoring tenant record %r naming tenant %r", name, tenant.name)
+                return
+            self._tenants[name] = tenant
+
+    def _read_auth(self, value: bytes | None) -> None:
+        with self._lock:
+            if value is None:  # trackers no longer write tombstones; an old one still reads as off
+                self._admin_hash, self._auth_refused = None, None
+                return
+            try:
+                self._admin_hash, self._auth_refused = decode_auth(value), None
+            except LegacyAuthRecordError as exc:
+                # Auth stays on, the admin token is refused with the fix named: treating an
+                # old record as "auth off" would make every caller admin.
+                log.warning("%s", exc)
+                self._admin_hash, self._auth_refused = None, str(exc)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable auth record: %s", exc)
+
+    def auth_on(self) -> bool:
+        """Whether the deployment's tracker published that auth is on."""
+        with self._lock:
+            return self._admin_hash is not None or self._auth_refused is not None
+
+    def admin_hash(self) -> AdminHash | None:
+        """The admin token's published hash while auth is on (None if off or unusable)."""
+        with self._lock:
+            return self._admin_hash
+
+    def caller(self, token: str | None) -> "Caller":
+        """Who presents ``token`` in this deployment (raises PermissionDeniedError)."""
+        with self._lock:
+            admin, refused = self._admin_hash, self._auth_refused
+        return identify(token, auth_on=admin is not None or refused is not None,
+                        is_admin=None if admin is None else admin.verify,
+                        tenants=self.tenants(), admin_refused=refused)
+
+    def tenants(self) -> dict[str, Tenant]:
+        with self._lock:
+            return dict(self._tenants)
+
+    def put_tenant(self, tenant: Tenant) -> None:
+        with self._lock:
+            self._tenants[tenant.name] = tenant
+
+    def drop_tenant(self, name: str) -> None:
+        with self._lock:
+            self._tenants.pop(name, None)
+
+    def get(self, queue: str) -> QueueConfig:
+        """The queue's configuration (defaults if it was never configured)."""
+        with self._lock:
+            return self._configs.get(queue) or DEFAULT_CONFIG
+
+    def put_local(self, queue: str, config: QueueConfig) -> None:
+        """Record a configuration this process just wrote (before it is read back)."""
+        with self._lock:
+            self._configs[queue] = config
+            self.version += 1
+
+    def queues(self) -> list[str]:
+        with self._lock:
+            return sorted(self._configs)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._consumer.close()
+
+
+def _follow(view_ref: "weakref.ref[QueueConfigs]") -> None:
+    """Keep a view current while it is alive and open."""
+    while True:
+        view = view_ref()
+        if view is None or view._stop.is_set():
+            return
+        try:
+            view._consume(0.5)
+        except Exception:  # keep following; a broker blip is retried by librdkafka
+            log.exception("reading queue configs failed")
+            view._stop.wait(1.0)
+        del view
+
+
+def write_config(settings: Settings, queue: str, config: QueueConfig, timeout_s: float = 15.0) -> None:
+    """Write ``config`` as the queue's configuration and wait until the broker has it."""
+    validate_queue_name(queue)
+    _write(settings, queue.encode(), config.encode(), f"queue {queue!r} configuration", timeout_s)
+
+
+def write_tenant(settings: Settings, tenant: Tenant, timeout_s: float = 15.0) -> None:
+    """Write a tenant record and wait until the broker has it."""
+    _write(settings, tenant.key(), tenant.encode(), f"tenant {tenant.name!r}", timeout_s)
+
+
+def delete_tenant(settings: Settings, name: str, timeout_s: float = 15.0) -> None:
+    """Write a tenant's tombstone (its token stops working) and wait until the broker has it."""
+    _write(settings, (TENANT_KEY_PREFIX + name).encode(), None, f"tenant {name!r}", timeout_s)
+
+
+def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
+    """Tracker start with auth on: publish the admin hash for SDK processes' own checks.
+
+    A tracker with auth off writes nothing: it must never turn off auth for the
+    processes of a deployment that has it on (it wrote a tombstone, after which every
+    SDK process treated every caller as admin). Trackers themselves trust only their
+    own ``KMQ_AUTH`` and ``KMQ_ADMIN_TOKEN`` (web/api.py ``caller_of``).
+    """
+    if not settings.auth_on:
+        return
+    from kmq.ops.tenancy import encode_auth
+    _write(settings, AUTH_KEY, encode_auth(settings.admin_token), "the auth record", timeout_s)
+
+
+def _write(settings: Settings, key: bytes, value: bytes | None, what: str, timeout_s: float) -> None:
+    from kmq.kafka.profiles import producer_config
+    p = Producer(producer_config(settings))
+    errors: list[str] = []
+    p.produce(settings.queues_topic, value, key,
+              on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+    left = p.flush(timeout_s)
+    if left or errors:
+        raise BrokerUnavailableError(
+            f"{what} not acknowledged by {settings.bootstrap_servers} "
+            f"within {timeout_s:g}s: {errors[:1] or 'timed out'}")
