@@ -27,6 +27,7 @@ ROLE_OF = {
     "kmq/queue_config.py": ALL,
     "kmq/queues_topic.py": ALL,
     "kmq/client.py": ("producer", "consumer", "tenant admin"),
+    "kmq/queue_admin.py": ("tenant admin",),
     "kmq/consumer/": ("consumer",),
     "kmq/ops/": ("tenant admin",),
     "kmq/kafka/offsets.py": ("tracker", "tenant admin"),

@@ -1,0 +1,163 @@
+"""Queue administration: what a :class:`kmq.Client` does to queues rather than send to them.
+
+Queue settings (``configure_queue``, spreading a queue over more partitions),
+tenants and their tokens, dead letters (list, redrive, purge) and queue purges,
+each checked against the caller's token first. It stands apart from the send
+path because it is a different job with different callers (operators and the
+``kmq`` command, not producers): :class:`QueueAdmin` is mixed into
+:class:`kmq.Client`, and uses its ``settings``, its live queue-settings view
+(``queue_configs()``), ``partition_count()`` and, for a purge, its producer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kmq.ops import deadletters
+from kmq.protocol import marker_codec
+from kmq.protocol import markers as M
+from kmq.ops.deadletters import DeadLetter
+from kmq.kafka.offsets import true_end_offsets
+from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
+from kmq.queue_config import QueueConfig
+from kmq.queues_topic import QueueConfigs, delete_tenant, write_config, write_tenant
+from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
+                             validate_tenant_name)
+
+
+class QueueAdmin:
+    """Queue settings, tenants, dead letters and purges; part of :class:`kmq.Client`."""
+
+    # -- queue settings ------------------------------------------------------------
+
+    def _authorize(self, queue: str) -> QueueConfig:
+        """The queue's config, if this client's token may administer it (auth on)."""
+        cfg = self.queue_configs().get(queue)
+        require_queue_access(self.queue_configs().caller(self.settings.token or None), queue, cfg.tenant)
+        return cfg
+
+    def _spread(self, queue: str, cfg: QueueConfig, spread: int) -> QueueConfig:
+        """Grow the queue onto more partitions, recording where it begins on the new ones.
+
+        Producers write to a new partition only after they see this config,
+        which is written after the ends are measured: no message of the queue
+        sits below its start there, and consumers need not read that partition
+        from its beginning.
+        """
+        probe = cfg.spread_to(spread, {})  # validates before anything is measured
+        n = self.partition_count(self.settings.queue_topic)
+        added = sorted(set(queue_partitions(queue, n, probe.spread))
+                       - set(queue_partitions(queue, n, cfg.spread)))
+        starts = true_end_offsets(self.settings, self.settings.queue_topic, added) if added else {}
+        return cfg.spread_to(spread, starts)
+
+    def create_tenant(self, name: str) -> str:
+        """Register tenant ``name``; returns its new token (shown once). Admin only.
+
+        An existing name is an error (its token would be replaced silently): use
+        :meth:`rotate_tenant_token` for a new token, :meth:`revoke_tenant` to remove it.
+        """
+        name = validate_tenant_name(name)
+        configs = self.queue_configs()
+        require_admin(configs.caller(self.settings.token or None), "creating a tenant")
+        if name in configs.tenants():
+            raise ConfigError(f"tenant {name!r} exists: use rotate_tenant_token({name!r}) for a new token "
+                              f"or revoke_tenant({name!r}) to remove it")
+        return self._issue_token(configs, name)
+
+    def rotate_tenant_token(self, name: str) -> str:
+        """A new token for existing tenant ``name`` (the old one stops working). Admin only."""
+        name = validate_tenant_name(name)
+        configs = self.queue_configs()
+        require_admin(configs.caller(self.settings.token or None), "rotating a tenant's token")
+        if name not in configs.tenants():
+            raise ConfigError(f"no tenant {name!r}: create it with create_tenant({name!r})")
+        return self._issue_token(configs, name)
+
+    def revoke_tenant(self, name: str) -> None:
+        """Remove tenant ``name``: its token stops working (its queues stay assigned to the
+        name, reachable by the admin). Admin only."""
+        name = validate_tenant_name(name)
+        configs = self.queue_configs()
+        require_admin(configs.caller(self.settings.token or None), "revoking a tenant")
+        if name not in configs.tenants():
+            raise ConfigError(f"no tenant {name!r} to revoke")
+        delete_tenant(self.settings, name)
+        configs.drop_tenant(name)
+
+    def _issue_token(self, configs: QueueConfigs, name: str) -> str:
+        token = new_token()
+        tenant = Tenant(name, hash_token(token))
+        write_tenant(self.settings, tenant)
+        configs.put_tenant(tenant)
+        return token
+
+    def configure_queue(self, queue: str, **changes: Any) -> QueueConfig:
+        """Change settings of ``queue``; they apply to later deliveries, without restarts.
+
+        Settings: ``visibility_timeout_s``, ``max_deliveries``, ``max_processing_s``,
+        ``backoff`` (a :class:`kmq.Backoff`), ``dead_letter`` (bool), ``spread``,
+        ``dispatch`` ("shared" or "partition"), ``tenant`` (admin only), ``ordering``
+        ("none" or "group"), ``dead_letter_head`` ("continue" or "hold"),
+        ``dedup_window_s`` (docs/ordering.md). ``None`` restores the global default. Validated
+        before anything is written.
+        """
+        queue = validate_queue_name(queue)
+        configs = self.queue_configs()
+        cfg = self._authorize(queue)
+        if "tenant" in changes and changes["tenant"] != cfg.tenant:
+            require_admin(configs.caller(self.settings.token or None), "changing a queue's tenant")
+        spread = changes.pop("spread", None)
+        new = cfg.changed(**changes).switched(self.settings, cfg)
+        if new.ordering == "group" and new.dispatch_mode(self.settings) != "shared":
+            raise ConfigError(f"ordering='group' on {queue!r} needs the shared dispatch mode "
+                              f"(KMQ_DISPATCH={self.settings.dispatch!r}): also pass dispatch='shared'")
+        if spread is not None and spread != cfg.spread:
+            new = self._spread(queue, new, spread)
+        write_config(self.settings, queue, new)
+        configs.put_local(queue, new)
+        return new
+
+    # -- dead letters and purges --------------------------------------------------
+
+    def dead_letters(self, queue: str, **filters: Any) -> list[DeadLetter]:
+        """The queue's dead letters, oldest first; see :func:`kmq.ops.deadletters.list_dead_letters`."""
+        self._authorize(validate_queue_name(queue))
+        return deadletters.list_dead_letters(self.settings, queue, **filters)
+
+    def redrive(self, queue: str, **options: Any) -> deadletters.RedriveResult:
+        """Move dead letters back to ``queue`` exactly once; see :func:`kmq.ops.deadletters.redrive`."""
+        self._authorize(validate_queue_name(queue))
+        return deadletters.redrive(self.settings, queue, **options)
+
+    def purge_dead_letters(self, queue: str) -> int:
+        """Drop the queue's dead letters; returns how many."""
+        self._authorize(validate_queue_name(queue))
+        return deadletters.purge_dead_letters(self.settings, queue)
+
+    def purge(self, queue: str, timeout_s: float = 30.0) -> dict[int, int]:
+        """Drop every message of ``queue``: enqueued, in flight and scheduled (SQS PurgeQueue).
+
+        The tracker handles the purge in marker order: it forgets the queue's
+        in-flight and scheduled messages, then records the queue topic's end
+        offsets as the purge point (so nothing it republished before is
+        missed); consumers skip the queue's records below it. Returns the
+        purge point (partition -> offset) once this client sees it.
+        """
+        queue = validate_queue_name(queue)
+        configs = self.queue_configs()
+        before = self._authorize(queue).updated_at_ms
+        mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
+        producer = self._get_producer()
+        self._produce(producer, self.settings.markers_topic, marker_codec.encode([M.Purge(queue)]), queue, mp, None)
+        self.flush()
+        deadline = time.monotonic() + timeout_s
+        while configs.get(queue).updated_at_ms == before:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(
+                    f"the tracker did not confirm the purge of {queue!r} within {timeout_s:g}s: "
+                    "is a tracker worker running (faust -A app worker)?")
+            time.sleep(0.05)
+        return dict(configs.get(queue).purged_before)
