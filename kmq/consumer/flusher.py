@@ -1,0 +1,141 @@
+"""A consumer's way out: recorded verbs turned into markers, and the flusher thread that sends them.
+
+Verbs (``ack()``, ``release()``, ...) are recorded in memory by any thread
+(:mod:`kmq.consumer.settlement`); the flusher, a background thread, drains them into
+one marker per range within ``flush_interval_s`` of the first one (at once when a
+shared consumer ran out of work), extends what the consumer still holds
+(:mod:`kmq.consumer.keepalive`), renews a shared consumer's credit and checks the
+queue's settings. It sleeps until the next of those is due, so an idle consumer
+costs a few wake-ups a second.
+
+:class:`Flusher` is mixed into :class:`kmq.consumer.facade.Consumer` and works on its
+state; it stands apart because it is the consumer's second thread, with its own
+rules (no librdkafka consumer call, see :meth:`Flusher._flush_loop`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kmq.consumer.held import HeldRange
+from kmq.consumer.keepalive import keepalive_round
+from kmq.protocol import markers as M
+
+log = logging.getLogger("kmq.consumer")
+
+CONFIG_CHECK_S = 0.5  # how often a consumer picks up its queue's new settings
+IDLE_WAKE_S = 0.25     # the flusher wakes at least this often (credit heartbeats, checks)
+
+
+class Flusher:
+    """Settlements out as markers, keepalives, credits and settings checks, on a thread of their own."""
+
+    def _drain_settlements(self) -> list[M.Marker]:
+        """Turn recorded verbs into per-range markers (lock held)."""
+        markers, counts = self._log.drain(self._settled_in)
+        self.stats["acked"] += counts["acked"]
+        self.stats["released"] += counts["released"]
+        self.stats["rejected"] += counts["rejected"]
+        self._in_flight -= counts["settled"]
+        if counts["settled"]:
+            self._source.on_settled(counts["settled"])
+        return markers
+
+    def _settled_in(self, held: HeldRange, rels: list[int] | range) -> int:
+        """Count settled messages out of ``held``; lapsed ones were counted when they lapsed."""
+        n = len(rels)
+        if held.lapsed:
+            n -= sum(1 for r in held.lapsed if r in rels)
+        held.outstanding -= n
+        if held.outstanding <= 0:
+            self._held.pop(held.ref, None)
+        return n
+
+    def _flush_settlements(self) -> None:
+        markers = self._drain_settlements()
+        if markers:
+            self._send(markers)
+
+    def _send(self, markers: list[M.Marker]) -> None:
+        for i in range(0, len(markers), 1000):
+            self._writer.send(markers[i:i + 1000], [], on_confirmed=_nothing)
+            self.stats["markers"] += 1
+
+    def _keepalive(self) -> None:
+        """Extend what this consumer still holds; count what lapsed (see kmq.consumer.keepalive)."""
+        out, lapsed = keepalive_round(
+            list(self._held.values()), now=time.monotonic(), visibility_s=self.visibility_timeout_s,
+            max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s,
+            timeout_ms=self._timeout_ms)
+        for held in list(self._held.values()):
+            if held.outstanding <= 0:
+                self._held.pop(held.ref, None)
+        self._in_flight -= lapsed
+        if lapsed:
+            self._source.on_settled(lapsed)
+        self.stats["lapsed"] = self.stats.get("lapsed", 0) + lapsed
+        if out:
+            self._send(out)
+
+    def _flush_loop(self) -> None:
+        """Send settlements within ``flush_interval_s`` of the first one, at once when a shared
+        consumer ran out of work; renew credits, extend held messages, follow the settings.
+
+        It sleeps until the next of those is due (woken by the first verb after a flush and
+        by a receive that found nothing ready): an idle consumer costs a few wake-ups a second.
+        """
+        now = time.monotonic()
+        next_keepalive = now + self.keepalive_interval_s
+        next_config = now + CONFIG_CHECK_S
+        flush_at: float | None = None  # when the oldest unsent verb must go out
+        log_, wake = self._log, self._log.wake
+        while not self._stop.is_set():
+            now = time.monotonic()
+            until = min(next_keepalive, next_config, now + IDLE_WAKE_S,
+                        flush_at if flush_at is not None else now + IDLE_WAKE_S)
+            wake.wait(max(0.0, until - now))
+            wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self._writer.producer.poll(0)
+                with self._lock:
+                    # No librdkafka *consumer* call here: confluent-kafka lets one
+                    # thread at a time into a Consumer (its PR #2322), and the
+                    # user thread's polls would starve us. Commits happen on the
+                    # receiving thread (fetch, rebalance callbacks, close).
+                    now = time.monotonic()
+                    if log_:
+                        if flush_at is None:
+                            flush_at = now + self.flush_interval_s
+                        if now >= flush_at or self._source.starving():
+                            self._flush_settlements()
+                            flush_at = None
+                    self._source.flusher_work()
+                    if now >= next_config:
+                        next_config = now + CONFIG_CHECK_S
+                        self._follow_config()
+                    if now >= next_keepalive:
+                        next_keepalive = now + self.keepalive_interval_s
+                        self._keepalive()
+            except Exception as exc:  # surface to the user thread, never die silently
+                log.exception("queue %s: flusher failed", self.queue)
+                self._error = exc
+
+    def _stop_flusher(self) -> None:
+        """Crash tests: no more settlements, keepalives, credits or transactions of our own."""
+        self._stop.set()
+        self._log.wake.set()
+        self._flusher.join()
+
+    def _vanish(self) -> None:
+        """Crash tests: die without a goodbye, as a killed process would (no release, no
+        keepalive, no farewell); only the Kafka clients are closed, so a group need not wait
+        out this member's session."""
+        self._stop_flusher()
+        self._source.close()
+
+
+def _nothing() -> None:
+    pass

@@ -1,0 +1,149 @@
+"""A consumer's queue settings, followed live: new values, dispatch-mode switches, purges.
+
+A queue's settings change at run time (``client.configure_queue``), and a consumer
+picks them up without a restart: explicit arguments win, the rest comes from the
+queue's :class:`~kmq.queue_config.QueueConfig`. A change of dispatch mode swaps the
+consumer's source (what was not handed out is given back first; what user code
+holds is settled as before), and a purge drops prefetched messages below the purge
+point. The flusher notices a change (:mod:`kmq.consumer.flusher`); the receiving
+thread acts on it, since only it may touch the sources' Kafka consumers.
+
+:class:`LiveSettings` is mixed into :class:`kmq.consumer.facade.Consumer` and works
+on its state; it stands apart because it is what a consumer does when its queue
+changes, not what it does per message.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kmq.consumer.partition_source import PartitionSource
+from kmq.consumer.shared_source import SharedSource
+from kmq.errors import ConfigError
+from kmq.message import RELEASED, Message, Verb
+from kmq.protocol import markers as M
+from kmq.queue_config import QueueConfig
+
+log = logging.getLogger("kmq.consumer")
+
+MAX_EXTEND_S = M.MAX_TIMEOUT_MS / 1000  # SQS's visibility ceiling, 12 h (the codec's limit)
+LEAVE_TIMEOUT_S = 2.0  # how long a leaving shared consumer waits for the dispatcher's farewell
+
+
+class LiveSettings:
+    """The queue's settings a consumer applies, and what it does when they change."""
+
+    def _apply_config(self, cfg: QueueConfig) -> None:
+        """Take the queue's settings where no explicit argument was given."""
+        vis = self._explicit_vis if self._explicit_vis is not None else cfg.visibility_s(self._settings)
+        if self._explicit_processing is not None:
+            processing = self._explicit_processing
+        else:  # unset: the queue's, else KMQ_MAX_PROCESSING_S (5 min), never below the visibility
+            processing = max(vis, cfg.max_processing_s or self._settings.max_processing_s)
+        if processing < vis:
+            raise ConfigError(
+                f"max_processing_s={processing:g} is below visibility_timeout_s={vis:g}: "
+                "give max_processing_s >= visibility_timeout_s")
+        self.visibility_timeout_s = float(vis)
+        self.max_processing_s = float(processing)
+        # extend() is bounded by the queue's max_processing_s where one is set
+        # (its operators' bound on processing), else by SQS's 12 hours.
+        self.max_extend_s = min(MAX_EXTEND_S, cfg.max_processing_s or MAX_EXTEND_S)
+        self._timeout_ms = int(vis * 1000)
+        # Keepalive rounds: often enough that a live consumer's messages never lapse.
+        self.keepalive_interval_s = max(0.05, min(vis / 4, 5.0))
+        self._purged_before = dict(cfg.purged_before)
+        if not hasattr(self, "_dropped_purge"):
+            self._dropped_purge = dict(self._purged_before)
+
+    @property
+    def config(self) -> QueueConfig:
+        """The queue's settings this consumer currently applies."""
+        return self._queue_config
+
+    def mode_wanted(self) -> str:
+        """The queue's dispatch mode as its settings say now: "shared" or "partition"."""
+        return self._queue_config.dispatch_mode(self._settings)
+
+    @property
+    def mode(self) -> str:
+        """The dispatch mode this consumer receives in now: "shared" or "partition"."""
+        return self._source.mode
+
+    def _follow_config(self) -> None:
+        if self._configs is None:
+            return
+        cfg = self._configs.get(self.queue)
+        if cfg.updated_at_ms != self._queue_config.updated_at_ms:
+            self._queue_config = cfg
+            self._apply_config(cfg)
+            self._attention = True  # the receiving thread looks at spread, purges and mode
+
+    def _new_source(self, mode: str) -> PartitionSource | SharedSource:
+        if mode == "shared":
+            if self._deliveries_topic_partitions is None:
+                from kmq.kafka.admin import topic_partition_counts
+                counts = topic_partition_counts(self._settings)
+                if self._settings.deliveries_topic not in counts:
+                    raise ConfigError(f"topic {self._settings.deliveries_topic!r} does not exist: "
+                                      "create kmq's topics first (`faust -A app create-topics`)")
+                self._deliveries_topic_partitions = counts[self._settings.deliveries_topic]
+            return SharedSource(self, self._deliveries_topic_partitions, self._client_config, self._prefetch)
+        return PartitionSource(self, self._client_config)
+
+    def _on_receiving_thread(self) -> None:
+        """Work the flusher flagged that only the receiving thread may do."""
+        self._attention = False
+        self._source.on_receiving_thread()
+        if self._purged_before != self._dropped_purge:
+            self._drop_purged()
+        if self.mode_wanted() != self._source.mode:
+            self._switch_source(self.mode_wanted())
+        self._source.config_changed()
+
+    def _switch_source(self, mode: str) -> None:
+        """The queue changed mode: give back what was not handed out, then take the other source.
+
+        What user code holds stays held and is settled as before (the markers are the
+        same in both modes).
+        """
+        self._source.leave(LEAVE_TIMEOUT_S)
+        with self._lock:
+            self._return_unhanded()
+            self._flush_settlements()
+        self._writer.flush(10.0)
+        self._source.close()
+        log.info("queue %s: dispatch mode %s -> %s", self.queue, self._source.mode, mode)
+        self._source = self._new_source(mode)
+
+    def _return_unhanded(self) -> None:
+        """Give back (uncounted) every held message not yet handed to user code (lock held)."""
+        for held in self._ready:
+            for i in range(held.handed, len(held.recs)):
+                rel = held.rels[i]
+                if not held.state[rel] and rel not in held.lapsed:
+                    held.state[rel] = RELEASED
+                    self._log.add(Message((held.recs[i], held, rel)), Verb.RETURN, 0)
+            held.handed = len(held.recs)
+        self._ready.clear()
+
+    def _drop_purged(self) -> None:
+        """A purge happened: prefetched messages below the purge point are gone."""
+        floors = self._purged_before
+        with self._lock:
+            for held in self._ready:
+                floor = floors.get(held.ref.partition, 0)
+                k = held.handed
+                while k < len(held.recs) and held.ref.start + held.rels[k] < floor:
+                    k += 1
+                dropped = held.rels[held.handed:k]
+                if dropped:
+                    held.lapsed.update(dropped)  # no longer ours to settle or extend
+                    held.handed = k
+                    held.outstanding -= len(dropped)
+                    self._in_flight -= len(dropped)
+                    if held.outstanding <= 0:
+                        self._held.pop(held.ref, None)
+            while self._ready and self._ready[0].handed == len(self._ready[0].recs):
+                self._ready.popleft()
+        self._dropped_purge = dict(floors)
