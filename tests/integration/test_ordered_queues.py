@@ -1,6 +1,7 @@
 """Ordered message groups and deduplication end to end (docs/ordering.md), on the embedded
 broker with a real tracker: per-group order across releases, timeouts and a SIGKILLed
-consumer; dedup across two producer processes; dead-lettered heads in both settings."""
+consumer; dedup across two producer processes; dead-lettered heads in both settings; a
+purge; the groups in the queue view."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 import kmq
 from kmq.dev.devstack import settings_env
 from tests.conftest import wait_for
+from tests.integration.views import queue_detail
 
 pytestmark = pytest.mark.usefixtures("tracker")
 HELPERS = Path(__file__).parent / "helpers"
@@ -253,3 +255,38 @@ def test_a_purge_drops_the_waiting_records_of_an_ordered_queue(client, ordered, 
         wait_for(step, 60, interval_s=0, what="the messages sent after the purge, in order")
         assert c.receive(3.0) is None
 
+
+
+def test_the_queue_view_shows_an_ordered_queues_groups(client, ordered, queue, tracker):
+    # Given: three groups of two, and a consumer with room for one message
+    sent = send_groups(client, ordered, ["a", "b", "c"], 2)
+    with client.consumer(ordered, max_in_flight=1, visibility_timeout_s=60) as c:
+        head = wait_for(lambda: c.receive(0.2), 30, what="a head")
+
+        def groups():
+            return (queue_detail(tracker, ordered) or {}).get("groups")
+        # Then: the queue's detail shows one group in flight and two waiting
+        def one_in_flight_two_waiting():
+            g = groups()
+            return g if g and (g["waiting"], g["in_flight"]) == (2, 1) else None
+        g = wait_for(one_in_flight_two_waiting, 30, what="one group in flight, two waiting, in the queue view")
+        assert g["oldest_head_age_s"] >= 0
+        # and, once every message is acked, none
+        head.ack()
+        done = [head.id]
+
+        def drain():
+            for m in c.receive_batch(1, 0.2):
+                done.append(m.id)
+                m.ack()
+            return len(done) == 6
+        wait_for(drain, 60, interval_s=0, what="every message")
+        assert sorted(done) == sorted(i for ids in sent.values() for i in ids)
+        wait_for(lambda: groups() == {"waiting": 0, "in_flight": 0, "oldest_head_age_s": 0}, 30,
+                 what="no group left in the queue view")
+    # An unordered queue has no groups in its view.
+    plain = queue + "-plain"
+    client.send(plain, b"x")
+    client.flush()
+    detail = wait_for(lambda: queue_detail(tracker, plain), 30, what="the unordered queue's view")
+    assert detail["groups"] is None
