@@ -17,6 +17,7 @@ import pytest
 import kmq
 from kmq.dev.devstack import settings_env
 from tests.conftest import wait_for
+from tests.integration.test_web import browse, parse
 from tests.integration.views import queue_detail
 
 pytestmark = pytest.mark.usefixtures("tracker")
@@ -271,6 +272,9 @@ def test_the_queue_view_shows_an_ordered_queues_groups(client, ordered, queue, t
             return g if g and (g["waiting"], g["in_flight"]) == (2, 1) else None
         g = wait_for(one_in_flight_two_waiting, 30, what="one group in flight, two waiting, in the queue view")
         assert g["oldest_head_age_s"] >= 0
+        # and so do the dashboard's queue cards (a real browser)
+        cards = parse(browse(f"{tracker.url}/kmq/ui/queue/{ordered}")).fields
+        assert (cards.get("groups_waiting"), cards.get("groups_in_flight")) == ("2", "1"), cards
         # and, once every message is acked, none
         head.ack()
         done = [head.id]
