@@ -163,6 +163,10 @@ class Dispatcher:
         """Messages of an ordered queue left for good: acked, or dead-lettered."""
         self._post(("ended", markers_partition, queue, partition, offsets, dead_lettered))
 
+    def on_purged(self, markers_partition: int, queue: str, purged_before: dict[int, int]) -> None:
+        """``queue`` was purged below ``purged_before``: its groups forget those records."""
+        self._post(("purged", markers_partition, queue, dict(purged_before)))
+
     def snapshot(self) -> dict:
         """Live consumers per shared queue and the dispatcher's counters (views; any thread)."""
         consumers = {}
@@ -258,6 +262,8 @@ class Dispatcher:
                 self._own(event[1])
             elif kind == "ended":
                 self._ended(*event[1:])
+            elif kind == "purged":
+                self._ordered.purged(*event[1:])
             elif kind == "quiesce":
                 self._quiesce()
                 event[1].set()

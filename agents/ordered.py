@@ -147,6 +147,21 @@ class OrderedQueues:
         q = self._queues.get(key)
         return q is not None and any([q.order.dead_lettered(o, hold) for o in offsets])
 
+    def purged(self, markers_partition: int, queue: str, before: dict[int, int]) -> int:
+        """``queue`` was purged below ``before`` (queue partition -> purge point): its
+        records read and waiting below the point are never handed out, and its groups no
+        longer wait for heads from below it (the tracker forgot them; no settle comes).
+        Returns how many records and heads were dropped."""
+        dropped = 0
+        for (m, name, p), q in self._queues.items():
+            point = before.get(p, 0)
+            if m != markers_partition or name != queue or point <= 0:
+                continue
+            dropped += q.order.purge_below(point)
+            for offset in [o for o in q.records if o < point]:
+                del q.records[offset]  # its heap entry goes lazily (floor())
+        return dropped
+
     def forget(self, key: Key) -> None:
         """Start this queue partition afresh (read again from its floor)."""
         self._queues.pop(key, None)

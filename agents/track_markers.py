@@ -166,6 +166,8 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
     if isinstance(marker, M.Purge):
         # After forgetting, so nothing republished before is above the point.
         await redeliverer.record_purge_point(marker.queue)
+        # An ordered queue's groups drop what they hold below it (docs/ordering.md).
+        dispatcher.on_purged(part.partition, marker.queue, redeliverer.config(marker.queue).purged_before)
     return None
 
 

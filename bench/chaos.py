@@ -15,12 +15,14 @@ the processes it started, by their pid):
    the ledger's rules (bench/chaos_ledger.py).
 
     python -m bench.chaos [--kills 200] [--messages 20000] [--seconds 240]   # writes bench/results/chaos.json
+    python -m bench.chaos --dispatch shared --ordered-queues 2 --groups 10   # ordered groups: order per group
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -79,6 +81,10 @@ class ChaosConfig:
     # above) or "shared" (the tracker dispatches; no group, so nothing to pace or strand).
     dispatch: str = "partition"
     work_ms: float = 0.0            # how long a consumer works on each batch it received
+    # The first this many queues have ordering="group" (shared dispatch only): messages go
+    # round-robin to ``groups_per_queue`` groups, and the ledger checks order per group.
+    ordered_queues: int = 0
+    groups_per_queue: int = 10
 
 
 @dataclass
@@ -108,6 +114,11 @@ class Harness:
         self.trackers: list[TrackerProcess] = []
         self.events: list[dict] = []
         self.sent: dict[str, list[str]] = {q: [] for q in self.queues}
+        if config.ordered_queues and config.dispatch != "shared":
+            raise ValueError("ordered_queues needs dispatch='shared' (ordering='group' is dispatched)")
+        self.ordered = self.queues[:config.ordered_queues]
+        # ordered queue -> group -> ids in send order (bench/chaos_ledger.py, rule 4)
+        self.groups: dict[str, dict[str, list[str]]] = {q: {} for q in self.ordered}
         self._spawned = 0
         self._last_kill: dict[str, float] = {}  # queue -> monotonic time of its last consumer kill
         self._shares: dict[str, tuple[int, tuple]] = {}  # child -> (log bytes read, its shares)
@@ -205,12 +216,15 @@ class Harness:
     def run(self) -> dict:
         cfg = self.cfg
         t0 = time.monotonic()
+        client = kmq.Client(settings=self.s)
+        # Before the trackers start: each reads the settings to their end at start, so no
+        # dispatcher ever takes an ordered queue for an unordered one.
+        for q in self.queues:
+            client.configure_queue(q, max_deliveries=cfg.max_deliveries, dispatch=cfg.dispatch,
+                                   **({"ordering": "group"} if q in self.ordered else {}))
         for k in range(cfg.trackers):
             self.trackers.append(self.start_tracker(k, self.work / f"tracker{k}-data-0"))
-        client = kmq.Client(settings=self.s)
         try:
-            for q in self.queues:
-                client.configure_queue(q, max_deliveries=cfg.max_deliveries, dispatch=cfg.dispatch)
             self.wait_until("tracker workers ready", self.trackers_ready, cfg.tracker_ready_s)
             for q in self.queues:
                 for _ in range(cfg.consumers_per_queue):
@@ -254,7 +268,9 @@ class Harness:
             if sending:
                 for q in self.queues:
                     n = min(per_tick, cfg.messages_per_queue - len(self.sent[q]))
-                    if n:
+                    if n and q in self.groups:
+                        self._send_ordered(client, q, n)
+                    elif n:
                         self.sent[q] += client.send_batch(q, [b"chaos %d" % i for i in range(n)])
                 client.flush()
             victims = self._killable(now) if kills < cfg.kills and now >= next_kill else []
@@ -298,6 +314,16 @@ class Harness:
                 "rebalances": rebalances, "seconds": round(time.monotonic() - start, 1),
                 "sent": sum(len(v) for v in self.sent.values()),
                 "tracker_modes": [e["mode"] for e in self.events if e["kind"] == "tracker-kill"]}
+
+    def _send_ordered(self, client: kmq.Client, queue: str, n: int) -> None:
+        """``n`` more messages, round-robin over the queue's groups (payload: group, seq)."""
+        for _ in range(n):
+            k = len(self.sent[queue])
+            group = f"g{k % self.cfg.groups_per_queue}"
+            ids = self.groups[queue].setdefault(group, [])
+            msg_id = client.send(queue, b"chaos %s %d" % (group.encode(), len(ids)), group=group)
+            ids.append(msg_id)
+            self.sent[queue].append(msg_id)
 
     @property
     def _shared(self) -> bool:
@@ -376,11 +402,14 @@ class Harness:
         self._missing = len(missing)
         return not missing
 
-    def _dead_letters(self) -> dict[str, str]:
+    def _dead_letters(self, at: dict[str, float] | None = None) -> dict[str, str]:
+        """id -> reason of this run's dead letters; ``at`` gets id -> when (epoch s)."""
         out = {}
         for q in self.queues:
             for d in list_dead_letters(self.s, q):
                 out[d.id] = d.reason
+                if at is not None:
+                    at[d.id] = min(d.dead_lettered_ms / 1000, at.get(d.id, math.inf))
         return out
 
     def _drain(self) -> dict:
@@ -423,9 +452,12 @@ class Harness:
         return None
 
     def _account(self) -> dict:
-        dead = self._dead_letters()
+        dead_at: dict[str, float] = {}
+        dead = self._dead_letters(dead_at)
+        groups = {f"{q}/{g}": ids for q in self.ordered for g, ids in self.groups[q].items()}
         if self._shared:  # consumers of a shared queue write no STARTs, in no transaction
-            modes = {"shared": list(self.queues)}
+            modes = {"ordered": list(self.ordered),
+                     "shared": [q for q in self.queues if q not in self.ordered]}
         else:
             modes = {"transactional": [q for q in self.queues if self.transactional(q)],
                      "plain": [q for q in self.queues if not self.transactional(q)]}
@@ -433,16 +465,17 @@ class Harness:
         for mode, queues in modes.items():
             if queues:
                 logs = [read_log(c.log_path, c.ending) for c in self.children if c.queue in queues]
-                by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead)
+                by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead,
+                                        groups if mode == "ordered" else None, dead_at)
         violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
         # Transactional STARTs close the START/commit window, and a shared queue has none
         # (the dispatcher acquires before it delivers): nothing acked comes back at all.
-        for strict in ("transactional", "shared"):
+        for strict in ("transactional", "shared", "ordered"):
             acc = by_mode.get(strict)
             if acc is not None and acc.redelivered_after_durable_ack:
                 violations.append(f"{strict}: {acc.redelivered_after_durable_ack} delivered after a durable ack")
         logs = [read_log(c.log_path, c.ending) for c in self.children]
-        everything = account([i for ids in self.sent.values() for i in ids], logs, dead)
+        everything = account([i for ids in self.sent.values() for i in ids], logs, dead, groups, dead_at)
         total = everything.summary()
         queue_of = {i: q for q, ids in self.sent.items() for i in ids}
         total["lost_by_queue"] = {q: sum(1 for i in everything.lost if queue_of[i] == q) for q in self.queues}
@@ -498,12 +531,16 @@ def main() -> None:
     ap.add_argument("--dispatch", choices=("partition", "shared"), default="partition",
                     help="every queue's dispatch mode")
     ap.add_argument("--work-ms", type=float, default=0.0, help="time a consumer works on each batch")
+    ap.add_argument("--ordered-queues", type=int, default=0,
+                    help="how many queues have ordering='group' (needs --dispatch shared)")
+    ap.add_argument("--groups", type=int, default=10, help="groups per ordered queue")
     args = ap.parse_args()
     cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
                       chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
                       transactional_queues=args.transactional_queues,
                       tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
-                      rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms)
+                      rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms,
+                      ordered_queues=args.ordered_queues, groups_per_queue=args.groups)
     with stack(tracker=False, dispatch=args.dispatch, queue_partitions=8, markers_partitions=8,
                visibility_timeout_s=cfg.visibility_s) as (settings, _t, _b):
         result = run_chaos(settings, cfg)
@@ -511,8 +548,8 @@ def main() -> None:
     cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
            f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
            f"--transactional-queues {args.transactional_queues} --dispatch {args.dispatch} "
-           f"--work-ms {args.work_ms:g}")
-    name = "chaos" if args.dispatch == "partition" else "chaos_shared"
+           f"--work-ms {args.work_ms:g} --ordered-queues {args.ordered_queues} --groups {args.groups}")
+    name = "chaos" if args.dispatch == "partition" else "chaos_ordered" if args.ordered_queues else "chaos_shared"
     print(f"saved {save(name, {'command': cmd, **result})}")
     sys.exit(0 if result["ok"] else 1)
 

@@ -80,22 +80,19 @@ def main() -> None:
         log.write(e="recv", m=[[m.id, m.delivery_count] for m in batch])
         if args.work_ms:
             stop.wait(args.work_ms / 1000)  # the work itself (a SIGTERM cuts it short)
-        done: dict[str, list[str]] = {"acked": [], "released": [], "rejected": []}
-        to_ack = []
-        for m in batch:
-            what = fate(m.id, m.delivery_count, args.reject_pct, args.release_pct)
+        fates = [(m, fate(m.id, m.delivery_count, args.reject_pct, args.release_pct)) for m in batch]
+        done: dict[str, list[str]] = {
+            kind: [m.id for m, what in fates if what == verb]
+            for kind, verb in (("acked", "ack"), ("released", "release"), ("rejected", "reject"))}
+        # Before any settlement is sent: an ordered group may go on only after this line.
+        log.write(e="acking", ids=done["acked"], rejecting=done["rejected"])
+        for m, what in fates:
             if what == "reject":
                 m.reject("chaos-reject")
-                done["rejected"].append(m.id)
             elif what == "release":
                 m.release(RELEASE_DELAY_S)
-                done["released"].append(m.id)
             else:
-                to_ack.append(m)
-        log.write(e="acking", ids=[m.id for m in to_ack])
-        for m in to_ack:
-            m.ack()
-        done["acked"] = [m.id for m in to_ack]
+                m.ack()
         c.flush()  # durable from here on: these must never come back
         log.write(e="settled", **done)
     c.close()

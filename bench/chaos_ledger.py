@@ -5,7 +5,8 @@ Each consumer process appends JSON lines to its own file (``bench/chaos_consumer
 - ``{"e": "start", "pid": P, "t": T}`` once;
 - ``{"e": "recv", "m": [[id, delivery_count], ...], "t": T}`` as soon as a batch is received,
   before anything is done with it;
-- ``{"e": "acking", "ids": [...], "t": T}`` just before those ids are acked;
+- ``{"e": "acking", "ids": [...], "rejecting": [...], "t": T}`` just before those ids are
+  acked (and those rejected), before any of the batch's settlements is sent;
 - ``{"e": "settled", "acked": [...], "released": [...], "rejected": [...], "t": T}`` only
   after ``flush()`` returned: those settlements are durable;
 - ``{"e": "stop", "t": T}`` after a graceful close (SIGTERM);
@@ -26,11 +27,15 @@ the dead letters it read back. The rules (docs/reliability.md):
    asks): each must be explained by a kill (an earlier copy was unsettled in a
    process that was killed or crashed) or a graceful stop (close() gave it back).
    Unexplained duplicates are violations.
+4. **reordered = 0** on ordered queues (docs/ordering.md): the first delivery of a
+   group's message comes after every earlier message of its group was settled (see
+   :func:`out_of_order`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +52,7 @@ class ProcessLog:
     ending: str = "running"
     recv: list[tuple[float, str, int]] = field(default_factory=list)  # (t, id, delivery_count)
     acking: set[str] = field(default_factory=set)  # about to be acked
+    settling: dict[str, float] = field(default_factory=dict)  # id -> first "acking" line: ack or reject
     acked: dict[str, float] = field(default_factory=dict)  # id -> time its ack was durable
     released: set[str] = field(default_factory=set)
     rejected: set[str] = field(default_factory=set)
@@ -75,6 +81,8 @@ def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> Proce
             log.received.update(i for i, _c in ev["m"])
         elif ev.get("e") == "acking":
             log.acking.update(ev["ids"])
+            for i in [*ev["ids"], *ev.get("rejecting", ())]:
+                log.settling.setdefault(i, ev["t"])
         elif ev.get("e") == "settled":
             for i in ev.get("acked", ()):
                 log.acked.setdefault(i, ev["t"])
@@ -111,6 +119,7 @@ class Accounting:
     unexplained_after_ack: list[str]
     max_deliveries_of_one_id: int
     unexpected_ids: list[str]
+    reordered: list[str] = field(default_factory=list)  # ordered queues only (rule 4)
 
     @property
     def violations(self) -> list[str]:
@@ -125,6 +134,9 @@ class Accounting:
                        f"{self.unexplained_duplicates[:5]}")
         if self.unexpected_ids:
             out.append(f"{len(self.unexpected_ids)} ids delivered that were never sent")
+        if self.reordered:
+            out.append(f"{len(self.reordered)} delivered before an earlier message of their group "
+                       f"was settled, e.g. {self.reordered[:5]}")
         return out
 
     def summary(self) -> dict:
@@ -141,8 +153,13 @@ class Accounting:
         return out
 
 
-def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str, str]) -> Accounting:
-    """Apply the module's rules; ``dead_letters`` maps id -> reason (read from the DLQ topic)."""
+def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str, str],
+            groups: dict[str, list[str]] | None = None,
+            dead_lettered_s: dict[str, float] | None = None) -> Accounting:
+    """Apply the module's rules; ``dead_letters`` maps id -> reason (read from the DLQ topic).
+
+    ``groups`` (ordered queues: group -> its ids in send order) and ``dead_lettered_s``
+    (id -> when the tracker dead-lettered it, epoch seconds) add rule 4."""
     sent = set(sent)
     deliveries: dict[str, list[tuple[float, int, int]]] = defaultdict(list)  # id -> (t, log#, count)
     acked_at: dict[str, float] = {}
@@ -205,7 +222,43 @@ def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str,
         unexplained_duplicates=sorted(unexplained), redelivered_after_durable_ack=after_ack,
         unexplained_after_ack=sorted(unexplained_after_ack),
         max_deliveries_of_one_id=max((len(d) for d in deliveries.values()), default=0),
-        unexpected_ids=sorted(delivered - sent))
+        unexpected_ids=sorted(delivered - sent),
+        reordered=out_of_order(groups, logs, dead_lettered_s or {}) if groups else [])
+
+
+def out_of_order(groups: dict[str, list[str]], logs: list[ProcessLog],
+                 dead_lettered_s: dict[str, float]) -> list[str]:
+    """Ids of ordered groups first delivered before an earlier message of their group was
+    settled (rule 4); ``groups``: group -> ids in send order.
+
+    A message's settlement is sent at the earliest when a process logged it in an
+    ``acking`` line (ack or reject; the line is written before either is sent), or when
+    the tracker dead-lettered it (``dead_lettered_s``; max deliveries). Only after that
+    can the tracker free the group, the dispatcher hand out the next message, and a
+    consumer receive and log it: a chain of causes, so no timing enters the rule, and
+    the earliest settlement makes it a necessary condition (no false alarm when an ack
+    sent by a killed process was lost and the message settled again later).
+
+    Kills excuse nothing: a head whose consumer was killed (or that was released, or
+    timed out) is not settled; it comes back and its group waits for it. A message never
+    settled (lost) flags every later message of its group that was delivered.
+    """
+    first_recv: dict[str, float] = {}
+    settled_at: dict[str, float] = dict(dead_lettered_s)
+    for log in logs:
+        for t, i, _c in log.recv:
+            first_recv[i] = min(t, first_recv.get(i, t))
+        for i, t in log.settling.items():
+            settled_at[i] = min(t, settled_at.get(i, t))
+    out: list[str] = []
+    for ids in groups.values():
+        bar = -math.inf  # the latest settlement of an earlier message of the group
+        for i in ids:
+            t = first_recv.get(i)
+            if t is not None and t < bar:
+                out.append(i)
+            bar = max(bar, settled_at.get(i, math.inf))
+    return sorted(out)
 
 
 def _count_by(dead_letters: dict[str, str], sent: set[str]) -> dict[str, int]:

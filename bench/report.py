@@ -90,7 +90,9 @@ def lateness(results: dict[str, dict]) -> list[str]:
 def chaos(r: dict) -> list[str]:
     c, a, d = r["chaos"], r["accounting"], r["drain"]
     shared = r.get("config", {}).get("dispatch") == "shared"
-    title = ("## Chaos on shared queues: kills at any moment, restarts, consumers joining and leaving"
+    ordered = bool(r.get("config", {}).get("ordered_queues"))
+    title = ("## Chaos on ordered queues: order per group under kills and restarts" if ordered
+             else "## Chaos on shared queues: kills at any moment, restarts, consumers joining and leaving"
              if shared else "## Chaos: kills, restarts, rebalances, exact accounting")
     out = [title, "",
            "Consumers SIGKILLed and restarted, tracker workers SIGKILLed and restarted on their data",
@@ -105,9 +107,13 @@ def chaos(r: dict) -> list[str]:
            f"**{a['lost']}** | {a['duplicates']} ({a['duplicates_after_kill']}) | "
            f"{a['redelivered_after_durable_ack']} | {len(a['violations'])} |", ""]
     for mode, m in sorted(r.get("by_mode", {}).items()):
-        kind = "shared queues" if mode == "shared" else f"{mode} STARTs"
+        kind = f"{mode} queues" if mode in ("shared", "ordered") else f"{mode} STARTs"
+        reordered = f", {m['reordered']} reordered (rule 4)" if mode == "ordered" else ""
         out.append(f"- {kind}: {m['sent']:,} sent, {m['lost']} lost, {m['duplicates']} duplicates, "
-                   f"{m['redelivered_after_durable_ack']} delivered after a durable ack.")
+                   f"{m['redelivered_after_durable_ack']} delivered after a durable ack{reordered}.")
+    if ordered:
+        out.append("- with tracker kills, an ordered queue shows the known dispatcher-failover windows "
+                   "(docs/ordering.md, \"Failover\"): reorders and returns after an ack, nothing lost.")
     out.append(f"- acks in transit at a kill (sent, unconfirmed, never came back): {a['ack_in_transit']}; "
                f"redeliveries asked for by releases: {a['requested_redeliveries']}.")
     out += ["", f"Chaos phase {c['seconds']:.0f} s, drained in {d['drain_s']:.0f} s; whole run "
@@ -384,6 +390,7 @@ def render(results: dict[str, dict]) -> str:
            "before the shared-queue ones measure partition-mode queues (`dispatch=\"partition\"`).", ""]
     # A named section renders its result file; an unnamed one gathers several files.
     sections = [("throughput", throughput), (None, lateness), ("chaos", chaos), ("chaos_shared", chaos),
+                ("chaos_ordered", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
                 ("shared_throughput", shared_throughput), ("shared_latency", shared_latency),

@@ -329,10 +329,23 @@ async def queue_detail(web, request, queue: str):
                    "dispatch": cfg.dispatch_mode(settings), "ordering": cfg.ordering,
                    "dead_letter_head": cfg.dead_letter_head, "dedup_window_s": cfg.dedup_window_s},
         "since_start": stats.totals(queue),
+        "groups": _groups_of(queue, cfg.ordering),
         "in_flight_ranges": ranges, "in_flight_range_count": n_ranges,
         "dead_letters_detail": dead,
         "history": _history_json(stats.history(lambda q: q == queue, now)),
     })
+
+
+def _groups_of(queue: str, ordering: str) -> dict[str, int] | None:
+    """An ordered queue's groups (docs/ordering.md): waiting, in flight, oldest head age (s);
+    None for an unordered queue. This worker owns the queue's markers partition, so its
+    dispatcher is the one that holds the groups."""
+    if ordering != "group":
+        return None
+    from agents.track_markers import dispatcher  # kept local: one reach into the runtime
+    g = dispatcher.group_gauges().get(queue, {})
+    return {"waiting": g.get("groups_waiting", 0), "in_flight": g.get("groups_in_flight", 0),
+            "oldest_head_age_s": g.get("oldest_head_age_ms", 0) / 1000}
 
 
 async def _add_delivery_counts(loop: asyncio.AbstractEventLoop, ranges: list[dict[str, Any]]) -> None:

@@ -118,7 +118,8 @@ async function loadQueue(name){
  el("detail").hidden=false;el("qname").textContent=d.queue;el("where").textContent="/ "+d.queue;
  cards(el("qcards"),[["depth",d.depth_exact===false?"\u2265"+d.depth:d.depth,"depth"],["in flight",d.in_flight,"in_flight"],
   ["scheduled",d.scheduled,"scheduled"],["dead letters",d.dead_letters,"dead_letters"],["oldest in flight",fmtAge(d.oldest_in_flight_age_s)],
-  ["acked/min",d.acked_per_min,"acked_per_min"],["redelivered/min",d.redelivered_per_min],["dead-lettered/min",d.dead_lettered_per_min]]);
+  ["acked/min",d.acked_per_min,"acked_per_min"],["redelivered/min",d.redelivered_per_min],["dead-lettered/min",d.dead_lettered_per_min],
+  ...(d.groups?[["groups waiting",d.groups.waiting,"groups_waiting"],["groups in flight",d.groups.in_flight,"groups_in_flight"],["oldest group head",fmtAge(d.groups.oldest_head_age_s)]]:[])]);
  chart(el("qchart"),d.history);
  const now=Date.now();
  el("nranges").textContent=`(${d.in_flight_range_count})`;

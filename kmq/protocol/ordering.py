@@ -10,6 +10,8 @@ one message at a time and in send order (docs/ordering.md). Its dispatcher keeps
 - :meth:`GroupOrder.take` gives the heads of groups with nothing in flight, at most one
   per group, the group that became ready first first (a hot group is one group).
 - :meth:`GroupOrder.settled` / :meth:`GroupOrder.dead_lettered` free a group.
+- :meth:`GroupOrder.purge_below` forgets what a queue purge removed: records below the
+  purge point, and heads handed out (or held) from below it, whose settle never comes.
 
 :class:`Dedup` decides on ``kmq.dedup-id``: the first record of an id opens a window of
 ``window_ms`` on the records' own timestamps (so a re-reader of the log decides the same);
@@ -59,6 +61,7 @@ class _Group:
     head_id: str | None = None     # the message the group waits for (in flight or away)
     head_offset: int | None = None  # where that head is in flight (None: away or none)
     head_since_ms: int = 0          # when the current head was first offered
+    head_from: int = -1             # offset the head was last handed out from (a purge)
     held: bool = False              # dead-lettered head, policy "hold": wait for redrive
 
 
@@ -120,7 +123,7 @@ class GroupOrder:
             offset, msg_id = g.waiting.popleft()
             if g.head_id != msg_id:
                 g.head_since_ms = self._offered_ms.get(offset, now_ms)
-            g.head_id, g.head_offset = msg_id, offset
+            g.head_id, g.head_offset, g.head_from = msg_id, offset, offset
             self._in_flight[offset] = group
             out.append((offset, group))
         return out
@@ -161,9 +164,45 @@ class GroupOrder:
         g.held = True
         return True
 
-    def purge(self) -> None:
-        """The queue was purged: nothing waits or is in flight any more."""
-        self.__init__()
+    def purge_below(self, offset: int) -> int:
+        """The queue was purged below ``offset`` (its purge point): forget those records.
+
+        Records waiting below it are never handed out. A head handed out (in flight, or
+        gone to be republished) or dead-lettered and held from below it no longer holds
+        its group: the tracker forgot it at the purge, so no settle and no republish
+        comes. Records at or above ``offset`` were sent after the purge and stay, with
+        their order. Returns how many records and heads were dropped."""
+        dropped = 0
+        for group, g in list(self._groups.items()):
+            kept: deque = deque()
+            for o, msg_id in g.waiting:
+                if o >= offset:
+                    kept.append((o, msg_id))
+                else:
+                    self._forget(o)
+                    dropped += 1
+            g.waiting = kept
+            if g.head_offset is not None and g.head_offset < offset:  # in flight or away
+                self._in_flight.pop(g.head_offset, None)
+                self._forget(g.head_offset)
+                g.head_id, g.head_offset = None, None
+                dropped += 1
+            elif g.held and g.head_from < offset:
+                g.head_id, g.held = None, False
+                dropped += 1
+            elif g.head_offset is None and not g.held and g.head_id is not None \
+                    and not (g.waiting and g.waiting[0][1] == g.head_id):
+                g.head_id = None  # a returned head waiting at the front, dropped above
+            if g.head_id is not None and (g.head_offset is not None or g.held):
+                self._ready.pop(group, None)  # still waits for its head
+            elif g.waiting:
+                if g.head_id is None:
+                    g.head_since_ms = self._offered_ms.get(g.waiting[0][0], 0)
+                self._ready.setdefault(group, None)
+            else:
+                self._ready.pop(group, None)
+                del self._groups[group]
+        return dropped
 
     def _next(self, group: bytes, g: _Group) -> None:
         if g.waiting:

@@ -4,7 +4,12 @@ Marker records are decoded with :mod:`kmq.protocol.marker_codec` (the one codec)
 ``mapInArrow``; a record that does not decode becomes one ``malformed``
 event, so jobs count it and skip it. Range markers are exploded into one
 event per offset, which is what per-message questions (how long did this
-message take, was it ever acked) need.
+message take, was it ever acked) need. A shared queue's deliveries are ACQUIREs
+(its dispatcher's), a group consumer's are STARTs: both are ``DELIVERY_EVENTS``.
+
+Markers do not carry a message's ordered group (``kmq.group`` is a header of the
+queue record): :func:`with_group` adds it to events or deliveries from the queue
+records at their offsets.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ _EVENT_ARROW = arrow_schema(EVENT_SCHEMA)
 
 # Marker type -> event name; RELEASE with counted=False is "returned".
 _NAMES = {M.Start: "start", M.Ack: "ack", M.Extend: "extend", M.Release: "release",
-          M.Reject: "reject", M.Schedule: "schedule", M.Tick: "tick"}
+          M.Reject: "reject", M.Schedule: "schedule", M.Tick: "tick", M.Acquire: "acquire",
+          M.Purge: "purge", M.Credit: "credit", M.Begin: "begin", M.Floor: "floor"}
 SETTLE_EVENTS = ("ack", "release", "returned", "reject")
+DELIVERY_EVENTS = ("start", "acquire")  # a group consumer's fetch, a dispatcher's hand-out
 
 
 def marker_events(markers: DataFrame) -> DataFrame:
@@ -69,15 +76,19 @@ def _explode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 continue
             for seq, m in enumerate(batch_markers):
                 name = _NAMES[type(m)]
-                if isinstance(m, M.Tick):
+                if isinstance(m, (M.Tick, M.Begin)):
                     add(part, off, seq, ts, name)
+                elif isinstance(m, (M.Purge, M.Credit)):
+                    add(part, off, seq, ts, name, m.queue)
+                elif isinstance(m, M.Floor):  # where a successor dispatcher reads from
+                    add(part, off, seq, ts, name, m.queue, m.partition, (m.offset,))
                 elif isinstance(m, M.Schedule):
                     add(part, off, seq, ts, name, m.queue, delay_ms=m.due_ms - ts,
                         message_id=m.message_id)
                 else:
                     r = m.range
                     offsets = M.mask_offsets(r.start, m.mask)
-                    if isinstance(m, M.Start):
+                    if isinstance(m, (M.Start, M.Acquire)):
                         add(part, off, seq, ts, name, r.queue, r.partition, offsets,
                             timeout_ms=m.timeout_ms)
                     elif isinstance(m, M.Extend):
@@ -122,6 +133,19 @@ def queue_records(queue: DataFrame) -> DataFrame:
         F.coalesce(header_long(envelope.DELIVERIES), F.lit(0)).alias("deliveries"),
         header_long(envelope.ENQUEUED_MS).alias("enqueued_ms"),
         header(envelope.GROUP).cast("string").alias("group"))
+
+
+def with_group(df: DataFrame, records: DataFrame) -> DataFrame:
+    """``df`` (events or deliveries: ``queue``, ``queue_partition``, ``offset``) with a
+    ``group`` column: the ordered message group (``kmq.group``) of the queue record at that
+    offset, from :func:`queue_records`; null for a record without one and for events of no
+    queue record (TICK, CREDIT ...). A redelivered copy keeps its group, so every delivery of
+    a message has it."""
+    groups = records.select(F.col("queue").alias("_q"), F.col("queue_partition").alias("_p"),
+                            F.col("offset").alias("_o"), F.col("group"))
+    on = ((df["queue"] == groups["_q"]) & (df["queue_partition"] == groups["_p"])
+          & (df["offset"] == groups["_o"]))
+    return df.join(groups, on, "left").select(*[df[c] for c in df.columns], groups["group"])
 
 
 MALFORMED_MARKERS_KEY = "!malformed-markers"

@@ -4,7 +4,7 @@ Inputs are DataFrames of Kafka records in the Kafka source's schema (the
 queue and dead-letter topics read with ``includeHeaders``), so a job runs on
 kmq's source, the official one, or records saved to Parquet alike.
 
-A *delivery* is one START of one offset: it ends with the first ACK,
+A *delivery* is one START (or a dispatcher's ACQUIRE) of one offset: it ends with the first ACK,
 RELEASE, REJECT or return after it, or, if none came, it timed out at
 its deadline (START time + timeout, pushed by EXTENDs) or is still in
 flight at ``as_of_ms``.
@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from kmq.protocol.outcomes import Outcome
-from kmq.spark.events import SETTLE_EVENTS
+from kmq.spark.events import DELIVERY_EVENTS, SETTLE_EVENTS
 
 _OUTCOMES = {"ack": Outcome.ACKED.value, "release": Outcome.RELEASED.value, "returned": Outcome.RETURNED.value,
              "reject": Outcome.REJECTED.value}
@@ -49,14 +49,14 @@ def deliveries(events: DataFrame, as_of_ms: int | None = None) -> DataFrame:
         as_of_ms = newest if newest is not None else 0
     order = Window.partitionBy("queue", "queue_partition", "offset").orderBy(
         "markers_partition", "markers_offset", "seq").rowsBetween(Window.unboundedPreceding, 0)
-    numbered = per_offset.withColumn(
-        "delivery", F.sum(F.when(F.col("event") == "start", 1).otherwise(0)).over(order))
+    begins = F.col("event").isin(*DELIVERY_EVENTS)
+    numbered = per_offset.withColumn("delivery", F.sum(F.when(begins, 1).otherwise(0)).over(order))
     settle = F.when(F.col("event").isin(*SETTLE_EVENTS), F.struct(
         "markers_partition", "markers_offset", "seq", "event", "ts_ms", "reason"))
     grouped = (numbered.where(F.col("delivery") >= 1)
                .groupBy("queue", "queue_partition", "offset", "delivery")
-               .agg(F.min(F.when(F.col("event") == "start", F.col("ts_ms"))).alias("start_ms"),
-                    F.max(F.when(F.col("event") == "start", F.col("timeout_ms"))).alias("timeout_ms"),
+               .agg(F.min(F.when(begins, F.col("ts_ms"))).alias("start_ms"),
+                    F.max(F.when(begins, F.col("timeout_ms"))).alias("timeout_ms"),
                     F.max(F.when(F.col("event") == "extend", F.col("ts_ms") + F.col("timeout_ms")))
                     .alias("extended_ms"),
                     F.min(settle).alias("settle")))

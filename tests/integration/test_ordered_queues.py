@@ -1,6 +1,7 @@
 """Ordered message groups and deduplication end to end (docs/ordering.md), on the embedded
 broker with a real tracker: per-group order across releases, timeouts and a SIGKILLed
-consumer; dedup across two producer processes; dead-lettered heads in both settings."""
+consumer; dedup across two producer processes; dead-lettered heads in both settings; a
+purge; the groups in the queue view."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pytest
 import kmq
 from kmq.dev.devstack import settings_env
 from tests.conftest import wait_for
+from tests.integration.test_web import browse, parse
+from tests.integration.views import queue_detail
 
 pytestmark = pytest.mark.usefixtures("tracker")
 HELPERS = Path(__file__).parent / "helpers"
@@ -210,3 +213,84 @@ def test_a_dedup_id_sent_by_two_processes_is_delivered_once(client, queue, share
         m = wait_for(lambda: c.receive(0.2), 30, what="the message after")
         assert m.id == after  # the duplicate was dropped
         m.ack()
+
+
+def group_counts(tracker, queue):
+    """(groups waiting, groups in flight) of ``queue`` in the tracker's gauges."""
+    g = groups_of(tracker, queue) or {}
+    return g.get("groups_waiting"), g.get("groups_in_flight")
+
+
+def test_a_purge_drops_the_waiting_records_of_an_ordered_queue(client, ordered, tracker):
+    # Given: four groups of three; a consumer holds two heads (their groups' others wait
+    # behind them) and has no room for the other two groups' heads (they wait for credit).
+    old = send_groups(client, ordered, ["a", "b", "c", "d"], 3)
+    old_ids = {i for ids in old.values() for i in ids}
+    with client.consumer(ordered, max_in_flight=2, visibility_timeout_s=60) as c:
+        held = []
+        wait_for(lambda: held.extend(c.receive_batch(2, 0.2)) or len(held) == 2, 30, what="two heads")
+        wait_for(lambda: group_counts(tracker, ordered) == (2, 2), 30,
+                 what="two groups waiting and two in flight")
+        # When: the queue is purged
+        point = client.purge(ordered)
+        assert sum(point.values()) >= 12
+        wait_for(lambda: c.config.purged_before == point, 10, what="the consumer to see the purge")
+        # Then: the dispatcher holds nothing of the queue any more (no group waits for a
+        # head the tracker forgot, no record below the point waits to go out)
+        wait_for(lambda: groups_of(tracker, ordered) == {"groups_waiting": 0, "groups_in_flight": 0,
+                                                         "oldest_head_age_ms": 0}, 30,
+                 what="the dispatcher dropping the purged groups")
+        for m in held:
+            m.ack()  # stale: the purge forgot them
+        # and what is sent after it goes out in order, and nothing purged ever does
+        new = send_groups(client, ordered, ["a", "b", "c", "d"], 2)
+        ledger = Ledger(new)
+
+        def step():
+            for m in c.receive_batch(2, timeout_s=0.2):
+                assert m.id not in old_ids, f"purged {m.id} ({m.value!r}) delivered"
+                ledger.got(m)
+                ledger.acked(m)
+                m.ack()
+            return ledger.complete()
+        wait_for(step, 60, interval_s=0, what="the messages sent after the purge, in order")
+        assert c.receive(3.0) is None
+
+
+
+def test_the_queue_view_shows_an_ordered_queues_groups(client, ordered, queue, tracker):
+    # Given: three groups of two, and a consumer with room for one message
+    sent = send_groups(client, ordered, ["a", "b", "c"], 2)
+    with client.consumer(ordered, max_in_flight=1, visibility_timeout_s=60) as c:
+        head = wait_for(lambda: c.receive(0.2), 30, what="a head")
+
+        def groups():
+            return (queue_detail(tracker, ordered) or {}).get("groups")
+        # Then: the queue's detail shows one group in flight and two waiting
+        def one_in_flight_two_waiting():
+            g = groups()
+            return g if g and (g["waiting"], g["in_flight"]) == (2, 1) else None
+        g = wait_for(one_in_flight_two_waiting, 30, what="one group in flight, two waiting, in the queue view")
+        assert g["oldest_head_age_s"] >= 0
+        # and so do the dashboard's queue cards (a real browser)
+        cards = parse(browse(f"{tracker.url}/kmq/ui/queue/{ordered}")).fields
+        assert (cards.get("groups_waiting"), cards.get("groups_in_flight")) == ("2", "1"), cards
+        # and, once every message is acked, none
+        head.ack()
+        done = [head.id]
+
+        def drain():
+            for m in c.receive_batch(1, 0.2):
+                done.append(m.id)
+                m.ack()
+            return len(done) == 6
+        wait_for(drain, 60, interval_s=0, what="every message")
+        assert sorted(done) == sorted(i for ids in sent.values() for i in ids)
+        wait_for(lambda: groups() == {"waiting": 0, "in_flight": 0, "oldest_head_age_s": 0}, 30,
+                 what="no group left in the queue view")
+    # An unordered queue has no groups in its view.
+    plain = queue + "-plain"
+    client.send(plain, b"x")
+    client.flush()
+    detail = wait_for(lambda: queue_detail(tracker, plain), 30, what="the unordered queue's view")
+    assert detail["groups"] is None

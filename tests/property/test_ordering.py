@@ -9,7 +9,9 @@ Whatever the interleaving:
 - a group's message is handed out only once every earlier message of the group is
   settled (acked, or dead-lettered with the "continue" policy): nothing is reordered;
 - every message is eventually handed out when nothing is in flight (no group stuck but a
-  held one), and state is kept only for groups with something waiting or in flight.
+  held one), and state is kept only for groups with something waiting or in flight;
+- a purge below a point drops every message whose record lies below it (never handed out
+  after, never holding its group) and keeps the order of what was sent after it.
 """
 
 from __future__ import annotations
@@ -40,10 +42,13 @@ class OrderedQueue(RuleBasedStateMachine):
         self.in_flight: dict[int, tuple[str, bytes, int]] = {}  # offset -> (id, group, consumer)
         self.away: list[tuple[str, bytes, int]] = []  # went away: (id, group, old offset)
         self.handed: list[tuple[bytes, str]] = []  # every hand-out, in order
+        self.record_of: dict[str, int] = {}  # message -> offset of its latest record
+        self.purged: set[str] = set()        # dropped by a purge: count as settled
 
     def _append(self, msg_id, group):
         offset = self.next_offset
         self.next_offset += 1 + (offset % 3 == 0)  # other queues' records in between
+        self.record_of[msg_id] = offset
         self.order.offer(offset, msg_id, group, self.now)
 
     @rule(g=st.integers(0, 4), k=st.integers(1, 5))
@@ -64,8 +69,9 @@ class OrderedQueue(RuleBasedStateMachine):
             assert group not in by_offset.values(), "two of one group in one take"
             assert all(g != group for _, g, _ in self.in_flight.values()), "group already in flight"
             earlier = self.sent[group][:self.sent[group].index(msg_id)]
-            assert all(e in self.settled for e in earlier), f"{msg_id} before an earlier one settled"
-            assert msg_id not in self.settled
+            assert all(e in self.settled or e in self.purged for e in earlier), \
+                f"{msg_id} before an earlier one settled"
+            assert msg_id not in self.settled and msg_id not in self.purged
             by_offset[offset] = group
             self.in_flight[offset] = (msg_id, group, consumer)
             self.handed.append((group, msg_id))
@@ -113,6 +119,7 @@ class OrderedQueue(RuleBasedStateMachine):
     def republish(self, i):
         msg_id, group, _ = self.away.pop(i % len(self.away))
         assert self.order.offer(self.next_offset, msg_id, group, self.now) == "returned"
+        self.record_of[msg_id] = self.next_offset
         self.next_offset += 1
 
     @precondition(lambda self: self.held)
@@ -120,7 +127,21 @@ class OrderedQueue(RuleBasedStateMachine):
     def redrive(self):
         group, msg_id = self.held.popitem()
         assert self.order.offer(self.next_offset, msg_id, group, self.now) == "returned"
+        self.record_of[msg_id] = self.next_offset
         self.next_offset += 1
+
+    @rule(back=st.integers(0, 3))
+    def purge(self, back):
+        # The purge point is the log's end when the tracker took it; the dispatcher may
+        # have read a few records sent after it (``back``) before it hears of the purge.
+        point = max(0, self.next_offset - back)
+        gone = {m for ids in self.sent.values() for m in ids
+                if m not in self.settled and m not in self.purged and self.record_of[m] < point}
+        self.order.purge_below(point)
+        self.purged |= gone  # the tracker forgot them: no ack, release or redrive comes
+        self.in_flight = {o: v for o, v in self.in_flight.items() if v[0] not in gone}
+        self.away = [a for a in self.away if a[0] not in gone]
+        self.held = {g: m for g, m in self.held.items() if m not in gone}
 
     @invariant()
     def one_in_flight_per_group(self):
@@ -132,7 +153,7 @@ class OrderedQueue(RuleBasedStateMachine):
     @invariant()
     def state_only_for_active_groups(self):
         active = {g for g in self.groups
-                  if any(m not in self.settled for m in self.sent[g])}
+                  if any(m not in self.settled and m not in self.purged for m in self.sent[g])}
         assert len(self.order) <= len(active)
 
     def teardown(self):
@@ -150,7 +171,7 @@ class OrderedQueue(RuleBasedStateMachine):
         for group, ids in self.sent.items():
             if group in self.held:
                 continue
-            assert all(m in self.settled for m in ids), f"group {group!r} stuck"
+            assert all(m in self.settled or m in self.purged for m in ids), f"group {group!r} stuck"
         assert len(self.order) == len(self.held)
 
 
@@ -212,6 +233,50 @@ def test_gauges_of_waiting_groups_and_head_age():
     order.offer(1, "b0", b"b", 300)
     order.take(1, 400)  # a's head in flight
     assert order.gauges(1100) == {"groups_waiting": 1, "groups_in_flight": 1, "oldest_head_age_ms": 1000}
+
+
+def test_a_purge_drops_waiting_records_and_frees_groups_of_purged_heads():
+    order = GroupOrder()
+    for offset, (msg_id, group) in enumerate([("a0", b"a"), ("a1", b"a"), ("b0", b"b"), ("c0", b"c")]):
+        order.offer(offset, msg_id, group, 0)
+    assert sorted(order.take(2, 0)) == [(0, b"a"), (2, b"b")]  # a0, b0 in flight
+    assert order.dead_lettered(2, hold=True)                   # b waits for a redrive
+    # When: the queue is purged below 4 (the log's end)
+    assert order.purge_below(4) == 4  # a1, c0 waiting; a0 in flight; b0 held
+    # Then: nothing is left, and a late ack of the purged head is ignored
+    assert len(order) == 0 and order.waiting_records() == 0 and order.in_flight() == {}
+    assert order.gauges(10) == {"groups_waiting": 0, "groups_in_flight": 0, "oldest_head_age_ms": 0}
+    assert not order.settled(0)
+    # and the groups' next sends go out at once
+    order.offer(4, "a2", b"a", 5)
+    order.offer(5, "b1", b"b", 5)
+    assert sorted(order.take(5, 5)) == [(4, b"a"), (5, b"b")]
+
+
+def test_a_purge_keeps_what_was_sent_after_its_point_in_order():
+    order = GroupOrder()
+    order.offer(0, "a0", b"a", 0)
+    order.offer(1, "a1", b"a", 0)  # sent after the purge point (1), read before the purge
+    order.offer(2, "a2", b"a", 0)
+    order.offer(3, "b0", b"b", 0)
+    assert sorted(order.take(5, 0)) == [(0, b"a"), (3, b"b")]
+    assert order.purge_below(1) == 1   # only a0, the head in flight
+    assert order.in_flight() == {3: b"b"}  # b0 is above the point: still in flight
+    assert order.take(5, 0) == [(1, b"a")]
+    assert order.take(5, 0) == []      # a2 waits for a1
+    assert order.settled(1) and order.take(5, 0) == [(2, b"a")]
+
+
+def test_a_purge_drops_a_returned_head_below_its_point():
+    order = GroupOrder()
+    order.offer(0, "a0", b"a", 0)
+    order.offer(1, "a1", b"a", 0)
+    assert order.take(1, 0) == [(0, b"a")]
+    assert order.offer(2, "a0", b"a", 0) == "returned"  # republished (released), read
+    assert order.purge_below(3) == 2   # the returned a0 and a1
+    assert len(order) == 0
+    order.offer(3, "a2", b"a", 0)
+    assert order.take(5, 0) == [(3, b"a")]
 
 
 def test_bad_groups_and_dedup_ids_are_refused():

@@ -140,3 +140,73 @@ def test_paced_kills_wait_for_a_settled_group_and_for_the_gap(tmp_path):
     unpaced = Harness(settings, ChaosConfig(queues=1), tmp_path / "u")
     unpaced.children.append(Child("c", unpaced.queues[0], "c", tmp_path / "none.jsonl", Alive()))
     assert unpaced._killable(0.0) == unpaced.children
+
+
+# -- rule 4: order per group (ordered queues) ------------------------------------------------
+
+
+def acking(t, *ids, rejecting=()):
+    return {"e": "acking", "ids": list(ids), "rejecting": list(rejecting), "t": t}
+
+
+def test_a_group_handed_out_one_at_a_time_in_order_is_not_reordered():
+    a = parse_log("a", lines(recv(1, "a1", "b1"), acking(2, "a1", rejecting=["b1"]), settled(3, acked=["a1"]),
+                             recv(4, "a2", "b2"), acking(5, "a2", "b2"), settled(6, acked=["a2", "b2"])))
+    acc = account(["a1", "a2", "b1", "b2"], [a], {"b1": "rejected"}, {"a": ["a1", "a2"], "b": ["b1", "b2"]})
+    assert acc.reordered == [] and acc.violations == []
+
+
+def test_a_message_delivered_while_an_earlier_one_of_its_group_is_held_is_reordered():
+    # Two of group a in hand at once: a2 arrived while a1 was not settled yet.
+    a = parse_log("a", lines(recv(1, "a1"), recv(2, "a2"), acking(3, "a1", "a2"), settled(4, acked=["a1", "a2"])))
+    acc = account(["a1", "a2"], [a], {}, {"a": ["a1", "a2"]})
+    assert acc.reordered == ["a2"] and acc.violations
+
+
+def test_a_later_message_overtaking_a_released_head_is_reordered():
+    # a1 released (not settled): a2 must wait for a1's second delivery to be settled.
+    a = parse_log("a", lines(recv(1, "a1"), acking(2), settled(2, released=["a1"]), recv(3, "a2"),
+                             acking(4, "a2"), settled(5, acked=["a2"]), recv(6, "a1", count=2),
+                             acking(7, "a1"), settled(8, acked=["a1"])))
+    acc = account(["a1", "a2"], [a], {}, {"a": ["a1", "a2"]})
+    assert acc.reordered == ["a2"]
+
+
+def test_a_head_held_by_a_killed_consumer_comes_back_and_its_group_waits_for_it():
+    killed = parse_log("k", lines(recv(1, "a1")), "killed")
+    b = parse_log("b", lines(recv(6, "a1", count=2), acking(7, "a1"), settled(8, acked=["a1"]),
+                             recv(9, "a2"), acking(10, "a2"), settled(11, acked=["a2"])))
+    acc = account(["a1", "a2"], [killed, b], {}, {"a": ["a1", "a2"]})
+    assert acc.reordered == [] and acc.violations == [] and acc.duplicates_after_kill == 1
+    # The kill excuses nothing: the group going on before its head came back is flagged.
+    early = parse_log("b", lines(recv(3, "a2"), acking(4, "a2"), settled(5, acked=["a2"]),
+                                 recv(6, "a1", count=2), acking(7, "a1"), settled(8, acked=["a1"])))
+    assert account(["a1", "a2"], [killed, early], {}, {"a": ["a1", "a2"]}).reordered == ["a2"]
+
+
+def test_an_ack_in_transit_at_a_kill_frees_its_group_from_when_it_was_sent():
+    # The killed process sent a1's ack (logged "acking") and died before flush() returned:
+    # the ack landed, a1 never came back, a2 went out after it.
+    killed = parse_log("k", lines(recv(1, "a1"), acking(2, "a1")), "killed")
+    b = parse_log("b", lines(recv(3, "a2"), acking(4, "a2"), settled(5, acked=["a2"])))
+    acc = account(["a1", "a2"], [killed, b], {}, {"a": ["a1", "a2"]})
+    assert acc.reordered == [] and acc.ack_in_transit == 1 and acc.violations == []
+
+
+def test_a_head_dead_lettered_by_the_tracker_frees_its_group_from_that_moment():
+    killed = parse_log("k", lines(recv(1, "a1")), "killed")
+    b = parse_log("b", lines(recv(5, "a2"), acking(6, "a2"), settled(7, acked=["a2"])))
+    groups = {"a": ["a1", "a2"]}
+    dead = {"a1": "max-deliveries"}
+    assert account(["a1", "a2"], [killed, b], dead, groups, {"a1": 4.0}).reordered == []
+    assert account(["a1", "a2"], [killed, b], dead, groups, {"a1": 5.5}).reordered == ["a2"]
+    # never settled at all: what came after it in its group is out of order
+    assert account(["a1", "a2"], [killed, b], {}, groups).reordered == ["a2"]
+
+
+def test_the_consumer_logs_its_settlements_before_it_sends_any():
+    import inspect
+
+    from bench import chaos_consumer
+    src = inspect.getsource(chaos_consumer.main)
+    assert src.index('e="acking"') < min(src.index("m.reject("), src.index("m.release("), src.index("m.ack()"))
