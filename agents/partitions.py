@@ -17,8 +17,7 @@ from kmq.protocol.outcomes import SET_ASIDE, Outcome
 from kmq.stats.gauges import GaugedStore, QueueGauges
 from kmq.stats.rates import RateWindow
 from kmq.protocol.state import PartitionState
-from tables.store import TableStore, partition_items
-from tables.tracker import tracker_state
+from tables.store import TableStore, tracker_items
 
 
 @dataclass
@@ -58,7 +57,7 @@ class OwnedPartition:
 
     def build_gauges(self) -> None:
         """Rebuild the gauges by one scan of the partition's table entries (after assignment)."""
-        self.gauges.rebuild(partition_items(tracker_state, self.partition))
+        self.gauges.rebuild(tracker_items(self.partition))
         self.gauges_built = True
 
     def count(self, queue: str, what: str, n: int) -> None:
@@ -82,6 +81,14 @@ class OwnedPartitions(dict):
             part = self[partition] = OwnedPartition(
                 partition, PartitionState(GaugedStore(store, gauges), partition), gauges=gauges)
         return part
+
+    def assigned_anew(self) -> None:
+        """After a rebalance: another worker may have changed a partition while it was not
+        ours, so gauges are rebuilt on its next event and its applied offset read again
+        from the (recovered) table."""
+        for part in list(self.values()):
+            part.gauges_built = False
+            part.applied_offset = None
 
     def totals(self) -> Counter:
         """Counters summed over owned partitions: (queue, what) -> messages."""

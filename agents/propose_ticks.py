@@ -7,7 +7,7 @@ get a TICK every ``idle_tick_ms`` so their clock keeps moving.
 
 from __future__ import annotations
 
-from agents.track_markers import dispatcher, owned
+from agents.runtime import runtime
 from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import marker_codec
@@ -18,12 +18,14 @@ TICK_RETRY_MS = 5000  # a TICK lost in a rebalance is proposed again after this
 
 @app.timer(interval=settings.tick_interval_ms / 1000.0, name="propose_ticks")
 async def propose_ticks() -> None:
+    rt = runtime()
+    owned = rt.owned
     actives = {tp.partition for tp in app.assignor.assigned_actives()
                if tp.topic == settings.markers_topic}
     for p in list(owned):
         if p not in actives:
             del owned[p]  # revoked: its state moved to another worker
-    dispatcher.owned(actives)
+    rt.dispatcher.owned(actives)
     for p in actives:
         part = owned.get_or_create(p)
         now_ms = part.clock.now_ms()

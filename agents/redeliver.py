@@ -83,6 +83,10 @@ class Redeliverer:
                 self._configs = self._configs_factory()
             return self._configs
 
+    def configs_if_started(self) -> QueueConfigs | None:
+        """The queue settings view if something started it already, else None (never blocks)."""
+        return self._configs
+
     def config(self, queue: str) -> QueueConfig:
         return self.configs().get(queue)
 
@@ -141,6 +145,14 @@ class Redeliverer:
         new = cfg.purged(ends)
         write_config(self.settings, queue, new)
         self._configs.put_local(queue, new)
+
+    async def read_payloads(self, partition: int, offsets: list[int]) -> expiry.PartitionRead:
+        """Records of the queue topic read back on this redeliverer's thread (views).
+
+        One reader, never shared across threads: it runs where the redeliveries run.
+        """
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.payloads.read, partition, offsets)
 
     async def end_offsets(self, queues: set[str]) -> dict[str, int]:
         """A lower bound of the end offset of each queue's target partition."""

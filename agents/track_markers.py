@@ -13,24 +13,24 @@ republishes them. After each record that changed it, the table records its
 offset (same changelog, so a restored table says which records it holds);
 older ones are skipped. (Records that changed nothing, e.g. malformed ones or
 idle TICKs, cost no write and are harmless to apply again.)
+
+What it works with (owned partitions, the redeliverer, the dispatcher, queue settings)
+is the worker's :class:`~agents.runtime.TrackerRuntime`, passed down from the agent.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
-from agents.dispatcher import Dispatcher
-from agents.partitions import OwnedPartitions
-from agents.redeliver import Execution, Redeliverer
-from app import app, membership, settings
+from agents.redeliver import Execution
+from agents.runtime import TrackerRuntime, runtime
+from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import expiry
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
-from kmq.queues_topic import QueueConfigs
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
 
@@ -38,67 +38,35 @@ log = logging.getLogger("kmq.tracker.markers")
 
 LOG_APPEND_TIME = 1  # Kafka timestamp type: the broker stamped the record
 
-owned = OwnedPartitions(settings.markers_partitions)
-redeliverer = Redeliverer(settings, configs=lambda: QueueConfigs(settings, follow=True))
-dispatcher = Dispatcher(settings, configs=lambda: redeliverer.configs(),
-                        membership=membership.of_group(app.conf.id).valid_until)
-
-
-@app.task
-async def warm_up_redeliverer() -> None:
-    """Connect the redeliverer's clients at start, not at the first deadline (~1.5 s)."""
-    await redeliverer.warm_up()
-    dispatcher.start()
-
-
-@app.on_partitions_revoked.connect
-async def _stop_dispatching(sender, *args, **kwargs) -> None:
-    # Before this worker rejoins the group, so before another worker can take a partition
-    # over and begin there: every ACQUIRE of ours is in the log by then (agents/dispatcher.py).
-    dispatcher.suspend()
-    if not await asyncio.get_running_loop().run_in_executor(None, dispatcher.quiesce):
-        log.warning("the dispatcher did not stop in time; its membership lease holds back its deliveries")
-
-
-@app.on_partitions_assigned.connect
-async def _own_anew(sender, *args, **kwargs) -> None:
-    dispatcher.resume()  # the tick timer's assignment is the new one now
-
-
-@app.on_before_shutdown.connect
-async def _stop_dispatcher(sender, *args, **kwargs) -> None:
-    # Before the consumer leaves the group (Faust stops it after this signal).
-    await asyncio.get_running_loop().run_in_executor(None, dispatcher.quiesce)
-    dispatcher.stop()
-
 
 @app.agent(markers_topic, concurrency=1, name="track_markers")
 async def track_markers(stream):
     """Apply each marker record of the partitions this worker owns."""
+    rt = runtime()
     async for event in stream.events():
         msg = event.message
-        part = owned.get_or_create(msg.partition)
+        part = rt.owned.get_or_create(msg.partition)
         if not part.gauges_built:
             part.build_gauges()  # after (re)assignment: the table is recovered now
         if msg.offset <= part.applied_upto():
             part.replayed += 1  # its changes are in the table already
             continue
         writes = part.state.store.writes
-        await _apply(part, event)
+        await _apply(rt, part, event)
         if part.state.store.writes != writes:  # a record that changed nothing may be applied again
             part.mark_applied(msg.offset)
 
 
-async def _apply(part, event) -> None:
+async def _apply(rt: TrackerRuntime, part, event) -> None:
     """Apply one marker record of ``part``: what cannot be used is set aside, never raised."""
     msg = event.message
     try:
         got = marker_codec.decode_lenient(event.value)
     except MarkerDecodeError as exc:
-        _set_aside(part, msg, exc.reason, exc.data)
+        _set_aside(rt, part, msg, exc.reason, exc.data)
         return
     if got.set_aside:  # markers outside the codec's limits; the rest of the record is applied
-        _set_aside(part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
+        _set_aside(rt, part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
     if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
         now_ms = part.clock.observe(int(msg.timestamp * 1000))
     else:
@@ -107,36 +75,36 @@ async def _apply(part, event) -> None:
     part.state.begin_record()
     for i, marker in enumerate(got.markers):
         try:
-            refused = await _apply_marker(part, marker, now_ms)
+            refused = await _apply_marker(rt, part, marker, now_ms)
         except Exception as exc:  # one marker's error must never stop the agent
             log.exception("markers partition %d offset %d: marker %d failed", msg.partition, msg.offset, i + 1)
             refused = f"{type(exc).__name__}: {exc}"
         if refused is not None:
-            _set_aside(part, msg, f"marker {i + 1} of {len(got.markers)}: {refused}", _encoded_or_empty(marker))
+            _set_aside(rt, part, msg, f"marker {i + 1} of {len(got.markers)}: {refused}", _encoded_or_empty(marker))
     part.next_deadline_ms = part.state.next_deadline_ms()
 
 
-async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
+async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int) -> str | None:
     """One marker: TICKs carry out what came due, the rest go to the state machine.
 
     Returns why the state machine refused the marker (to be set aside), or None.
     """
     if isinstance(marker, M.Tick):
-        await _tick(part, marker)
+        await _tick(rt, part, marker)
         return None
     if isinstance(marker, M.Credit):
         why = M.violation(marker)
         if why is None:
-            dispatcher.on_credit(part.partition, marker)  # soft state: nothing in the table
+            rt.dispatcher.on_credit(part.partition, marker)  # soft state: nothing in the table
         return why
     if isinstance(marker, M.Start) and not expiry.start_allowed(
-            redeliverer.config(marker.range.queue), settings, now_ms):
+            rt.config(marker.range.queue), settings, now_ms):
         # A shared queue's messages are handed out by its dispatcher (ACQUIRE); a START
         # would only move its cursor (a forged one past the end would stall the queue).
         part.count(marker.range.queue, Outcome.START_ON_SHARED, marker.mask.bit_count())
         return None
     if isinstance(marker, (M.Start, M.Acquire)):
-        purged_before = redeliverer.config(marker.range.queue).purged_before.get(marker.range.partition, 0)
+        purged_before = rt.config(marker.range.queue).purged_before.get(marker.range.partition, 0)
         admitted = expiry.admit_start(marker, settings.queue_partitions, purged_before)
         if isinstance(admitted, Outcome):
             part.count(marker.range.queue, admitted, marker.mask.bit_count())
@@ -153,21 +121,21 @@ async def _apply_marker(part, marker: M.Marker, now_ms: int) -> str | None:
     if applied is not None:
         part.count(applied.queue, applied.what, applied.count)
     if isinstance(marker, M.Ack) and applied is not None and applied.count \
-            and redeliverer.config(marker.range.queue).ordering == "group":
+            and rt.config(marker.range.queue).ordering == "group":
         # An ordered queue's group goes on with its next message (docs/ordering.md).
-        dispatcher.on_ended(part.partition, marker.range.queue, marker.range.partition,
-                            M.mask_offsets(marker.range.start, marker.mask), dead_lettered=False)
+        rt.dispatcher.on_ended(part.partition, marker.range.queue, marker.range.partition,
+                               M.mask_offsets(marker.range.start, marker.mask), dead_lettered=False)
     if isinstance(marker, M.Start) and applied is not None and applied.what == Outcome.STARTED:
         # A group consumer fetched these: a dispatcher that takes the queue over (a switch
         # to shared mode) starts above them.
-        dispatcher.on_started(part.partition, marker.range)
+        rt.dispatcher.on_started(part.partition, marker.range)
     if isinstance(marker, M.Begin):
-        dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors())
+        rt.dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors())
     if isinstance(marker, M.Purge):
         # After forgetting, so nothing republished before is above the point.
-        await redeliverer.record_purge_point(marker.queue)
+        await rt.redeliverer.record_purge_point(marker.queue)
         # An ordered queue's groups drop what they hold below it (docs/ordering.md).
-        dispatcher.on_purged(part.partition, marker.queue, redeliverer.config(marker.queue).purged_before)
+        rt.dispatcher.on_purged(part.partition, marker.queue, rt.redeliverer.config(marker.queue).purged_before)
     return None
 
 
@@ -178,7 +146,7 @@ def _encoded_or_empty(marker: M.Marker) -> bytes:
         return b""
 
 
-async def _tick(part, tick: M.Tick) -> None:
+async def _tick(rt: TrackerRuntime, part, tick: M.Tick) -> None:
     """Redeliver what is due, then forget it (never the other way round).
 
     What is due is taken at ``expiry.tick_time`` (a fresh TICK at the clock's
@@ -187,7 +155,7 @@ async def _tick(part, tick: M.Tick) -> None:
     now_ms = part.clock.observe(tick.now_ms)
     part.tick_pending = False
     try:
-        await redeliverer.flush_set_aside()
+        await rt.redeliverer.flush_set_aside()
     except DeliveryError as exc:
         log.warning("setting malformed markers aside: %s", exc)
     part.last_tick_ms = now_ms
@@ -200,10 +168,10 @@ async def _tick(part, tick: M.Tick) -> None:
     done = Execution()
     if actionable:
         try:
-            sends, ranges, marked = await _mark_attempts(part, actionable)
+            sends, ranges, marked = await _mark_attempts(rt, part, actionable)
             if marked:
                 await app.producer.flush()  # the marks reach the changelog before any write
-            done = await redeliverer.execute(actionable, now_ms, sends, ranges)
+            done = await rt.redeliverer.execute(actionable, now_ms, sends, ranges)
         except DeliveryError as exc:
             log.warning("partition %d: %s", part.partition, exc)
             return
@@ -215,13 +183,13 @@ async def _tick(part, tick: M.Tick) -> None:
             return
     part.state.settle(due, done.deferred)
     for queue, p, offset in done.ended:  # ordered queues: dead-lettered or dropped heads
-        dispatcher.on_ended(part.partition, queue, p, [offset], dead_lettered=True)
+        rt.dispatcher.on_ended(part.partition, queue, p, [offset], dead_lettered=True)
     for queue, what, n in done.outcomes:
         part.count(queue, what, n)
     part.tick_costs.append((sum(d.count for d in due), time.perf_counter() - started))
 
 
-async def _mark_attempts(part, due):
+async def _mark_attempts(rt: TrackerRuntime, part, due):
     """Before writing anything, make durable where the target partitions ended.
 
     A tracker that dies after republishing but before forgetting would do it
@@ -236,20 +204,20 @@ async def _mark_attempts(part, due):
     prior_sends = {d: part.state.attempt_offset(d) for d in sends}
     fresh_sends = [d for d in sends if prior_sends[d] < 0]
     if fresh_sends:
-        ends = await redeliverer.end_offsets({d.queue for d in fresh_sends})
+        ends = await rt.redeliverer.end_offsets({d.queue for d in fresh_sends})
         part.state.mark_attempts(fresh_sends, ends)
         marked = True
     prior_ranges = {d.range: part.state.range_attempt(d.range) for d in expiries}
     fresh_ranges = [r for r, (q, _) in prior_ranges.items() if q < 0]
     if fresh_ranges:
-        ends = await redeliverer.attempt_points(fresh_ranges)
+        ends = await rt.redeliverer.attempt_points(fresh_ranges)
         part.state.mark_range_attempts(fresh_ranges, ends)
         marked = True
     return ({d: off for d, off in prior_sends.items() if off >= 0},
             {r: v for r, v in prior_ranges.items() if v[0] >= 0}, marked)
 
 
-def _set_aside(part, msg, reason: str, data: bytes, markers: int = 1) -> None:
+def _set_aside(rt: TrackerRuntime, part, msg, reason: str, data: bytes, markers: int = 1) -> None:
     """Count ``markers`` unusable markers of one record and copy ``data`` to the dead-letter topic."""
     part.malformed += markers
     if part.malformed <= 10 or part.malformed % 1000 < markers:  # a flood must not flood the log
@@ -258,4 +226,4 @@ def _set_aside(part, msg, reason: str, data: bytes, markers: int = 1) -> None:
     headers = [("kmq.dlq.reason", Outcome.MALFORMED_MARKER.value.encode()),
                ("kmq.dlq.detail", reason.encode(errors="replace")[:4096]),
                ("kmq.source", f"{settings.markers_topic}:{msg.partition}:{msg.offset}".encode())]
-    redeliverer.set_aside(b"!malformed-markers", data, headers)
+    rt.redeliverer.set_aside(b"!malformed-markers", data, headers)

@@ -4,7 +4,7 @@ A shared queue's dispatcher may write to a markers partition only while its work
 owns it: an ACQUIRE that lands after a successor's BEGIN is fenced (not in flight),
 and a delivery written for it hands out records the successor hands out again.
 A worker that takes part in a rebalance stops its dispatcher in the revocation
-callback (agents/track_markers.py). This lease covers the worker that is removed
+callback (agents/runtime.py). This lease covers the worker that is removed
 without taking part (cut off from the group coordinator, or too slow to rejoin):
 
 - the coordinator removes a member no earlier than ``min(session, rebalance timeout)``

@@ -14,6 +14,8 @@ import json
 import statistics
 from pathlib import Path
 
+from bench import before_after
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
 PAGE = ROOT / "BENCHMARKS.md"
@@ -395,7 +397,7 @@ def render(results: dict[str, dict]) -> str:
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
                 ("shared_throughput", shared_throughput), ("shared_latency", shared_latency),
                 ("shared_first_message", shared_first), (None, shared_bytes), ("worker", worker),
-                (None, ordering)]
+                (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:
             out += fn(results)

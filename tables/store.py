@@ -138,6 +138,11 @@ def partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]
     return ((k, v) for k, v in db.items() if not k.startswith(_FAUST_KEY_PREFIX))
 
 
+def tracker_items(partition: int) -> Iterator[tuple[bytes, bytes]]:
+    """Every (key, value) of one partition of the tracker table, in key order (gauges, checks)."""
+    return partition_items(tracker_state, partition)
+
+
 def partition_digest(partition: int) -> dict:
     """Counts, the invariant, and a hash of what is in flight (recovery checks).
 
@@ -151,7 +156,7 @@ def partition_digest(partition: int) -> dict:
     ranges = schedules = pending = 0
     indexed: set[bytes] = set()
     index_keys: set[bytes] = set()
-    for k, v in partition_items(tracker_state, partition):
+    for k, v in tracker_items(partition):
         if E.is_index_key(k):
             index_keys.add(k)
         elif E.is_range_key(k):

@@ -28,7 +28,7 @@ from typing import Any
 from web import peer_auth
 from web.queue_scan import QueueScanner
 from web.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
-from agents.track_markers import owned, redeliverer
+from agents.runtime import runtime
 from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import envelope
@@ -48,18 +48,18 @@ FORWARDED_HEADER = "X-Kmq-Forwarded"  # set on requests one worker sends another
 
 
 def _configs() -> QueueConfigs | None:
-    return redeliverer._configs
+    return runtime().configs_if_started()  # None until started: never blocks a view
 
 
 scanner = QueueScanner(
     settings,
-    owned=lambda: set(owned),
+    owned=lambda: set(runtime().owned),
     known_queues=lambda: set(stats.queues()),
     started_upto=lambda q, p: (lambda part: None if part is None else part.gauges.started_upto.get((q, p)))(
         stats.owner_part(q)),
     config=lambda q: stats.config(q),
     refresh_s=settings.stats_refresh_ms / 1000, scan_limit=settings.stats_scan_limit)
-stats = QueueStats(owned, scanner, _configs, settings.markers_partitions)
+stats = QueueStats(runtime().owned, scanner, _configs, settings.markers_partitions)
 _state = {"routes_warm": False, "configs": False}
 
 
@@ -69,7 +69,7 @@ _state = {"routes_warm": False, "configs": False}
 async def start_views() -> None:
     """Load the queue settings view, warm the producer's metadata for routing, start the scanner."""
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, redeliverer.config, "warm-up")
+    await loop.run_in_executor(None, runtime().config, "warm-up")
     _state["configs"] = True
     while not _state["routes_warm"]:
         try:
@@ -82,14 +82,6 @@ async def start_views() -> None:
         if not _state["routes_warm"]:
             await asyncio.sleep(0.2)
     scanner.start()
-
-
-@app.on_partitions_assigned.connect
-async def _rebuild_gauges_after_assignment(sender: Any, *args: Any, **kwargs: Any) -> None:
-    # Another worker may have changed a partition while it was not ours.
-    for part in list(owned.values()):
-        part.gauges_built = False
-        part.applied_offset = None  # read it again from the (recovered) table
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -167,7 +159,7 @@ def _history_json(history: dict[int, Any]) -> dict[str, Any]:
 
 
 def owned_bucket_s() -> int:
-    return next((p.rates.bucket_s for p in owned.values()), 10)
+    return next((p.rates.bucket_s for p in runtime().owned.values()), 10)
 
 
 def _peers() -> list[str]:
@@ -205,6 +197,7 @@ async def _peer_page(url: str, caller: Caller, p: dict[str, Any]) -> dict[str, A
 @app.page("/kmq/health")
 async def health(web, request):
     """Liveness and what this worker owns (open: no queue names or counts)."""
+    owned = runtime().owned
     return web.json({"status": "ok", "partitions": sorted(owned), "ready": _ready(),
                      "malformed_markers": sum(p.malformed for p in owned.values()),
                      "set_aside": owned.set_aside(),
@@ -316,8 +309,7 @@ async def queue_detail(web, request, queue: str):
     if row is None:
         return web.json({"error": f"queue {queue!r}: not found"}, status=404)
     n_ranges, ranges = stats.ranges(queue, DETAIL_RANGES)
-    loop = asyncio.get_running_loop()
-    await _add_delivery_counts(loop, ranges)
+    await _add_delivery_counts(ranges)
     # From the scanner's incremental fold: a request reads nothing of the dead-letter topic.
     dead = scanner.dead_letters.of(queue, DETAIL_DEAD_LETTERS) or {
         "count": None, "recent": [], "error": "not scanned yet"}
@@ -342,13 +334,12 @@ def _groups_of(queue: str, ordering: str) -> dict[str, int] | None:
     dispatcher is the one that holds the groups."""
     if ordering != "group":
         return None
-    from agents.track_markers import dispatcher  # kept local: one reach into the runtime
-    g = dispatcher.group_gauges().get(queue, {})
+    g = runtime().dispatcher.group_gauges().get(queue, {})
     return {"waiting": g.get("groups_waiting", 0), "in_flight": g.get("groups_in_flight", 0),
             "oldest_head_age_s": g.get("oldest_head_age_ms", 0) / 1000}
 
 
-async def _add_delivery_counts(loop: asyncio.AbstractEventLoop, ranges: list[dict[str, Any]]) -> None:
+async def _add_delivery_counts(ranges: list[dict[str, Any]]) -> None:
     """Delivery count histogram per range, from the records' headers (the tracker does not store it)."""
     budget = DELIVERY_COUNT_OFFSETS
     for r in ranges:
@@ -357,9 +348,7 @@ async def _add_delivery_counts(loop: asyncio.AbstractEventLoop, ranges: list[dic
         if not offsets:
             continue
         budget -= len(offsets)
-        # The redeliverer's reader, on its own thread: one reader, never shared across threads.
-        read = await loop.run_in_executor(redeliverer._executor, redeliverer.payloads.read, r["partition"],
-                                          offsets)
+        read = await runtime().redeliverer.read_payloads(r["partition"], offsets)
         counts: dict[str, int] = {}
         for rec in read.records.values():
             n = envelope.int_header(envelope.split(rec.headers)[0], envelope.DELIVERIES, 0) + 1

@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from web.queue_stats import RATE_EVENTS
-from agents.track_markers import dispatcher, owned
+from agents.runtime import runtime
 from app import app, settings
 from web.api import caller_of, denied, scanner, stats
 from kmq.errors import PermissionDeniedError
@@ -108,6 +108,7 @@ class TrackerCollector:
                                 "Markers not yet processed per owned markers partition",
                                 labels=["partition"])
         consumer = app.consumer
+        owned = runtime().owned
         for p in sorted(owned):
             tp = _tp(settings.markers_topic, p)
             try:
@@ -148,7 +149,7 @@ def _groups(label) -> Iterator[Any]:
                             labels=["queue"])
     sums: dict[str, dict[str, float]] = {name: {} for name in fams}
     ages: dict[str, float] = {}
-    for queue, g in dispatcher.group_gauges().items():
+    for queue, g in runtime().dispatcher.group_gauges().items():
         q = label(queue)
         for name in fams:
             sums[name][q] = sums[name].get(q, 0) + g[name]

@@ -6,7 +6,7 @@ Prometheus metrics web/metrics.py.
 
 from __future__ import annotations
 
-from agents.track_markers import dispatcher, owned
+from agents.runtime import runtime
 from app import app
 
 
@@ -19,13 +19,14 @@ async def stats(web, request):
     refused = _admin_only(web, request, "/kmq/stats")
     if refused is not None:
         return refused
+    rt = runtime()
     per_queue: dict[str, dict[str, int]] = {}
-    for (queue, what), n in owned.totals().items():
+    for (queue, what), n in rt.owned.totals().items():
         per_queue.setdefault(queue, {})[what] = n
     return web.json({"queues": per_queue,
-                     "malformed_markers": sum(p.malformed for p in owned.values()),
-                     "dispatcher": dispatcher.snapshot(),
-                     "groups": dispatcher.group_gauges()})  # ordered queues (docs/ordering.md)
+                     "malformed_markers": sum(p.malformed for p in rt.owned.values()),
+                     "dispatcher": rt.dispatcher.snapshot(),
+                     "groups": rt.dispatcher.group_gauges()})  # ordered queues (docs/ordering.md)
 
 
 def _admin_only(web, request, what: str):
@@ -52,7 +53,7 @@ async def state_digest(web, request):
     import asyncio
 
     from tables.store import partition_digest
-    parts = sorted(owned)
+    parts = sorted(runtime().owned)
     digests = await asyncio.get_running_loop().run_in_executor(
         None, lambda: {str(p): partition_digest(p) for p in parts})
     return web.json(digests)
@@ -64,4 +65,4 @@ async def tick_costs(web, request):
     refused = _admin_only(web, request, "/kmq/debug/ticks")
     if refused is not None:
         return refused
-    return web.json({str(p): [list(t) for t in part.tick_costs] for p, part in sorted(owned.items())})
+    return web.json({str(p): [list(t) for t in part.tick_costs] for p, part in sorted(runtime().owned.items())})
