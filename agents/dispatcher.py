@@ -50,7 +50,7 @@ from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out
 from kmq.protocol.placement import markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
-from kmq.queues_topic import QueueConfigs, write_config
+from kmq.ops.queues_topic import QueueConfigs, write_config
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")

@@ -37,7 +37,7 @@ from kmq.protocol.outcomes import Outcome
 from kmq.protocol.placement import partition_for_key, queue_partitions
 from kmq.protocol.state import Due, DueSend
 from kmq.queue_config import QueueConfig
-from kmq.queues_topic import QueueConfigs, write_config
+from kmq.ops.queues_topic import QueueConfigs, write_config
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.redeliver")

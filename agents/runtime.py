@@ -36,7 +36,7 @@ from agents.partitions import OwnedPartitions
 from agents.redeliver import Redeliverer
 from app import app, membership, settings
 from kmq.queue_config import QueueConfig
-from kmq.queues_topic import QueueConfigs
+from kmq.ops.queues_topic import QueueConfigs
 
 log = logging.getLogger("kmq.tracker.runtime")
 

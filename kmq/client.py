@@ -41,7 +41,7 @@ from kmq.protocol.placement import (markers_partition, partition_for_key, queue_
                                     validate_queue_name)
 from kmq.queue_admin import QueueAdmin
 from kmq.queue_config import QueueConfig
-from kmq.queues_topic import QueueConfigs
+from kmq.ops.queues_topic import QueueConfigs
 from kmq.settings import Settings
 from kmq.tracing import trace_headers
 

@@ -22,7 +22,7 @@ from kmq.kafka.offsets import true_end_offsets
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
 from kmq.queue_config import QueueConfig
-from kmq.queues_topic import QueueConfigs, delete_tenant, write_config, write_tenant
+from kmq.ops.queues_topic import QueueConfigs, delete_tenant, write_config, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                              validate_tenant_name)
 

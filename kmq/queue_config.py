@@ -4,12 +4,12 @@
 (key = queue id, value = versioned JSON) to the queues topic (compacted:
 the latest record per queue is the configuration, like a Kafka Streams
 KTable). The tracker and every consumer keep a
-:class:`~kmq.queues_topic.QueueConfigs` view that follows the topic, so new
+:class:`~kmq.ops.queues_topic.QueueConfigs` view that follows the topic, so new
 values apply to later deliveries without a restart. A queue that was never
 configured uses the global ``KMQ_*`` defaults.
 
 This module is the :class:`QueueConfig` type: its validation, resolved values
-and record codec; reading and writing the topic is :mod:`kmq.queues_topic`.
+and record codec; reading and writing the topic is :mod:`kmq.ops.queues_topic`.
 """
 
 from __future__ import annotations

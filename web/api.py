@@ -33,7 +33,7 @@ from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import envelope
 from kmq.errors import KmqError, PermissionDeniedError
-from kmq.queues_topic import QueueConfigs
+from kmq.ops.queues_topic import QueueConfigs
 from kmq.stats.rates import merge_histories
 from kmq.ops.tenancy import Caller, admin_token_is, identify, require_queue_access
 

@@ -22,7 +22,7 @@ from kmq.protocol.masks import first_offsets
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol.placement import markers_partition
 from kmq.queue_config import QueueConfig
-from kmq.queues_topic import QueueConfigs
+from kmq.ops.queues_topic import QueueConfigs
 from kmq.stats.rates import merge_histories
 from kmq.ops.tenancy import Caller
 

@@ -49,7 +49,7 @@ from kmq.message import RELEASED, Message, Verb
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, validate_queue_name
 from kmq.queue_config import QueueConfig
-from kmq.queues_topic import QueueConfigs
+from kmq.ops.queues_topic import QueueConfigs
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")

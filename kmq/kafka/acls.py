@@ -55,7 +55,7 @@ def redrive_transactional_id(s: Settings, queue: str) -> str:
 
 
 def _queue_settings_reader(s: Settings) -> list[Grant]:
-    # kmq.queues_topic loads every queue's settings at start, in every role.
+    # kmq.ops.queues_topic loads every queue's settings at start, in every role.
     return [
         Grant("Topic", s.queues_topic, False, ("Read", "Describe"),
               "queue settings, loaded at start (without READ every SDK process stops there)"),

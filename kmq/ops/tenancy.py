@@ -3,7 +3,7 @@
 A queue may belong to a tenant (``QueueConfig.tenant``). A tenant record
 (its name and the SHA-256 of its token, never the token) lives on the queues
 topic under the key ``!tenant/<name>``, next to the queue configurations, so
-every :class:`~kmq.queues_topic.QueueConfigs` view knows it.
+every :class:`~kmq.ops.queues_topic.QueueConfigs` view knows it.
 
 With auth on (``KMQ_AUTH=on``), a caller presents a token:
 

@@ -70,7 +70,7 @@ def test_a_missing_queues_topic_names_both_causes_and_the_acl_fix(make_settings)
     import pytest
 
     from kmq.errors import ConfigError
-    from kmq.queues_topic import QueueConfigs
+    from kmq.ops.queues_topic import QueueConfigs
 
     s = make_settings().replace(queues_topic="no-such-queues-topic")
     with pytest.raises(ConfigError, match=r"does not exist or may not be read.*READ and DESCRIBE.*kmq acls"):

@@ -25,7 +25,7 @@ from kmq.protocol import deliveries as D
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
-from kmq.queues_topic import QueueConfigs
+from kmq.ops.queues_topic import QueueConfigs
 from tests.conftest import wait_for
 
 

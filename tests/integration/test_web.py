@@ -435,7 +435,7 @@ def test_a_forged_auth_record_makes_nobody_admin_on_the_tracker(deployment):
     from confluent_kafka import Producer
 
     from kmq.ops.tenancy import AUTH_KEY, encode_auth
-    from kmq.queues_topic import publish_auth
+    from kmq.ops.queues_topic import publish_auth
 
     s, t = deployment
     forged = "f" * 32
@@ -456,7 +456,7 @@ def test_a_forged_auth_record_makes_nobody_admin_on_the_tracker(deployment):
 def Tenant_token(s, name: str) -> str:
     """A tenant written straight to the queues topic (the SDK now trusts the forged admin hash)."""
     from kmq.ops.tenancy import Tenant, hash_token, new_token
-    from kmq.queues_topic import write_tenant
+    from kmq.ops.queues_topic import write_tenant
     token = new_token()
     write_tenant(s, Tenant(name, hash_token(token)))
     return token

@@ -25,7 +25,7 @@ ALL = acls.ROLES
 SHARED_BY_PARTS = ("kmq/client.py",)
 ROLE_OF = {
     "kmq/queue_config.py": ALL,
-    "kmq/queues_topic.py": ALL,
+    "kmq/ops/queues_topic.py": ALL,
     "kmq/client.py": ("producer", "consumer", "tenant admin"),
     "kmq/queue_admin.py": ("tenant admin",),
     "kmq/consumer/": ("consumer",),

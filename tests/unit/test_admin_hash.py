@@ -34,7 +34,7 @@ def test_an_old_unsalted_record_is_refused_naming_the_fix():
 
 def test_a_view_with_an_old_record_keeps_auth_on_and_refuses_the_admin_token():
     """Reading an old record as 'auth off' would make every caller admin."""
-    from kmq.queues_topic import QueueConfigs
+    from kmq.ops.queues_topic import QueueConfigs
 
     view = QueueConfigs.__new__(QueueConfigs)  # the record folding only, no Kafka
     view._lock, view._tenants, view._admin_hash, view._auth_refused = threading.Lock(), {}, None, None

@@ -54,7 +54,7 @@ def test_a_tenant_record_counts_only_under_its_own_name():
     import threading
 
     from kmq.ops.tenancy import Tenant, hash_token
-    from kmq.queues_topic import QueueConfigs
+    from kmq.ops.queues_topic import QueueConfigs
 
     view = QueueConfigs.__new__(QueueConfigs)  # the record folding only, no Kafka
     view._lock, view._tenants = threading.Lock(), {}
@@ -67,7 +67,7 @@ def test_a_tenant_record_counts_only_under_its_own_name():
 
 
 def test_a_tracker_with_auth_off_leaves_the_auth_record_alone(monkeypatch):
-    import kmq.queues_topic as qc
+    import kmq.ops.queues_topic as qc
     from kmq.settings import Settings
 
     written = []
