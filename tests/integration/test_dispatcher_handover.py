@@ -16,6 +16,7 @@ drives it, so what it writes is read back exactly:
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -61,19 +62,28 @@ def _round(d: Dispatcher) -> None:
     assert d.drain() and d.drain()
 
 
-def test_after_quiesce_nothing_more_is_written_and_a_lapsed_lease_begins_and_acquires_nothing(
-        make_settings, queue):
+@contextmanager
+def _dispatching(make_settings, queue: str, messages: int, membership=lambda: math.inf):
+    """A dispatcher of its own topics, started, with ``messages`` sent to ``queue``:
+    (settings, the queue's markers partition, the dispatcher); stopped afterwards."""
     settings = make_settings(dispatch="shared")
-    m = markers_partition(queue, settings.markers_partitions)
-    lease = [math.inf]
-    d = Dispatcher(settings, configs=lambda: QueueConfigs(settings, follow=True), membership=lambda: lease[0])
+    d = Dispatcher(settings, configs=lambda: QueueConfigs(settings, follow=True), membership=membership)
     d.start()
     client = kmq.Client(settings=settings)
     try:
-        for i in range(20):
+        for i in range(messages):
             client.send(queue, f"m{i}".encode())
         client.flush()
+        yield settings, markers_partition(queue, settings.markers_partitions), d
+    finally:
+        d.stop()
+        client.close()
 
+
+def test_after_quiesce_nothing_more_is_written_and_a_lapsed_lease_begins_and_acquires_nothing(
+        make_settings, queue):
+    lease = [math.inf]
+    with _dispatching(make_settings, queue, 20, membership=lambda: lease[0]) as (settings, m, d):
         # A lapsed lease: no BEGIN.
         lease[0] = 0.0
         d.owned({m})
@@ -113,9 +123,6 @@ def test_after_quiesce_nothing_more_is_written_and_a_lapsed_lease_begins_and_acq
         d.owned({m})
         wait_for(lambda: len([mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)]) == 2)
         assert d.stats["lanes-withheld"] == 0
-    finally:
-        d.stop()
-        client.close()
 
 
 def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(make_settings, queue):
@@ -123,15 +130,7 @@ def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(ma
     write can land past it, agents/dispatch_lanes.py). The fatal error itself needs a broker
     outage longer than the delivery timeout; here the writer is marked failed as its error
     callback would, and the dispatcher must begin anew on a new producer and go on."""
-    settings = make_settings(dispatch="shared")
-    m = markers_partition(queue, settings.markers_partitions)
-    d = Dispatcher(settings, configs=lambda: QueueConfigs(settings, follow=True))
-    d.start()
-    client = kmq.Client(settings=settings)
-    try:
-        for i in range(10):
-            client.send(queue, f"m{i}".encode())
-        client.flush()
+    with _dispatching(make_settings, queue, 10) as (settings, m, d):
         d.owned({m})
         first = wait_for(lambda: [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])[-1].epoch
         d.on_begin(m, first, {})
@@ -158,6 +157,3 @@ def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(ma
                     if isinstance(x, D.Delivery) and x.epoch == epoch
                     for o in M.mask_offsets(x.range.start, x.mask)}
         assert not handed(first) & handed(begins[0]) and len(handed(first) | handed(begins[0])) == 10
-    finally:
-        d.stop()
-        client.close()
