@@ -79,16 +79,17 @@ class LaneWriter:
         self.stats = stats
         self._membership = membership
         self._trace = trace
+        self.fatal = False  # the producer failed for good: replace this writer
         self.producer = Producer({
             **profiles.producer_config(settings),
             "linger.ms": 1,
             "message.max.bytes": settings.max_message_bytes + 4096,
             "queue.buffering.max.kbytes": 256 * 1024,
             "enable.gapless.guarantee": True,  # see the module docstring
+            "error_cb": self._note,  # a fatal error, whichever write it came from
         })
         # ACQUIRE records the broker took (when, monotonic s; their batches): lanes to write
         self._acked: list[tuple[float, list[Batch]]] = []
-        self.fatal = False  # the producer failed for good: replace this writer
 
     def adopt(self, old: "LaneWriter") -> None:
         """Take over the lanes a failed writer still owed (their ACQUIREs are in the log)."""
@@ -155,15 +156,14 @@ class LaneWriter:
                 continue
             for b in chunk:
                 # A lane write that fails loses nothing (the messages time out), but it ends
-                # this producer all the same (no gaps): noted, so a new writer takes over.
+                # this producer all the same (no gaps; error_cb notes it): counted per delivery.
                 produce_when_room(self.producer, topic, D.encode(b.delivery), D.header_key(b.consumer_id),
                                   partition=b.lane, on_delivery=self._lane_written)
                 key = b.consumer_id.encode()
                 for rec in b.records:
                     ts = rec.timestamp()[1]
                     produce_when_room(self.producer, topic, rec.value(), key, partition=b.lane,
-                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0,
-                                      on_delivery=self._lane_written)
+                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0)
                 self.stats["dispatched"] += b.delivery.count
                 self.stats["deliveries"] += 1
         self.producer.poll(0)

@@ -1,34 +1,18 @@
 """The dispatcher of shared queues: hands each consumer the messages it asked for (step 2, shared).
 
-One per tracker worker, in its own thread beside the markers agent. For every markers
-partition the worker owns it is the dispatcher of the shared queues placed there, like
-KIP-932's share-partition leader:
+One thread per tracker worker, fed by the markers agent; for every markers partition the
+worker owns it is the dispatcher of the shared queues placed there, like KIP-932's
+share-partition leader (docs/shared-queues.md, "How it works"): BEGIN an epoch and wait
+until the agent applied it (the cursors are final then); fold the consumers' CREDITs into
+rosters; read the queue partitions once for all wanting queues; write one ACQUIRE per
+share; once the broker has it, write the delivery to the consumer's lane.
 
-1. On assignment it writes BEGIN(epoch) to the partition and waits until the agent has
-   applied it: everything before it in the log is in the table then, so the *cursors*
-   (where each queue's undispatched records begin, kept by the state machine from every
-   START and ACQUIRE) are final; ACQUIREs of older epochs are fenced from then on.
-2. The agent forwards the consumers' CREDIT markers (kmq.protocol.dispatch.Roster keeps
-   who may take how many). For queues with demand, it reads their queue partitions once
-   for all of them (kmq.protocol.dispatch.select), splits what it took among the
-   consumers (Roster.share) and writes one ACQUIRE per share to the markers partition.
-3. Once the broker has an ACQUIRE (so a successor would apply it), it writes the delivery
-   to the consumer's lane: a header and copies of the records (kmq.protocol.deliveries).
-   From there on the messages are in flight exactly as if a consumer had STARTed them.
-
-Blocking librdkafka calls stay in this thread; the agent only posts events to it. The
-thread's reads are ``agents.dispatch_reader``'s, its writes ``agents.dispatch_lanes``'s,
-ordered queues' groups ``agents.ordered``'s; this module keeps who owns what and who
-asked for how much, and decides nothing the pure ``kmq.protocol.dispatch`` decides.
-
-Ownership ends cleanly (docs/shared-queues.md, "Dispatcher handover"): an ACQUIRE that
-lands after a successor's BEGIN is fenced, and a delivery written for it would hand out
-records the successor hands out again. So a worker's dispatcher writes nothing more to
-its partitions once a rebalance begins (:meth:`Dispatcher.quiesce`, awaited in the
-revocation callback and at shutdown, before the group can move them), and writes a
-delivery only for an ACQUIRE the broker acknowledged while the worker was certainly
-still a member of its group (``app.membership``: a worker removed without taking part
-in a rebalance).
+Blocking librdkafka calls stay in this thread. Its reads are ``agents.dispatch_reader``'s,
+its writes ``agents.dispatch_lanes``'s, its epochs ``agents.dispatch_epochs``', mode
+switches ``agents.dispatch_modes``', ordered groups ``agents.ordered``'s; the decisions
+are the pure ``kmq.protocol.dispatch``'s. It writes nothing once a rebalance begins
+(:meth:`Dispatcher.quiesce`) or outside the worker's membership lease (``app.membership``):
+docs/shared-queues.md, "Dispatcher handover".
 """
 
 from __future__ import annotations
@@ -36,12 +20,12 @@ from __future__ import annotations
 import logging
 import math
 import queue as queue_mod
-import random
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from agents import dispatch_modes as modes
+from agents.dispatch_epochs import Epochs, OwnedPartition
 from agents.dispatch_lanes import Batch, LaneWriter, delivery_of
 from agents.dispatch_reader import QueueReader
 from agents.ordered import OrderedQueues
@@ -58,22 +42,8 @@ TRACE = bool(__import__("os").environ.get("KMQ_DISPATCH_TRACE"))
 
 IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be done
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
-# A queue switched to shared mode is dispatched only this long after the switch, so every
-# live member of its consumer group has seen the change and stopped fetching (consumers
-# look at their queue's settings every 0.5 s and act on the next fetch, within 0.5 s).
-SWITCH_GRACE_MS = 3000
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
 QUIESCE_FLUSH_S = 4.0  # how long a revocation waits for the ACQUIREs in flight to land
-
-
-@dataclass
-class _Partition:
-    """A markers partition this worker owns: its dispatcher epoch and its queues' state."""
-
-    epoch: int
-    ready: bool = False
-    rosters: dict[str, Roster] = field(default_factory=dict)
-    cursors: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 class Dispatcher:
@@ -90,16 +60,13 @@ class Dispatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._parts: dict[int, _Partition] = {}
-        self._errors: list[str] = []
+        self._epochs = Epochs()
+        self._parts = self._epochs.parts  # markers partition -> its epoch and queues' state
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0, "acquire-errors": 0, "begin-errors": 0,
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0}
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
-        # Epochs ended by a failed ACQUIRE: their later ACQUIREs went out on this producer
-        # before the next BEGIN, so they are applied and their lanes may still be written.
-        self._ended_epochs: set[int] = set()
         self._next_config_scan = 0.0
 
     # -- called from the event loop (the agent, the tick timer) -------------------------
@@ -133,19 +100,19 @@ class Dispatcher:
         from this dispatcher, so a successor's BEGIN lands after all of it. False if the
         thread did not answer in time (the membership lease still stops its lanes)."""
         self._suspended = True
-        if self._thread is None or not self._thread.is_alive():
-            return True
-        done = threading.Event()
-        self._post(("quiesce", done))
-        return done.wait(timeout_s)
+        return self._handled("quiesce", timeout_s)
 
     def drain(self, timeout_s: float = QUIESCE_FLUSH_S + 1.0) -> bool:
         """Wait until every event posted before is handled and what was written so far is
         acknowledged (blocking; tests and hand-overs). False if not within ``timeout_s``."""
+        return self._handled("drain", timeout_s)
+
+    def _handled(self, kind: str, timeout_s: float) -> bool:
+        """Post ``kind`` and wait until the thread has handled it (at once if none runs)."""
         if self._thread is None or not self._thread.is_alive():
             return True
         done = threading.Event()
-        self._post(("drain", done))
+        self._post((kind, done))
         return done.wait(timeout_s)
 
     def on_credit(self, markers_partition: int, credit: M.Credit) -> None:
@@ -221,7 +188,7 @@ class Dispatcher:
             self._hand_over()
         busy |= self._dispatch()
         self._lanes.producer.poll(0)
-        busy |= self._lanes.write_lanes(self._epochs())
+        busy |= self._lanes.write_lanes(self._epochs.with_deliveries())
         return busy
 
     def _replace_writer(self) -> None:
@@ -231,17 +198,11 @@ class Dispatcher:
         old.producer.flush(QUIESCE_FLUSH_S)  # its last callbacks: failures, or lanes owed
         self.stats["writers-replaced"] += 1
         log.warning("the dispatcher's producer failed for good; its partitions begin anew on a new one")
-        for m, part in list(self._parts.items()):  # begun anew, after everything old
-            del self._parts[m]
-            self._ended_epochs.add(part.epoch)  # its acknowledged ACQUIREs' lanes are still owed
+        for m in list(self._parts):  # begun anew, after everything old
+            self._epochs.end(m, deliveries_owed=True)
             self._ordered.forget_partition(m)
         self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
         self._lanes.adopt(old)
-
-    def _epochs(self) -> set[int]:
-        """Epochs whose acknowledged ACQUIREs are applied: the owned partitions', and those
-        ended by a failed ACQUIRE (their later ACQUIREs went out before the next BEGIN)."""
-        return {part.epoch for part in self._parts.values()} | self._ended_epochs
 
     def _drain_inbox(self) -> bool:
         got = False
@@ -268,28 +229,27 @@ class Dispatcher:
                 self._quiesce()
                 event[1].set()
             elif kind == "drain":
-                self._lanes.settle_writes(self._epochs(), QUIESCE_FLUSH_S)
+                self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
                 event[1].set()
 
     def _quiesce(self) -> None:
         # ACQUIREs written so far land (their callbacks run) before anyone else begins;
         # their lanes go out while their epochs are still ours. Then nothing is ours.
-        self._lanes.settle_writes(self._epochs(), QUIESCE_FLUSH_S)
+        self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
         self._floors.clear()
-        self._ended_epochs.clear()
-        self._own(set())
+        for m in self._epochs.forget_all():
+            self._ordered.forget_partition(m)
 
     def _own(self, partitions: set[int]) -> None:
         for m in list(self._parts):
             if m not in partitions:
-                del self._parts[m]  # revoked: its next owner begins anew
+                self._epochs.end(m)  # revoked: its next owner begins anew
                 self._ordered.forget_partition(m)
         if partitions - set(self._parts) and time.monotonic() >= self._membership():
             return  # not certainly a member: the tick timer says again once it is
         for m in partitions:
             if m not in self._parts:
-                epoch = random.getrandbits(63) or 1
-                self._parts[m] = _Partition(epoch)
+                epoch = self._epochs.begin(m)
                 # Same producer as our ACQUIREs: everything we wrote before lands before it.
                 self._lanes.begin(m, epoch, self._begin_failed)
 
@@ -297,17 +257,11 @@ class Dispatcher:
         """A BEGIN that was not written is waited for in vain: the next tick begins anew."""
         self.stats["begin-errors"] += 1
         log.warning("markers partition %d: BEGIN not written (%s); beginning anew", m, err)
-        part = self._parts.get(m)
-        if part is not None and part.epoch == epoch:
-            del self._parts[m]
+        self._epochs.end(m, epoch)
 
     def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
-        part = self._parts.get(m)
-        if part is None or part.epoch != epoch:
-            return  # an older BEGIN of ours, or another worker's: not the one we wait for
-        part.ready = True
-        part.cursors = dict(cursors)
-        log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
+        if self._epochs.begun(m, epoch, cursors):
+            log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
 
     def _started(self, m: int, fetched: M.RangeRef) -> None:
         # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.
@@ -342,7 +296,7 @@ class Dispatcher:
         slot = roster.slots.get(c.consumer_id)
         if roster.credit(c, int(time.monotonic() * 1000)) is None:
             self._lanes.farewell(c.consumer_id, c.lane, part.epoch, 0 if slot is None else slot.next_seq - 1,
-                                 self._epochs())
+                                 self._epochs.with_deliveries())
         if not roster.slots:
             del part.rosters[c.queue]
 
@@ -350,17 +304,13 @@ class Dispatcher:
 
     def _dispatchable(self, queue: str) -> QueueConfig | None:
         cfg = self._configs.get(queue)
-        if cfg.dispatch_mode(self.settings) != "shared":
-            return None
-        if cfg.dispatch_since_ms and time.time() * 1000 - cfg.dispatch_since_ms < SWITCH_GRACE_MS:
-            return None  # the group's members may still be fetching
-        return cfg
+        return cfg if modes.dispatchable(cfg, self.settings, time.time() * 1000) else None
 
     def _dispatch(self) -> bool:
         if time.monotonic() >= self._membership():
             return False  # its lanes could not be written (app.membership)
         wants: dict[int, dict[bytes, Want]] = {}   # queue partition -> queue key -> Want
-        owners: dict[str, tuple[_Partition, int]] = {}
+        owners: dict[str, tuple[OwnedPartition, int]] = {}
         for m, part in self._parts.items():
             if not part.ready:
                 continue
@@ -393,7 +343,7 @@ class Dispatcher:
             self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed)
         return bool(out) or bool(records_read)
 
-    def _take(self, p: int, wants: dict[bytes, Want], owners: dict[str, tuple[_Partition, int]],
+    def _take(self, p: int, wants: dict[bytes, Want], owners: dict[str, tuple[OwnedPartition, int]],
               out: dict[int, list[Batch]], ahead: Lookahead) -> None:
         """Share what each queue took among its consumers; one batch (ACQUIRE) per share,
         handed out by reference where the queue dominates the range, else as copies."""
@@ -426,17 +376,13 @@ class Dispatcher:
         already did. Instead this epoch ends: the tick timer sees the partition missing and
         BEGINs anew, from the cursors the table keeps (every ACQUIRE that reached the log,
         none that did not). ACQUIREs of the old epoch went out before that BEGIN on this
-        producer: they are applied and their lanes written (``_ended_epochs``).
+        producer: they are applied and their lanes written (``Epochs.with_deliveries``).
         """
-        self._errors.append(str(err))
         self.stats["acquire-errors"] += 1
         if self.stats["acquire-errors"] <= 10 or self.stats["acquire-errors"] % 1000 == 0:
             log.warning("markers partition %d: an ACQUIRE record of %d deliveries was not written (%s); "
                         "dispatching begins anew", m, len(batches), err)
-        part = self._parts.get(m)
-        if part is not None and part.epoch == batches[0].delivery.epoch:
-            del self._parts[m]
-            self._ended_epochs.add(part.epoch)
+        if self._epochs.end(m, batches[0].delivery.epoch, deliveries_owed=True):
             self._ordered.forget_partition(m)  # the new epoch starts from the FLOORs in the table
 
     # -- shared -> partition --------------------------------------------------------------
@@ -446,19 +392,17 @@ class Dispatcher:
         mparts = self.settings.markers_partitions
         for q in self._configs.queues():
             cfg = self._configs.get(q)
-            if not cfg.handover_pending or cfg.dispatch_mode(self.settings) != "partition":
+            if not modes.awaits_handover(cfg, self.settings):
                 continue
             part = self._parts.get(markers_partition(q, mparts))
             if part is None or not part.ready:
                 continue
             part.rosters.pop(q, None)
             # Our ACQUIREs of it are in the log (applied first), their lanes written.
-            self._lanes.settle_writes(self._epochs(), 10)
+            self._lanes.settle_writes(self._epochs.with_deliveries(), 10)
             self._lanes.producer.flush(10)
-            spread = queue_partitions(q, self._queue_parts, cfg.spread)
-            handover = {p: part.cursors[(q, p)] for p in spread if (q, p) in part.cursors}
-            new = QueueConfig(**{**cfg.__dict__, "handover": {**cfg.handover, **handover},
-                                 "handover_pending": False, "updated_at_ms": int(time.time() * 1000)})
+            new = modes.handed_over(cfg, part.cursors, q, queue_partitions(q, self._queue_parts, cfg.spread),
+                                    int(time.time() * 1000))
             write_config(self.settings, q, new)
             self._configs.put_local(q, new)
-            log.info("queue %s: handed over to its consumer group at %s", q, handover)
+            log.info("queue %s: handed over to its consumer group at %s", q, new.handover)

@@ -8,6 +8,7 @@ names, so tests share one broker and one tracker without seeing each other.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import re
@@ -16,7 +17,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable
 
 import pytest
 from hypothesis import HealthCheck, settings as hypothesis_settings
@@ -53,6 +54,19 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, interval_
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+async def await_until(condition: Callable[[], Awaitable[object]], timeout_s: float = 30.0,
+                      what: str = "condition", interval_s: float = 0.05) -> object:
+    """``wait_for`` on an event loop: await ``condition()`` until truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(interval_s)
 
 
 def kill_when_ready(script: Path, args: list[str], settings: Settings) -> None:

@@ -3,12 +3,13 @@
 A thin wrapper: ``kmq bench throughput --messages 100000`` runs
 ``python -m bench.throughput --messages 100000`` from the service checkout
 (``bench/`` is not in the wheel, like the tracker). Arguments go to the
-harness unchanged; ``kmq bench NAME --help`` shows its own options.
+harness unchanged; ``kmq bench NAME --help`` shows its own options. It runs the
+harness as a child process in the checkout: the package never imports ``bench``.
 """
 
 from __future__ import annotations
 
-import importlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,12 +56,10 @@ def bench(name: str | None, args: tuple[str, ...]) -> None:
     if name not in names:
         click.echo(f"error: no benchmark {name!r}: use one of {', '.join(names)}", err=True)
         sys.exit(2)
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    module = importlib.import_module(f"bench.{name}")
-    saved = sys.argv
-    sys.argv = [f"kmq bench {name}", *args]  # the harness parses sys.argv (argparse)
-    try:
-        module.main()
-    finally:
-        sys.argv = saved
+    # The checkout's bench/ is a sibling of the service, found by path, never imported here.
+    # Its output is passed on line by line (as it comes: a run takes minutes).
+    with subprocess.Popen([sys.executable, "-m", f"bench.{name}", *args], cwd=root, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
+        for line in child.stdout:
+            click.echo(line, nl=False)
+    sys.exit(child.returncode)

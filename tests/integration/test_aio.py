@@ -10,7 +10,7 @@ import pytest
 
 import kmq
 import kmq.aio
-from kmq.settings import DEFAULT_MAX_PROCESSING_S
+from tests.conftest import await_until
 from tests.integration.dlq import dead_letters
 
 pytestmark = pytest.mark.usefixtures("tracker")
@@ -28,27 +28,16 @@ def load_example(name: str):
     return example
 
 
-@pytest.fixture
-def settings(shared_settings):
-    return shared_settings.replace(max_processing_s=DEFAULT_MAX_PROCESSING_S)
-
-
-@pytest.fixture(params=["shared", "partition"])
-def mode(request):
-    return request.param
-
-
 async def set_mode(client: kmq.aio.Client, queue: str, mode: str) -> None:
     await client.configure_queue(queue, dispatch=mode)
-    deadline = time.monotonic() + 30
-    while (await client.queue_config(queue)).handover_pending:
-        assert time.monotonic() < deadline, "no handover"
-        await asyncio.sleep(0.05)  # polling a condition with a deadline, on the loop
+    async def handed_over():
+        return not (await client.queue_config(queue)).handover_pending
+    await await_until(handed_over, 30, "the handover")
 
 
-def test_send_receive_and_every_verb_on_the_loop(settings, queue, mode):
+def test_send_receive_and_every_verb_on_the_loop(default_settings, queue, mode):
     async def main():
-        async with kmq.aio.Client(settings=settings) as client:
+        async with kmq.aio.Client(settings=default_settings) as client:
             await set_mode(client, queue, mode)
             one = await client.send(queue, b"one", headers={"h": "v"})
             ids = [one] + await client.send_batch(queue, [b"m%d" % i for i in range(99)])
@@ -73,13 +62,13 @@ def test_send_receive_and_every_verb_on_the_loop(settings, queue, mode):
             assert sorted(got) == sorted(ids)
             return ids
     ids = asyncio.run(main())
-    (dead,) = dead_letters(settings, queue)
+    (dead,) = dead_letters(default_settings, queue)
     assert dead["kmq"]["kmq.id"].decode() == ids[3] and dead["kmq"]["kmq.dlq.detail"] == b"bad"
 
 
-def test_a_waiting_receive_does_not_block_the_event_loop(settings, queue):
+def test_a_waiting_receive_does_not_block_the_event_loop(default_settings, queue):
     async def main():
-        async with kmq.aio.Client(settings=settings) as client:
+        async with kmq.aio.Client(settings=default_settings) as client:
             async with client.consumer(queue) as c:
                 ticks = []
 
@@ -98,9 +87,9 @@ def test_a_waiting_receive_does_not_block_the_event_loop(settings, queue):
     asyncio.run(main())
 
 
-def test_a_delayed_send_arrives_after_its_delay(settings, queue):
+def test_a_delayed_send_arrives_after_its_delay(default_settings, queue):
     async def main():
-        async with kmq.aio.Client(settings=settings) as client:
+        async with kmq.aio.Client(settings=default_settings) as client:
             sent_at = time.time()
             msg_id = await client.send(queue, b"later", delay_s=1.0)
             await client.flush()
@@ -116,37 +105,36 @@ def test_a_delayed_send_arrives_after_its_delay(settings, queue):
 
 
 def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the_background(
-        settings, queue):
+        default_settings, queue):
     from aiohttp.test_utils import TestClient, TestServer
 
     example = load_example("aiohttp_app")
 
     async def main():
-        app = example.make_app(queue, settings)
+        app = example.make_app(queue, default_settings)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             ids = []
             for i in range(10):
                 r = await http.post(f"/orders/{queue}", data=b"order-%d" % i)
                 assert r.status == 202
                 ids.append((await r.json())["id"])
-            deadline = time.monotonic() + 60
-            while len(app[example.SEEN]) < 10:
-                assert time.monotonic() < deadline, "the background consumer did not see them all"
-                await asyncio.sleep(0.05)
+            async def all_seen():
+                return len(app[example.SEEN]) >= 10
+            await await_until(all_seen, 60, "the background consumer to see them all")
             assert sorted(app[example.SEEN]) == sorted(ids)
             assert sorted(app[example.SEEN].values()) == sorted(b"order-%d" % i for i in range(10))
     asyncio.run(main())
 
 
 def test_the_fastapi_example_enqueues_from_a_request_handler_and_consumes_in_the_background(
-        settings, queue):
+        default_settings, queue):
     from fastapi.testclient import TestClient
 
     from tests.conftest import wait_for
 
     example = load_example("fastapi_app")
 
-    app = example.make_app(queue, settings)
+    app = example.make_app(queue, default_settings)
     with TestClient(app) as http:  # runs the lifespan: the client and the consumer task
         ids = []
         for i in range(10):
@@ -158,7 +146,7 @@ def test_the_fastapi_example_enqueues_from_a_request_handler_and_consumes_in_the
         assert sorted(app.state.seen.values()) == sorted(b"order-%d" % i for i in range(10))
 
 
-def test_the_faust_example_sends_and_consumes_on_fausts_own_loop(settings, queue, tmp_path):
+def test_the_faust_example_sends_and_consumes_on_fausts_own_loop(default_settings, queue, tmp_path):
     import os
     import subprocess
     import sys
@@ -169,7 +157,7 @@ def test_the_faust_example_sends_and_consumes_on_fausts_own_loop(settings, queue
 
     root = Path(__file__).resolve().parents[2]
     ledger = tmp_path / "ledger"
-    env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(root), "KMQ_EXAMPLE_QUEUE": queue,
+    env = {**os.environ, **settings_env(default_settings), "PYTHONPATH": str(root), "KMQ_EXAMPLE_QUEUE": queue,
            "KMQ_EXAMPLE_LEDGER": str(ledger), "KMQ_EXAMPLE_COUNT": "10"}
     with open(tmp_path / "faust.log", "w") as out:
         p = subprocess.Popen([sys.executable, "-m", "faust", "-A", "docs.examples.faust_app",

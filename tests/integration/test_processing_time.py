@@ -26,17 +26,6 @@ HELPERS = Path(__file__).parent / "helpers"
 
 
 @pytest.fixture
-def default_settings(shared_settings):
-    """The suite's settings with the 5-minute default back (the suite sets 0)."""
-    return shared_settings.replace(max_processing_s=DEFAULT_MAX_PROCESSING_S)
-
-
-@pytest.fixture(params=["shared", "partition"])
-def mode(request):
-    return request.param
-
-
-@pytest.fixture
 def client(default_settings, queue, mode):
     with kmq.Client(settings=default_settings) as c:
         if mode == "partition":
