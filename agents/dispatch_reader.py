@@ -32,7 +32,10 @@ class QueueReader:
         self.settings = settings
         self._trace = trace
         self._consumer = Consumer({
-            **profiles.reader_config(settings, f"{settings.app_id}-dispatcher"),
+            **profiles.client_config(settings),
+            "group.id": f"{settings.app_id}-dispatcher",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": profiles.dispatcher_fetch_wait_ms(settings),

@@ -89,7 +89,10 @@ class SharedSource:
         self._farewell: D.Farewell | None = None
         self._config = config
         self._kc = KafkaConsumer({
-            **profiles.reader_config(s, f"{s.group_id(c.queue)}.lanes"),
+            **profiles.client_config(s),
+            "group.id": f"{s.group_id(c.queue)}.lanes",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
             "enable.partition.eof": False,
             "fetch.wait.max.ms": profiles.lane_fetch_wait_ms(s),
             "fetch.queue.backoff.ms": 10,
@@ -262,7 +265,10 @@ class SharedSource:
         if self._ref_kc is None:
             s = self._c._settings
             self._ref_kc = KafkaConsumer({
-                **profiles.reader_config(s, f"{s.group_id(self._c.queue)}.refs"),
+                **profiles.client_config(s),
+                "group.id": f"{s.group_id(self._c.queue)}.refs",  # never joins or commits
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
                 "enable.partition.eof": False,
                 "isolation.level": "read_committed",
                 "fetch.wait.max.ms": 10,

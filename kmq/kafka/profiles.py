@@ -89,13 +89,6 @@ def client_config(s: Settings) -> dict[str, Any]:
     return {"bootstrap.servers": s.bootstrap_servers, **security.librdkafka_config(s)}
 
 
-def reader_config(s: Settings, name: str) -> dict[str, Any]:
-    """An unsubscribed librdkafka reader (assign and seek only): ``name`` is its group.id,
-    used as a client name; it never joins the group or commits."""
-    return {**client_config(s), "group.id": name, "enable.auto.commit": False,
-            "enable.auto.offset.store": False}
-
-
 def producer_config(s: Settings) -> dict[str, Any]:
     """A durable librdkafka producer; callers add throughput knobs and callbacks only."""
     return {
