@@ -48,6 +48,8 @@ async def track_markers(stream):
         part = rt.owned.get_or_create(msg.partition)
         if not part.gauges_built:
             part.build_gauges()  # after (re)assignment: the table is recovered now
+            log.info("markers partition %d: resuming at offset %d; the table holds records up to %d",
+                     msg.partition, msg.offset, part.applied_upto())
         if msg.offset <= part.applied_upto():
             part.replayed += 1  # its changes are in the table already
             continue

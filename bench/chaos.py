@@ -39,6 +39,7 @@ from typing import Callable
 
 import kmq
 from bench.chaos_ledger import account, read_log
+from bench.markers_dump import dump_markers
 from kmq.ops.deadletters import list_dead_letters
 from kmq.dev.devstack import TrackerProcess, settings_env
 from kmq.dev.embedded import free_port
@@ -248,6 +249,8 @@ class Harness:
                       elapsed_s=round(time.monotonic() - t0, 1),
                       tracker_warnings=tracker_warnings(sorted(self.work.glob("tracker*.log"))))
         (self.work / "events.json").write_text(json.dumps(self.events, indent=1))
+        if not result["ok"]:  # what the markers say, to read the violation by
+            dump_markers(self.s, self.work / "markers.jsonl")
         return result
 
     def _chaos(self, client: kmq.Client) -> dict:

@@ -1,0 +1,74 @@
+"""The markers topic as JSON lines, for reading a chaos run that broke a rule.
+
+Written next to the run's logs only when a run fails: with it, "delivered after a durable
+ack" reads as the ACQUIREs, ACKs, BEGINs and TICKs of that queue's markers partition, in
+log order, with the offsets each covers (masks expanded, CREDITs and idle TICKs left out
+unless asked for).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from confluent_kafka import Consumer
+
+from kmq.kafka.offsets import read_to_end
+from kmq.protocol import marker_codec
+from kmq.protocol import markers as M
+from kmq.settings import Settings
+
+
+def _offsets(start: int, mask: int) -> list[int]:
+    out, bit = [], 0
+    while mask:
+        if mask & 1:
+            out.append(start + bit)
+        mask >>= 1
+        bit += 1
+    return out
+
+
+def describe(marker: M.Marker) -> dict:
+    """One marker as a small dict: its kind, queue, range and the offsets its mask names."""
+    out: dict = {"k": type(marker).__name__}
+    rng = getattr(marker, "range", None)
+    if rng is not None:
+        out.update(q=rng.queue, qp=rng.partition, s=rng.start, e=rng.end,
+                   o=_offsets(rng.start, marker.mask))
+    for name in ("epoch", "timeout_ms", "delay_ms", "now_ms", "offset", "queue", "partition"):
+        if hasattr(marker, name) and name not in out:
+            out[name] = getattr(marker, name)
+    return out
+
+
+def dump_markers(settings: Settings, path: Path, queues: set[str] | None = None,
+                 credits: bool = False) -> int:
+    """Write every marker of ``settings.markers_topic`` (of ``queues``, if given) to ``path``;
+    returns how many lines were written."""
+    topic = settings.markers_topic
+    c = Consumer({**settings.client_config(), "group.id": f"{settings.app_id}-markers-dump",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    lines = 0
+    try:
+        meta = c.list_topics(topic, timeout=10).topics[topic]
+        with path.open("w") as out:
+            for p in sorted(meta.partitions):
+                for _, rec in read_to_end(c, topic, p, 0):
+                    try:
+                        got = marker_codec.decode_lenient(rec.value())
+                    except Exception as exc:  # a dump shows what it cannot read, and goes on
+                        out.write(json.dumps({"p": p, "off": rec.offset(), "error": str(exc)}) + "\n")
+                        continue
+                    for m in got.markers:
+                        if isinstance(m, M.Credit) and not credits:
+                            continue
+                        d = describe(m)
+                        if queues and d.get("q", d.get("queue")) not in queues and not isinstance(
+                                m, (M.Begin, M.Tick)):
+                            continue
+                        out.write(json.dumps({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1], **d}) + "\n")
+                        lines += 1
+    finally:
+        c.close()
+    return lines
