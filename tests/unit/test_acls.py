@@ -33,6 +33,7 @@ ROLE_OF = {
     "kmq/ops/": ("tenant admin",),
     "kmq/kafka/offsets.py": ("tracker", "tenant admin"),
     "kmq/kafka/admin.py": ("tracker",),
+    "kmq/kafka/broker_checks.py": ("tracker",),
     "kmq/stats/": ("tracker",),
     "app/": ("tracker",),
     "agents/": ("tracker",),
