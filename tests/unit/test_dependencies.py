@@ -95,6 +95,15 @@ def test_the_attributes_consumer_tuning_patches_exist_with_the_shapes_it_assumes
         assert f"{arg}=self.{attr}" in source, f"aiokafka no longer reads {attr} when it starts"
 
 
+def test_the_rocksdb_store_opens_each_table_partition_where_the_tuning_checks_its_age():
+    from faust.stores.rocksdb import Store
+
+    opener = Store.__dict__.get("_open_for_partition")
+    assert opener is not None and list(inspect.signature(opener).parameters) == ["self", "partition"]
+    assert "self._open_for_partition(partition)" in inspect.getsource(Store._db_for_partition)
+    assert list(inspect.signature(Store.partition_path).parameters) == ["self", "partition"]
+
+
 def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
     from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.protocol.group import HeartbeatRequest
