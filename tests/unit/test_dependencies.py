@@ -119,3 +119,15 @@ def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
                  "self._rebalance_timeout_ms = rebalance_timeout_ms", "self.group_id = group_id"):
         assert attr in init, f"aiokafka's GroupCoordinator no longer sets {attr}"
     assert isinstance(HeartbeatRequest("g", 1, "m"), HeartbeatRequest)
+
+
+def test_the_pinned_aiokafka_picks_each_requests_version_from_what_the_broker_offers():
+    """Kafka 4.0 removed old protocol versions (KIP-896): a client sending fixed old versions
+    (aiokafka before 0.13, and Faust's code for it) cannot talk to it (docs/deployment.md)."""
+    from aiokafka.conn import AIOKafkaConnection
+    from aiokafka.protocol.api import Request
+    from faust.transport.drivers import aiokafka as driver
+
+    assert "request.prepare(self._versions)" in inspect.getsource(AIOKafkaConnection.send)
+    assert "reversed(self._CLASSES)" in inspect.getsource(Request.prepare), "the newest both know"
+    assert driver._AIOKAFKA_HAS_API_VERSION is False, "Faust takes its negotiating path"
