@@ -124,3 +124,27 @@ def test_a_tracker_without_describe_configs_starts_with_a_warning_that_names_the
     monkeypatch.setattr(B, "describe_topic_config", lambda s, topic, t: None)
     (warning,) = B.check_at_start(Settings(), "changelog").warnings
     assert "DESCRIBE_CONFIGS on the cluster" in warning and "kmq acls" in warning
+
+
+def test_redrive_refused_for_its_transaction_timeout_names_the_setting_and_the_fix(monkeypatch):
+    """Where the tracker's start check cannot reach (the CLI's own KMQ_DELIVERY_TIMEOUT_MS),
+    the broker's INVALID_TRANSACTION_TIMEOUT at init_transactions says what to change.
+    A fake producer at the client constructor: the embedded broker enforces no bound."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    import kmq.ops.deadletters as deadletters
+
+    asked: list[dict] = []
+
+    class RefusingProducer:
+        def __init__(self, conf: dict) -> None:
+            asked.append(conf)
+
+        def init_transactions(self, timeout_s: float) -> None:
+            raise KafkaException(KafkaError(KafkaError.INVALID_TRANSACTION_TIMEOUT))
+
+    monkeypatch.setattr(deadletters, "Producer", RefusingProducer)
+    s = Settings(delivery_timeout_ms=1_200_000)
+    with pytest.raises(ConfigError, match=r"KMQ_DELIVERY_TIMEOUT_MS=1200000 .*transaction\.max\.timeout\.ms"):
+        deadletters.redrive(s, "orders")
+    assert asked[0]["transaction.timeout.ms"] == B.redrive_transaction_timeout_ms(s) == 1_200_000
