@@ -84,6 +84,25 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_stale_ta
     assert "[^Worker]: Ready" in text and '"[^Worker]: Ready"' in (ROOT / "docs/deployment.md").read_text()
 
 
+def test_a_worker_whose_start_up_check_fails_exits_with_the_fix_in_its_log(make_settings, artifacts):
+    """'Refuses to start' means the process ends: a ConfigError from the start-up checks
+    (on_first_start; here the topics' partition counts, as the embedded broker reports no
+    broker configs to fail the retention checks) stops the worker with exit code 1."""
+    from kmq.dev.devstack import TrackerProcess
+    from tests.conftest import wait_for
+
+    s = make_settings()
+    log = artifacts / f"tracker-refused-{s.app_id}.log"
+    worker = TrackerProcess(s.replace(queue_partitions=2), log).start(wait=False)
+    process = worker.process
+    try:
+        wait_for(lambda: process.poll() is not None, 60, what="the worker to exit")
+    finally:
+        worker.stop()
+    assert process.returncode == 1
+    assert "ConfigError: topic " + s.queue_topic + " has 4 partitions but the settings say 2" in log.read_text()
+
+
 def test_a_missing_queues_topic_names_both_causes_and_the_acl_fix(make_settings):
     import pytest
 
