@@ -2,7 +2,12 @@
 # service tree (app/, agents/, tables/ are not in the wheel; see DESIGN.md).
 # Configured only by KMQ_* variables (docs/configuration.md); the compose
 # file sets them per worker. Build: docker build -t kmq-tracker .
-FROM python:3.11-slim
+
+# The base image by tag (its security fixes arrive with each rebuild); for builds that
+# must be reproducible, pin a digest:
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest> -t kmq-tracker .
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

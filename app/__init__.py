@@ -36,6 +36,10 @@ consumer_tuning.apply(settings)
 class TrackerApp(faust.App):
     """faust.App that makes sure kmq's topics exist before anything subscribes."""
 
+    # How long the changelog keeps tombstones, from the start-up checks: a table partition
+    # last written longer ago is rebuilt when it opens (app.consumer_tuning).
+    tombstones_kept_ms: int | None = None
+
     async def on_first_start(self) -> None:
         await super().on_first_start()
         loop = asyncio.get_running_loop()
@@ -48,6 +52,7 @@ class TrackerApp(faust.App):
             None, broker_checks.check_at_start, settings, acls.changelog_topic(settings))
         for warning in report.warnings:
             log.warning("%s", warning)
+        self.tombstones_kept_ms = report.tombstones_kept_ms
         # Before any table opens (tables start after this): drop tables too old to resume.
         data_dir.rebuild_if_stale(settings.data_dir, time.time(), report.tombstones_kept_ms)
         data_dir.rebuild_if_unclean(settings.data_dir)  # also takes the clean-stop mark away

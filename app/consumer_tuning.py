@@ -20,6 +20,10 @@ And heartbeats: aiokafka keeps no record of when its group membership was last
 confirmed; the dispatcher of shared queues needs it (``app.membership``), so each
 heartbeat answered with no error is noted there.
 
+And table partitions coming back to this worker: Faust resumes each from its
+RocksDB, however old; one last written longer ago than the changelog keeps
+tombstones is dropped first (``app.data_dir``), so Faust restores it.
+
 This module is the one place that reaches into Faust's internals.
 """
 
@@ -29,7 +33,7 @@ import asyncio
 import time
 from typing import Any
 
-from app import membership
+from app import data_dir, membership
 from kmq.kafka.offsets import true_end_offsets
 from kmq.settings import Settings
 
@@ -74,6 +78,7 @@ def apply(settings: Settings) -> None:
     thread_cls._highwaters = _highwaters
     thread_cls._kmq_tuned = True
     _note_heartbeats()
+    _rebuild_stale_partitions()
 
 
 def _note_heartbeats() -> None:
@@ -94,3 +99,22 @@ def _note_heartbeats() -> None:
         return resp
 
     GroupCoordinator._send_req = _send_req
+
+
+def _rebuild_stale_partitions() -> None:
+    """Check a table partition's age each time Faust opens its RocksDB (``app.data_dir``).
+
+    The changelog's tombstone retention is the app's ``tombstones_kept_ms``, known once the
+    start-up checks ran (before any table opens); until then nothing is dropped.
+    """
+    from faust.stores.rocksdb import Store
+
+    original_open = Store._open_for_partition
+
+    def _open_for_partition(self: Any, partition: int) -> Any:
+        kept_ms = getattr(self.app, "tombstones_kept_ms", None)
+        if kept_ms is not None:
+            data_dir.rebuild_partition_if_stale(self.partition_path(partition), time.time(), kept_ms)
+        return original_open(self, partition)
+
+    Store._open_for_partition = _open_for_partition

@@ -8,6 +8,14 @@ every minute, and at start one whose stamp is older than (most of) the changelog
 ``delete.retention.ms`` drops its tables: Faust restores them from the changelog.
 Only Faust's table folders (``<KMQ_DATA_DIR>/v*/tables``) are removed.
 
+The same holds for one table partition while the worker runs: a partition this worker
+gave away (neither active nor standby here any more) keeps its RocksDB, and Faust
+resumes from it when the partition comes back, days later perhaps (three or more
+workers, a rolling restart). So before Faust opens a partition's RocksDB
+(``app.consumer_tuning``), one whose newest file is older than most of the changelog's
+``delete.retention.ms`` is dropped and restored from the changelog. (A partition held
+all along but idle that long is restored too: slower, never wrong.)
+
 The same holds after a worker was killed: RocksDB takes each table write at once, the
 changelog a moment later (Faust's producer buffer), and the markers agent skips records
 whose changes its table already holds. A worker restarted on the data dir of a killed one
@@ -69,6 +77,26 @@ def rebuild_if_stale(data_dir: str | os.PathLike, now_s: float, tombstones_kept_
     log.warning("data dir %s was last used %.1f days ago, longer than the changelog keeps "
                 "tombstones (%.1f days): its tables are rebuilt from the changelog",
                 data_dir, (now_s - seen) / 86400, tombstones_kept_ms / 86_400_000)
+    return True
+
+
+def newest_file_s(path: str | os.PathLike) -> float | None:
+    """When anything under ``path`` was last written (None: no files)."""
+    times = [f.stat().st_mtime for f in Path(path).rglob("*") if f.is_file()]
+    return max(times, default=None)
+
+
+def rebuild_partition_if_stale(path: str | os.PathLike, now_s: float, tombstones_kept_ms: int) -> bool:
+    """Before a table partition's RocksDB at ``path`` opens: remove it if it was last written
+    too long ago to resume from (Faust then restores the partition); True if it did."""
+    seen = newest_file_s(path)
+    if not is_stale(seen, now_s, tombstones_kept_ms):
+        return False
+    assert seen is not None
+    shutil.rmtree(path)
+    log.warning("table partition %s was last written %.1f days ago, longer than the changelog "
+                "keeps tombstones (%.1f days): it is rebuilt from the changelog",
+                Path(path).name, (now_s - seen) / 86400, tombstones_kept_ms / 86_400_000)
     return True
 
 

@@ -16,11 +16,13 @@ acknowledgements that become durable at the transaction's commit.
 
 A consumer killed inside a transaction leaves it open, and an open transaction
 holds back every read_committed reader of its markers partition, the tracker
-included, until the broker ends it: when it times out (kept to
-``OPEN_TRANSACTION_LIMIT_MS``), or at once when a producer with the same
-transactional id starts. Give each consumer instance a stable
-``transactional_id`` (e.g. its host or pod name and the queue) and its
-successor ends the dead one's transaction as it starts.
+included, until the broker ends it: after it times out (kept to
+``OPEN_TRANSACTION_LIMIT_MS``) at the broker's next abort check
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by default:
+about 20 s in all), or at once when a producer with the same transactional id
+starts. Give each consumer instance a stable ``transactional_id`` (e.g. its host
+or pod name and the queue) and its successor ends the dead one's transaction as
+it starts.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """The Kafka ACLs each role needs: every topic, group and transactional id kmq uses, in one place.
 
-Four roles run kmq code against the cluster:
+Five roles run kmq code against the cluster:
 
 - **producer**: an application that sends (``Client.send``, delayed sends);
 - **consumer**: an application that receives, in either dispatch mode (a queue
   can switch mode, so a consumer needs both);
 - **tenant admin**: ``configure_queue``, tenants, dead-letter list/redrive/purge
   (the SDK's admin calls and the ``kmq`` CLI);
-- **tracker**: the Faust workers (``faust -A app worker``).
+- **tracker**: the Faust workers (``faust -A app worker``);
+- **analytics**: the Spark reports (``kmq spark``, :mod:`kmq.spark`), read only.
 
 :func:`grants` derives, from one :class:`~kmq.settings.Settings`, what each role
 needs; docs/security.md and docs/deployment.md carry :func:`checklist_markdown`
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 from kmq.settings import Settings
 
-ROLES = ("producer", "consumer", "tenant admin", "tracker")
+ROLES = ("producer", "consumer", "tenant admin", "tracker", "analytics")
+SPARK_GROUP_PREFIX = "kmq-spark-"  # kmq.spark.offsets: one random reader group per read
 TRACKER_TABLE = "tracker"  # tables/tracker.py: the table's name, hence its changelog's
 
 
@@ -118,8 +120,18 @@ def grants(s: Settings) -> dict[str, list[Grant]]:
               "DescribeConfigs: the start-up checks of offsets retention and transaction timeout; "
               "Describe: listing groups"),
     ]
+    analytics = [
+        *(Grant("Topic", name, False, ("Read", "Describe"), why)
+          for name, why in ((t.markers, "`kmq spark` jobs: marker events, deliveries"),
+                            (t.queue, "queue records"),
+                            (t.dlq, "dead letters"),
+                            (changelog_topic(s), "the tracker's in-flight state (`kmq spark inflight`)"))),
+        Grant("Group", SPARK_GROUP_PREFIX, True, ("Read",),
+              f"kmq's Spark source, `{SPARK_GROUP_PREFIX}<random>` (assign only); Spark's own "
+              "`kafka` format uses its `groupIdPrefix` option instead"),
+    ]
     return {"producer": producer, "consumer": consumer, "tenant admin": tenant_admin,
-            "tracker": tracker}
+            "tracker": tracker, "analytics": analytics}
 
 
 def checklist_markdown(s: Settings | None = None) -> str:

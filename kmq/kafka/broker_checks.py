@@ -8,7 +8,8 @@ alone (docs/deployment.md, "Retention relations"):
   been empty for ``offsets.retention.minutes`` (Kafka's default: 7 days). The
   next consumer then starts from ``earliest`` and gets every acked message still
   on the queue topic again. So ``offsets.retention.minutes`` must cover
-  ``KMQ_QUEUE_RETENTION_MS``: a worker refuses to start otherwise. (Shared
+  ``KMQ_QUEUE_RETENTION_MS``, or the queue topic's own ``retention.ms`` when other
+  tooling made it longer (or infinite): a worker refuses to start otherwise. (Shared
   queues keep their position, the dispatcher's cursors, in the tracker's
   compacted changelog and the queues topic: no such cliff.)
 - **Transactions fit the broker's bound**: redrive's producer asks for a
@@ -75,20 +76,42 @@ def changelog_topic_config(s: Settings) -> dict[str, str]:
     return {**topic_durability_config(s), "delete.retention.ms": str(changelog_delete_retention_ms(s))}
 
 
-def check_broker(s: Settings, configs: Mapping[str, str | None]) -> list[Finding]:
-    """Findings for one broker's reported configs (a missing value is not checked)."""
+def queue_kept_ms(s: Settings, topic_configs: Mapping[str, str | None] | None) -> int | None:
+    """How long the queue topic keeps records: its own ``retention.ms`` if it exists and says
+    longer than ``KMQ_QUEUE_RETENTION_MS`` (topics made by other tooling), else the setting;
+    None for forever (``retention.ms=-1``)."""
+    have = (topic_configs or {}).get("retention.ms")
+    if have is None:
+        return s.queue_retention_ms
+    return None if int(have) < 0 else max(int(have), s.queue_retention_ms)
+
+
+def check_broker(s: Settings, configs: Mapping[str, str | None],
+                 queue_topic_configs: Mapping[str, str | None] | None = None) -> list[Finding]:
+    """Findings for one broker's reported configs (a missing value is not checked).
+
+    ``queue_topic_configs``: the queue topic's configs when it exists (its retention counts).
+    """
     out = []
     minutes = configs.get("offsets.retention.minutes")
-    if minutes is not None and int(minutes) * 60_000 < s.queue_retention_ms:
-        need = -(-s.queue_retention_ms // 60_000)
+    kept_ms = queue_kept_ms(s, queue_topic_configs)
+    if minutes is not None and (kept_ms is None or int(minutes) * 60_000 < kept_ms):
+        if kept_ms is None:
+            kept = f"the queue topic {s.queue_topic} keeps them forever (retention.ms=-1)"
+            fix = (f"Give it a retention: kafka-configs.sh --alter --entity-type topics --entity-name "
+                   f"{s.queue_topic} --add-config retention.ms={s.queue_retention_ms}")
+        else:
+            source = ("KMQ_QUEUE_RETENTION_MS" if kept_ms == s.queue_retention_ms
+                      else f"the queue topic {s.queue_topic}'s retention.ms")
+            kept = f"{source}={kept_ms} ({kept_ms / 86_400_000:.1f} days)"
+            fix = (f"Set offsets.retention.minutes >= {-(-kept_ms // 60_000)} on every broker "
+                   "(server.properties or KAFKA_OFFSETS_RETENTION_MINUTES; a restart applies it) "
+                   f"or lower {source}")
         out.append(Finding("offsets.retention.minutes", (
             f"the broker's offsets.retention.minutes={minutes} ({int(minutes) / 1440:.1f} days) is "
-            f"shorter than KMQ_QUEUE_RETENTION_MS={s.queue_retention_ms} "
-            f"({s.queue_retention_ms / 86_400_000:.1f} days): a partition-mode queue without consumers "
+            f"shorter than queue messages stay: {kept}. A partition-mode queue without consumers "
             "for longer loses its group's offsets and its next consumer gets every acked message "
-            f"again. Set offsets.retention.minutes >= {need} on every broker (server.properties or "
-            "KAFKA_OFFSETS_RETENTION_MINUTES; a restart applies it) or lower KMQ_QUEUE_RETENTION_MS"),
-            fatal=True))
+            f"again. {fix}"), fatal=True))
     bound = configs.get("transaction.max.timeout.ms")
     if bound is not None and int(bound) < redrive_transaction_timeout_ms(s):
         out.append(Finding("transaction.max.timeout.ms", (
@@ -171,8 +194,9 @@ def check_at_start(s: Settings, changelog_topic: str, timeout_s: float = 15.0) -
             "could not read the brokers' offsets.retention.minutes and transaction.max.timeout.ms "
             f"({exc}): grant the tracker DESCRIBE_CONFIGS on the cluster (`kmq acls`) or check them "
             "by hand (docs/deployment.md, 'Retention relations')"), fatal=False))
+    queue_topic = describe_topic_config(s, s.queue_topic, timeout_s) if by_broker else None
     for broker, configs in sorted(by_broker.items()):
-        for f in check_broker(s, configs):
+        for f in check_broker(s, configs, queue_topic):
             if all(f.message != seen.message for seen in findings):
                 findings.append(f)
     changelog = describe_topic_config(s, changelog_topic, timeout_s)

@@ -7,7 +7,12 @@ covers their decisions).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from kmq.kafka import broker_checks as B
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_check_at_start_on_the_embedded_broker_reads_the_changelog_and_refuses_nothing(make_settings):
@@ -25,7 +30,7 @@ def test_check_at_start_on_the_embedded_broker_reads_the_changelog_and_refuses_n
     assert B.check_at_start(s, f"{s.app_id}-missing").tombstones_kept_ms == s.markers_retention_ms
 
 
-def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_a_stale_data_dir(
+def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_stale_tables(
         make_settings, artifacts, queue):
     import json
     import time
@@ -64,6 +69,38 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_a_stale_
         assert time.time() - D.last_seen_s(s.data_dir) < 600, "stamped again at start"
         # Restored from the changelog alone: the delayed send is still there.
         wait_for(lambda: scheduled(t) == 1, 30, what="the delayed send restored")
+    # A worker that ran all along (fresh stamp) but held no copy of its partitions for 4
+    # days (given to other workers, back now): each partition is rebuilt as it opens.
+    for partition in D.table_dirs(s.data_dir)[0].glob("tracker-*.db"):
+        for f in partition.rglob("*"):
+            os.utime(f, (time.time() - 4 * 86_400,) * 2)
+    D.stamp(s.data_dir)
+    with TrackerProcess(s, log) as t:
+        wait_for(lambda: scheduled(t) == 1, 30, what="the delayed send restored again")
+        text = log.read_text()
+        assert text.count("its tables are rebuilt from the changelog") == 1, "not the whole data dir"
+        assert text.count("it is rebuilt from the changelog") == s.markers_partitions
+    # What docs/deployment.md says to wait for is what the worker logs.
+    assert "[^Worker]: Ready" in text and '"[^Worker]: Ready"' in (ROOT / "docs/deployment.md").read_text()
+
+
+def test_a_worker_whose_start_up_check_fails_exits_with_the_fix_in_its_log(make_settings, artifacts):
+    """'Refuses to start' means the process ends: a ConfigError from the start-up checks
+    (on_first_start; here the topics' partition counts, as the embedded broker reports no
+    broker configs to fail the retention checks) stops the worker with exit code 1."""
+    from kmq.dev.devstack import TrackerProcess
+    from tests.conftest import wait_for
+
+    s = make_settings()
+    log = artifacts / f"tracker-refused-{s.app_id}.log"
+    worker = TrackerProcess(s.replace(queue_partitions=2), log).start(wait=False)
+    process = worker.process
+    try:
+        wait_for(lambda: process.poll() is not None, 60, what="the worker to exit")
+    finally:
+        worker.stop()
+    assert process.returncode == 1
+    assert "ConfigError: topic " + s.queue_topic + " has 4 partitions but the settings say 2" in log.read_text()
 
 
 def test_a_missing_queues_topic_names_both_causes_and_the_acl_fix(make_settings):

@@ -33,6 +33,31 @@ def test_offsets_retention_covering_the_queue_retention_passes():
                           KAFKA_DEFAULTS) == []
 
 
+def test_a_queue_topic_kept_longer_than_the_setting_needs_offsets_that_long():
+    """The queue topic made by other tooling with 30 days: offsets kept 21 days expire first."""
+    s = Settings()
+    compose = {**KAFKA_DEFAULTS, "offsets.retention.minutes": "30240"}
+    assert B.check_broker(s, compose, {"retention.ms": str(14 * DAY_MS)}) == []
+    assert B.check_broker(s, compose, {"retention.ms": str(7 * DAY_MS)}) == [], "the setting counts too"
+    (finding,) = B.check_broker(s, compose, {"retention.ms": str(30 * DAY_MS)})
+    assert finding.fatal and "kmq.queue's retention.ms=2592000000 (30.0 days)" in finding.message
+    assert "offsets.retention.minutes >= 43200" in finding.message
+
+
+def test_a_queue_topic_kept_forever_is_refused_with_the_command_that_bounds_it():
+    (finding,) = B.check_broker(Settings(), {"offsets.retention.minutes": "30240"}, {"retention.ms": "-1"})
+    assert finding.fatal and "keeps them forever (retention.ms=-1)" in finding.message
+    assert "--entity-name kmq.queue --add-config retention.ms=1209600000" in finding.message
+
+
+def test_the_start_check_reads_the_queue_topics_retention(monkeypatch):
+    monkeypatch.setattr(B, "describe_broker_configs", lambda s, t: {1: {"offsets.retention.minutes": "30240"}})
+    monkeypatch.setattr(B, "describe_topic_config", lambda s, topic, t:
+                        {"retention.ms": str(30 * DAY_MS)} if topic == s.queue_topic else None)
+    with pytest.raises(ConfigError, match="kmq.queue's retention.ms"):
+        B.check_at_start(Settings(), "changelog")
+
+
 def test_a_delivery_timeout_above_the_brokers_transaction_bound_is_refused_with_the_fix():
     s = Settings(delivery_timeout_ms=1_200_000)
     (finding,) = B.check_broker(s, {**KAFKA_DEFAULTS, "offsets.retention.minutes": "30240"})
@@ -99,3 +124,27 @@ def test_a_tracker_without_describe_configs_starts_with_a_warning_that_names_the
     monkeypatch.setattr(B, "describe_topic_config", lambda s, topic, t: None)
     (warning,) = B.check_at_start(Settings(), "changelog").warnings
     assert "DESCRIBE_CONFIGS on the cluster" in warning and "kmq acls" in warning
+
+
+def test_redrive_refused_for_its_transaction_timeout_names_the_setting_and_the_fix(monkeypatch):
+    """Where the tracker's start check cannot reach (the CLI's own KMQ_DELIVERY_TIMEOUT_MS),
+    the broker's INVALID_TRANSACTION_TIMEOUT at init_transactions says what to change.
+    A fake producer at the client constructor: the embedded broker enforces no bound."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    import kmq.ops.deadletters as deadletters
+
+    asked: list[dict] = []
+
+    class RefusingProducer:
+        def __init__(self, conf: dict) -> None:
+            asked.append(conf)
+
+        def init_transactions(self, timeout_s: float) -> None:
+            raise KafkaException(KafkaError(KafkaError.INVALID_TRANSACTION_TIMEOUT))
+
+    monkeypatch.setattr(deadletters, "Producer", RefusingProducer)
+    s = Settings(delivery_timeout_ms=1_200_000)
+    with pytest.raises(ConfigError, match=r"KMQ_DELIVERY_TIMEOUT_MS=1200000 .*transaction\.max\.timeout\.ms"):
+        deadletters.redrive(s, "orders")
+    assert asked[0]["transaction.timeout.ms"] == B.redrive_transaction_timeout_ms(s) == 1_200_000

@@ -74,3 +74,45 @@ def test_tables_after_a_clean_stop_are_kept_and_the_mark_is_taken_at_start(tmp_p
 
 def test_a_new_data_dir_has_nothing_to_rebuild(tmp_path):
     assert not D.rebuild_if_unclean(tmp_path / "fresh")
+
+
+def backdate(path, when_s: float) -> None:
+    for f in path.rglob("*"):
+        os.utime(f, (when_s, when_s))
+
+
+def test_a_partition_written_longer_ago_than_the_tombstones_are_kept_is_dropped(tmp_path):
+    tables(tmp_path)
+    partition = tmp_path / "v1" / "tables" / "tracker-0.db"
+    backdate(partition, NOW - 6 * DAY_S)
+    assert not D.rebuild_partition_if_stale(partition, NOW, WEEK_MS)
+    backdate(partition, NOW - 8 * DAY_S)
+    assert D.rebuild_partition_if_stale(partition, NOW, WEEK_MS) and not partition.exists()
+    assert not D.rebuild_partition_if_stale(partition, NOW, WEEK_MS), "nothing to drop: Faust makes it anew"
+
+
+def test_a_table_partition_given_away_and_back_after_the_tombstones_expired_is_restored(tmp_path):
+    """Faust's own RocksDB store: a partition this worker gave away resumed from its old
+    RocksDB when it came back (settled entries whose tombstones compaction had dropped
+    stayed alive). Now one last written longer ago than the changelog keeps tombstones
+    opens empty, so Faust restores it from the changelog; a recent one resumes."""
+    import time
+
+    import faust
+    from faust.types import TP
+
+    from app import consumer_tuning
+    from kmq.settings import Settings
+
+    consumer_tuning.apply(Settings())
+    app = faust.App("stale-partitions", datadir=str(tmp_path), store="rocksdb://")
+    table = app.Table("tracker", partitions=2)
+    store = table.data
+    old, recent = (TP(table.changelog_topic.get_topic_name(), p) for p in (0, 1))
+    for tp in (old, recent):
+        store.set_persisted_offset(tp, 41)  # opens the partition's RocksDB and writes to it
+    store.revoke_partitions(table, {old, recent})  # given away: Faust keeps the files
+    backdate(store.partition_path(0), time.time() - 8 * DAY_S)
+    app.tombstones_kept_ms = WEEK_MS  # as TrackerApp learns it at start
+    assert store.persisted_offset(old) is None, "restored from the changelog's start"
+    assert store.persisted_offset(recent) == 41, "resumed where it stopped"

@@ -95,6 +95,15 @@ def test_the_attributes_consumer_tuning_patches_exist_with_the_shapes_it_assumes
         assert f"{arg}=self.{attr}" in source, f"aiokafka no longer reads {attr} when it starts"
 
 
+def test_the_rocksdb_store_opens_each_table_partition_where_the_tuning_checks_its_age():
+    from faust.stores.rocksdb import Store
+
+    opener = Store.__dict__.get("_open_for_partition")
+    assert opener is not None and list(inspect.signature(opener).parameters) == ["self", "partition"]
+    assert "self._open_for_partition(partition)" in inspect.getsource(Store._db_for_partition)
+    assert list(inspect.signature(Store.partition_path).parameters) == ["self", "partition"]
+
+
 def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
     from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.protocol.group import HeartbeatRequest
@@ -110,3 +119,15 @@ def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
                  "self._rebalance_timeout_ms = rebalance_timeout_ms", "self.group_id = group_id"):
         assert attr in init, f"aiokafka's GroupCoordinator no longer sets {attr}"
     assert isinstance(HeartbeatRequest("g", 1, "m"), HeartbeatRequest)
+
+
+def test_the_pinned_aiokafka_picks_each_requests_version_from_what_the_broker_offers():
+    """Kafka 4.0 removed old protocol versions (KIP-896): a client sending fixed old versions
+    (aiokafka before 0.13, and Faust's code for it) cannot talk to it (docs/deployment.md)."""
+    from aiokafka.conn import AIOKafkaConnection
+    from aiokafka.protocol.api import Request
+    from faust.transport.drivers import aiokafka as driver
+
+    assert "request.prepare(self._versions)" in inspect.getsource(AIOKafkaConnection.send)
+    assert "reversed(self._CLASSES)" in inspect.getsource(Request.prepare), "the newest both know"
+    assert driver._AIOKAFKA_HAS_API_VERSION is False, "Faust takes its negotiating path"

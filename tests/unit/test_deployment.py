@@ -5,7 +5,8 @@ three KRaft brokers replicate three ways with two in sync; the topics job
 creates exactly the topics ``kmq.kafka.admin.topic_specs`` derives from the
 workers' ``KMQ_*`` settings; every ``KMQ_*`` variable is a real setting; two
 workers run ``faust -A app worker`` with their own data volume and web port;
-the image runs the same command from the service tree as a non-root user.
+the image runs the same command from the service tree as a non-root user;
+docs/deployment.md's retention relations state the code's defaults.
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ def dockerfile() -> list[tuple[str, str]]:
             word, _, rest = line.partition(" ")
             out.append((word.upper(), rest.strip()))
     return out
+
+
+def base_image(build_args: dict[str, str] | None = None) -> str:
+    """The FROM image, its ``${ARG}`` resolved from the ARG defaults and ``build_args``."""
+    steps = dockerfile()
+    args = dict(a.split("=", 1) for w, a in steps if w == "ARG" and "=" in a) | (build_args or {})
+    (image,) = [a for w, a in steps if w == "FROM"]
+    return re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
 
 
 def dockerfile_cmd() -> list[str]:
@@ -271,7 +280,7 @@ def test_the_markers_partitions_equal_the_tracker_table_partitions(services):
 def test_the_image_runs_the_worker_from_the_service_tree_as_a_non_root_user(services):
     steps = dockerfile()
     words = [w for w, _ in steps]
-    assert steps[0] == ("FROM", "python:3.11-slim")
+    assert base_image() == "python:3.11-slim"
     assert any(w == "RUN" and re.search(r"""pip install --no-deps ["']?\.\[tracker\]["']?""", a)
                for w, a in steps)
     copied = {a.split()[0].rstrip("/") for w, a in steps if w == "COPY"}
@@ -383,6 +392,14 @@ def test_the_image_installs_pinned_dependencies_before_copying_the_sdk():
     assert pins < install < sdk, "a change to kmq/ must not re-download the dependencies"
 
 
+def test_the_base_image_can_be_pinned_by_digest_without_editing_the_dockerfile():
+    steps = dockerfile()
+    assert [w for w, _ in steps][:2] == ["ARG", "FROM"], "the ARG before FROM: usable in FROM"
+    pinned = "python:3.11-slim@sha256:" + "0" * 64
+    assert base_image({"BASE_IMAGE": pinned}) == pinned
+    assert "--build-arg BASE_IMAGE=python:3.11-slim@sha256:" in (ROOT / "docs/deployment.md").read_text()
+
+
 def test_the_health_check_asks_for_readiness_where_the_worker_listens(monkeypatch):
     (check,) = [a for w, a in dockerfile() if w == "HEALTHCHECK"]
     cmd = json.loads(check[check.index("CMD") + 3:].strip())
@@ -398,3 +415,57 @@ def test_the_health_check_asks_for_readiness_where_the_worker_listens(monkeypatc
         monkeypatch.setenv("KMQ_WEB_PORT", "6066")
         exec(code, {})
         assert asked[-1] == url
+
+
+def retention_rows() -> dict[str, str]:
+    """docs/deployment.md's retention relations: the 'what' cell -> the 'default (compose)' cell."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    section = text.split("## Retention relations")[1].split("\n## ")[0]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in section.splitlines()
+            if ln.startswith("| ") and not ln.startswith("| ---")]
+    return {cells[0].split(" (")[0]: cells[1] for cells in rows[1:]}
+
+
+def days(ms: float) -> str:
+    n = ms / 86_400_000
+    return f"{n:g} day" + ("" if n == 1 else "s")
+
+
+def test_the_retention_relations_table_states_the_codes_defaults(services):
+    """One table in deployment.md relates queue, markers, offsets, changelog tombstones and
+    delays (up to 7 days); its defaults are the code's and the compose file's."""
+    from kmq.consumer.marker_writer import OPEN_TRANSACTION_LIMIT_MS
+    from kmq.kafka import broker_checks as B
+    from kmq.protocol.limits import MAX_TIMEOUT_MS
+
+    s, rows = Settings(), retention_rows()
+    (broker, *_) = brokers(services).values()
+    compose_offsets_ms = int(broker_configs(broker)["offsets.retention.minutes"]) * 60_000
+    expected = {
+        "longest delay": [days(s.max_delay_s * 1000)],
+        "visibility timeout": [f"{s.visibility_timeout_s:g} s", f"<= {MAX_TIMEOUT_MS // 3_600_000} h"],
+        "queue retention": [days(s.queue_retention_ms)],
+        "group offsets retention": [f"Kafka {days(B.KAFKA_OFFSETS_RETENTION_MINUTES * 60_000)}",
+                                    f"compose {days(compose_offsets_ms)}"],
+        "markers retention": [days(s.markers_retention_ms)],
+        "changelog tombstones": ["kmq: markers retention"],
+        "deliveries retention": [days(s.deliveries_retention_ms)],
+        "dead letters": [days(s.dlq_retention_ms)],
+        "transactions": [f"{s.delivery_timeout_ms // 1000} s", f"{OPEN_TRANSACTION_LIMIT_MS // 1000} s"],
+    }
+    assert set(expected) <= set(rows), f"rows missing: {set(expected) - set(rows)}"
+    for what, values in expected.items():
+        for value in values:
+            assert value in rows[what], f"deployment.md, {what}: {rows[what]!r} should say {value!r}"
+    assert B.changelog_delete_retention_ms(s) == s.markers_retention_ms
+
+
+def test_the_docs_say_how_long_an_abandoned_transaction_holds_readers():
+    """Its timeout, then the broker's next abort check: about 20 s for a consumer's
+    transactional STARTs, not the 10 s of the timeout alone."""
+    from kmq.consumer.marker_writer import OPEN_TRANSACTION_LIMIT_MS
+
+    kafka_abort_check_ms = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    hold_s = (OPEN_TRANSACTION_LIMIT_MS + kafka_abort_check_ms) // 1000
+    for doc in ("README.md", "docs/deployment.md"):
+        assert f"about {hold_s} s" in " ".join((ROOT / doc).read_text().split()), doc
