@@ -300,7 +300,7 @@ async def queue_detail(web, request, queue: str):
         if forwarded is not None:
             return forwarded
         cfg = stats.config(queue)
-        require_queue_access(caller, queue, cfg.tenant)
+        require_queue_access(caller, queue, stats.tenant_of(queue))
     except PermissionDeniedError as exc:
         return denied(web, exc)
     scanner.want()

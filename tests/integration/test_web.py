@@ -463,12 +463,46 @@ def test_a_forged_auth_record_makes_nobody_admin_on_the_tracker(deployment):
 
 
 def Tenant_token(s, name: str) -> str:
-    """A tenant written straight to the queues topic (the SDK now trusts the forged admin hash)."""
+    """A tenant written straight to the queues topic (the SDK now trusts the forged admin hash),
+    signed with the admin token as the tracker requires."""
+    from kmq.ops.control_sig import sign_tenant
     from kmq.ops.tenancy import Tenant, hash_token, new_token
     from kmq.ops.queues_topic import write_tenant
     token = new_token()
-    write_tenant(s, Tenant(name, hash_token(token)))
+    digest = hash_token(token)
+    write_tenant(s, Tenant(name, digest, sign_tenant(ADMIN, name, digest)))
     return token
+
+
+def test_forged_tenant_records_and_queue_tenants_grant_nothing_on_the_tracker(deployment, tokens):
+    """Whoever may write the queues topic (a tenant that configures its own queues) could add a
+    tenant with a token of its own, or name itself the tenant of another tenant's queue: the
+    tracker's views granted both. Only what the admin signed counts now."""
+    from confluent_kafka import Producer
+
+    from kmq.ops.tenancy import Tenant, hash_token, new_token
+    from kmq.queue_config import QueueConfig
+
+    s, t = deployment
+    queue = f"z-forged-{uuid.uuid4().hex[:6]}"
+    with kmq.Client(settings=s.replace(token=ADMIN)) as admin:
+        admin.configure_queue(queue, tenant="globex")
+    wait_for(lambda: get(f"{t.url}/kmq/api/queues/{queue}", tokens["globex"])[0] == 200, 30,
+             what="globex's queue")
+    mallory = new_token()
+    raw = Producer(s.client_config())
+    raw.produce(s.queues_topic, Tenant("mallory", hash_token(mallory)).encode(), b"!tenant/mallory")
+    raw.produce(s.queues_topic, QueueConfig(tenant="acme").encode(), queue.encode())
+    assert raw.flush(30) == 0
+    probe = Tenant_token(s, f"probe-{uuid.uuid4().hex[:6]}")  # signed, after the forged records
+    wait_for(lambda: get(f"{t.url}/kmq/api/queues?prefix=zzz", probe)[0] == 200, 30,
+             what="the tracker past the forged records")
+    assert get(f"{t.url}/kmq/api/queues", mallory)[0] == 403
+    assert get(f"{t.url}/kmq/api/queues/{queue}", tokens["acme"])[0] == 403
+    assert queue not in json.dumps(rows_of(t, token=tokens["acme"], prefix="z-"))
+    # The forged setting replaced globex's (the topic keeps the newest): admin only until reassigned.
+    assert get(f"{t.url}/kmq/api/queues/{queue}", tokens["globex"])[0] == 403
+    assert get(f"{t.url}/kmq/api/queues/{queue}", ADMIN)[0] == 200
 
 
 def test_debug_views_are_admin_only(deployment):
