@@ -95,6 +95,18 @@ def test_the_attributes_consumer_tuning_patches_exist_with_the_shapes_it_assumes
         assert f"{arg}=self.{attr}" in source, f"aiokafka no longer reads {attr} when it starts"
 
 
+def test_the_batch_reader_app_consumer_tuning_wraps_has_the_shape_it_assumes():
+    from aiokafka.consumer.fetcher import PartitionRecords
+
+    unpack = PartitionRecords.__dict__.get("_unpack_records")
+    assert unpack is not None and list(inspect.signature(unpack).parameters) == ["self"]
+    source = inspect.getsource(unpack)
+    # It reads batches from self._records, may resume after a skipped one, and tracks the position.
+    assert "records = self._records" in source and "records.next_batch()" in source
+    assert "self._tp" in source and "self.next_fetch_offset = next_batch.next_offset" in source
+    assert "self._records_iterator = self._unpack_records()" in inspect.getsource(PartitionRecords.__init__)
+
+
 def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
     from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.protocol.group import HeartbeatRequest
