@@ -108,7 +108,7 @@ def skip_unreadable_batches(topic: str) -> None:
         topics.add(topic)
         return
     topics = PartitionRecords._kmq_skip_topics = {topic}
-    original = PartitionRecords._unpack_records
+    original = PartitionRecords._kmq_unpack_records = PartitionRecords._unpack_records  # (kept: test_dependencies)
 
     def _unpack_records(self: Any) -> Any:
         if self._tp.topic not in topics:

@@ -98,7 +98,8 @@ def test_the_attributes_consumer_tuning_patches_exist_with_the_shapes_it_assumes
 def test_the_batch_reader_app_consumer_tuning_wraps_has_the_shape_it_assumes():
     from aiokafka.consumer.fetcher import PartitionRecords
 
-    unpack = PartitionRecords.__dict__.get("_unpack_records")
+    # aiokafka's own (app.consumer_tuning keeps it aside when it wraps it)
+    unpack = PartitionRecords.__dict__.get("_kmq_unpack_records") or PartitionRecords.__dict__.get("_unpack_records")
     assert unpack is not None and list(inspect.signature(unpack).parameters) == ["self"]
     source = inspect.getsource(unpack)
     # It reads batches from self._records, may resume after a skipped one, and tracks the position.
