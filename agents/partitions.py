@@ -19,6 +19,8 @@ from kmq.stats.rates import RateWindow
 from kmq.protocol.state import PartitionState
 from tables.store import TableStore, tracker_items
 
+_SET_ASIDE_NAMES = frozenset(o.value for o in SET_ASIDE)
+
 
 @dataclass
 class OwnedPartition:
@@ -34,6 +36,9 @@ class OwnedPartition:
     malformed: int = 0
     tick_failures: int = 0  # TICKs whose redelivery raised (retried by the next TICK)
     counters: Counter = field(default_factory=Counter)  # (queue, what) -> messages
+    # Set aside for a queue this worker knows nothing else of: what -> messages (see count)
+    unattributed: Counter = field(default_factory=Counter)
+    named: set = field(default_factory=set)  # queues with a counter entry
     # Views (web/queue_stats.py): gauges follow every table write; rates per time bucket.
     gauges: QueueGauges = field(default_factory=QueueGauges)
     rates: RateWindow = field(default_factory=RateWindow)
@@ -61,9 +66,23 @@ class OwnedPartition:
         self.gauges_built = True
 
     def count(self, queue: str, what: str, n: int) -> None:
-        """Count ``n`` messages of ``queue`` that ``what`` happened to (counters and rates)."""
+        """Count ``n`` messages of ``queue`` that ``what`` happened to (counters and rates).
+
+        Something set aside for a queue the partition knows nothing else of is
+        counted without its name: any name that fits QUEUE_NAME_RE got a
+        permanent counter entry, listed in the views as a queue (one forged
+        ACK per name).
+        """
+        if what in _SET_ASIDE_NAMES and not self.knows(queue):
+            self.unattributed[what] += n
+            return
         self.counters[(queue, what)] += n
+        self.named.add(queue)
         self.rates.add((queue, what), n, time.time())
+
+    def knows(self, queue: str) -> bool:
+        """Whether ``queue`` has entries in the partition's table or was counted before."""
+        return queue in self.named or self.gauges.knows(queue)
 
 
 class OwnedPartitions(dict):
@@ -106,5 +125,8 @@ class OwnedPartitions(dict):
         out[Outcome.MALFORMED_MARKER.value] = sum(p.malformed for p in self.values())
         for (_queue, what), n in self.totals().items():
             if what in out:
+                out[what] += n
+        for part in self.values():
+            for what, n in part.unattributed.items():
                 out[what] += n
         return out

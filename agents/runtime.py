@@ -108,7 +108,10 @@ class TrackerRuntime(Service):
 
 def _build() -> TrackerRuntime:
     """The one place the tracker's runtime objects are constructed."""
-    redeliverer = Redeliverer(settings, configs=lambda: QueueConfigs(settings, follow=True))
+    # With auth on, tenant records and queues' tenants count only when the admin signed them.
+    control_token = settings.admin_token if settings.auth_on else None
+    redeliverer = Redeliverer(settings, configs=lambda: QueueConfigs(settings, follow=True,
+                                                                     control_token=control_token))
     dispatcher = Dispatcher(settings, configs=redeliverer.configs,
                             membership=membership.of_group(app.conf.id).valid_until)
     return TrackerRuntime(OwnedPartitions(settings.markers_partitions), redeliverer, dispatcher).connect(app)

@@ -16,6 +16,11 @@ the embedded broker undercounts for multi-record batches (BROKER.md:
 39,994 of 40,000 keys restored). ``highwaters`` is made to answer the true
 end (``kmq.kafka.offsets``), so recovery is exact with normal changelog batching.
 
+And unreadable batches: a markers record batch aiokafka cannot read (a codec it
+has no library for or does not know, a payload that does not decompress) raised
+out of the worker's fetch, which crash-looped it; such batches are skipped and
+counted (``app.unreadable``).
+
 And heartbeats: aiokafka keeps no record of when its group membership was last
 confirmed; the dispatcher of shared queues needs it (``app.membership``), so each
 heartbeat answered with no error is noted there.
@@ -34,6 +39,7 @@ import time
 from typing import Any
 
 from app import data_dir, membership
+from app.unreadable import unreadable_batches
 from kmq.kafka.offsets import true_end_offsets
 from kmq.settings import Settings
 
@@ -79,6 +85,56 @@ def apply(settings: Settings) -> None:
     thread_cls._kmq_tuned = True
     _note_heartbeats()
     _rebuild_stale_partitions()
+    skip_unreadable_batches(settings.markers_topic)
+
+
+class _LastBatch:
+    """aiokafka's MemoryRecords, remembering the batch it handed out last."""
+
+    def __init__(self, records: Any) -> None:
+        self._records = records
+        self.last: Any = None
+
+    def has_next(self) -> bool:
+        return self._records.has_next()
+
+    def next_batch(self) -> Any:
+        self.last = None  # a batch that does not even frame is not skipped: its end is unknown
+        self.last = self._records.next_batch()
+        return self.last
+
+
+def skip_unreadable_batches(topic: str) -> None:
+    """Skip and count (``app.unreadable``) batches of ``topic`` aiokafka cannot read."""
+    from aiokafka.consumer.fetcher import PartitionRecords
+
+    topics = PartitionRecords.__dict__.get("_kmq_skip_topics")
+    if topics is not None:
+        topics.add(topic)
+        return
+    topics = PartitionRecords._kmq_skip_topics = {topic}
+    original = PartitionRecords._kmq_unpack_records = PartitionRecords._unpack_records  # (kept: test_dependencies)
+
+    def _unpack_records(self: Any) -> Any:
+        if self._tp.topic not in topics:
+            yield from original(self)
+            return
+        records = self._records = _LastBatch(self._records)
+        while True:
+            try:
+                yield from original(self)  # goes on from the next batch after a skip
+                return
+            except Exception as exc:
+                batch = records.last
+                if batch is None:
+                    raise
+                if not unreadable_batches().should_skip(self._tp.topic, self._tp.partition,
+                                                        batch.base_offset, batch.next_offset, exc):
+                    return  # the position stays before the batch: it is fetched again
+                self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
+                records.last = None
+
+    PartitionRecords._unpack_records = _unpack_records
 
 
 def _note_heartbeats() -> None:

@@ -12,6 +12,7 @@ path because it is a different job with different callers (operators and the
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from kmq.ops import deadletters
@@ -22,6 +23,7 @@ from kmq.kafka.offsets import true_end_offsets
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
 from kmq.queue_config import QueueConfig
+from kmq.ops.control_sig import sign_queue_tenant, sign_tenant
 from kmq.ops.queues_topic import QueueConfigs, delete_tenant, write_config, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                              validate_tenant_name)
@@ -89,7 +91,9 @@ class QueueAdmin:
 
     def _issue_token(self, configs: QueueConfigs, name: str) -> str:
         token = new_token()
-        tenant = Tenant(name, hash_token(token))
+        digest = hash_token(token)
+        # Signed with the admin token this call was allowed with: trackers count nothing else.
+        tenant = Tenant(name, digest, sign_tenant(self.settings.token, name, digest) if self.settings.token else "")
         write_tenant(self.settings, tenant)
         configs.put_tenant(tenant)
         return token
@@ -107,10 +111,16 @@ class QueueAdmin:
         queue = validate_queue_name(queue)
         configs = self.queue_configs()
         cfg = self._authorize(queue)
+        caller = configs.caller(self.settings.token or None)
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
-            require_admin(configs.caller(self.settings.token or None), "changing a queue's tenant")
+            require_admin(caller, "changing a queue's tenant")
         spread = changes.pop("spread", None)
         new = cfg.changed(**changes).switched(self.settings, cfg)
+        if "tenant" in changes and caller.admin:
+            # The admin signs the assignment (kept as is by later changes of other settings):
+            # trackers grant a tenant only queues the admin gave it.
+            new = replace(new, tenant_sig=sign_queue_tenant(self.settings.token, queue, new.tenant)
+                          if new.tenant and self.settings.token else "")
         if new.ordering == "group" and new.dispatch_mode(self.settings) != "shared":
             raise ConfigError(f"ordering='group' on {queue!r} needs the shared dispatch mode "
                               f"(KMQ_DISPATCH={self.settings.dispatch!r}): also pass dispatch='shared'")

@@ -43,6 +43,7 @@ class QueueConfig:
     dead_letter: bool = True
     spread: int = 1
     tenant: str | None = None
+    tenant_sig: str = ""  # the admin's signature of (queue, tenant) (kmq.ops.control_sig)
     # Queue purges: records of this queue below these offsets are not delivered.
     purged_before: dict[int, int] = field(default_factory=dict)
     # Partitions added by growing the spread: where this queue's records begin on
@@ -82,6 +83,8 @@ class QueueConfig:
             raise ConfigError(f"spread={self.spread!r} must be a whole number from 1 to 1024")
         if self.tenant is not None:
             validate_tenant_name(self.tenant)
+        if not isinstance(self.tenant_sig, str):
+            raise ConfigError(f"tenant_sig={self.tenant_sig!r} must be a string")
         if self.dispatch not in (None, *DISPATCH_MODES):
             raise ConfigError(f"dispatch={self.dispatch!r}: use one of {', '.join(map(repr, DISPATCH_MODES))} "
                               "(or None for the KMQ_DISPATCH default)")
@@ -189,7 +192,7 @@ class QueueConfig:
         """A copy with ``changes`` applied and validated; unknown names are an error."""
         known = {f.name for f in fields(self)} - {"updated_at_ms", "purged_before", "partition_starts",
                                                    "handover_pending", "handover",
-                                                   "dispatch_since_ms"}
+                                                   "dispatch_since_ms", "tenant_sig"}
         unknown = set(changes) - known
         if unknown:
             raise ConfigError(f"unknown queue setting(s) {', '.join(sorted(unknown))}: "

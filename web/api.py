@@ -31,6 +31,7 @@ from web.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
 from agents.runtime import runtime
 from app import app, settings
 from app.topics import markers_topic
+from app.unreadable import unreadable_batches
 from kmq.protocol import envelope
 from kmq.errors import KmqError, PermissionDeniedError
 from kmq.ops.queues_topic import QueueConfigs
@@ -202,6 +203,7 @@ async def health(web, request):
                      "malformed_markers": sum(p.malformed for p in owned.values()),
                      "set_aside": owned.set_aside(),
                      "replayed_markers": sum(p.replayed for p in owned.values()),
+                     "unreadable_batches": unreadable_batches().as_json(),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "dlq_passes": scanner.dead_letters.passes,
                                  "dlq_records_read": scanner.dead_letters.records_read,
@@ -300,7 +302,7 @@ async def queue_detail(web, request, queue: str):
         if forwarded is not None:
             return forwarded
         cfg = stats.config(queue)
-        require_queue_access(caller, queue, cfg.tenant)
+        require_queue_access(caller, queue, stats.tenant_of(queue))
     except PermissionDeniedError as exc:
         return denied(web, exc)
     scanner.want()

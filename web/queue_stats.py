@@ -69,6 +69,11 @@ class QueueStats:
         c = self.configs()
         return c.get(queue) if c is not None else QueueConfig()
 
+    def tenant_of(self, queue: str) -> str | None:
+        """The queue's tenant as the tracker trusts it (signed by the admin when auth is on)."""
+        c = self.configs()
+        return c.tenant_of(queue) if c is not None else None
+
     def owner_part(self, queue: str) -> OwnedPartition | None:
         return self.owned.get(markers_partition(queue, self.markers_partitions))
 
@@ -102,9 +107,9 @@ class QueueStats:
         windows: dict[int, Counter] = {}
         rows = []
         for q, part in self.queues().items():
-            cfg = self.config(q)
-            if not caller.may_access(cfg.tenant):
+            if not caller.may_access(self.tenant_of(q)):
                 continue
+            cfg = self.config(q)
             w = windows.get(part.partition)
             if w is None:
                 w = windows[part.partition] = _per_queue(part.rates.window(MINUTE_S, now_s))
@@ -132,7 +137,7 @@ class QueueStats:
         depth = self.scanner.result.depth.get(q)
         oldest = g.oldest_started_ms(q)
         row: dict[str, Any] = {
-            "queue": q, "tenant": cfg.tenant, "markers_partition": part.partition,
+            "queue": q, "tenant": self.tenant_of(q), "markers_partition": part.partition,
             "depth": None if depth is None else depth.records,
             "depth_exact": None if depth is None else depth.exact,
             "in_flight": g.in_flight.get(q, 0), "scheduled": g.scheduled.get(q, 0),

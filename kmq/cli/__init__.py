@@ -99,18 +99,34 @@ def config_reference(out: str | None) -> None:
 
 @main.command("acls")
 @click.option("--update", "update", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Rewrite the checklist between the acl-checklist markers of this file (repeatable).")
-def acls(update: tuple[str, ...]) -> None:
+              help="Rewrite the checklist (and commands) between the acl markers of this file (repeatable).")
+@click.option("--commands", is_flag=True, help="Print kafka-acls.sh commands instead of the table.")
+@click.option("--principal", "principals", multiple=True, metavar="ROLE=PRINCIPAL",
+              help="With --commands: the principal of a role, e.g. 'consumer=User:orders-app' "
+                   "(repeatable; default User:kmq-<role>).")
+@click.option("--bootstrap-server", default="$BOOTSTRAP", show_default=True,
+              help="With --commands: the --bootstrap-server the commands name.")
+def acls(update: tuple[str, ...], commands: bool, principals: tuple[str, ...], bootstrap_server: str) -> None:
     """The Kafka ACLs each role needs (Markdown), with the names the KMQ_* settings give.
 
     The docs carry the default names: --update renders those, whatever KMQ_* says.
     """
-    from kmq.kafka.acls import checklist_markdown, with_checklist
+    from kmq.kafka.acls import acl_commands, checklist_markdown, with_checklist
     from kmq.settings import Settings
     for path in update:
         Path(path).write_text(with_checklist(Path(path).read_text(), Settings()))
-    if not update:
+    if update:
+        return
+    if not commands:
         click.echo(checklist_markdown(Settings.from_env()), nl=False)
+        return
+    given = dict(p.split("=", 1) for p in principals if "=" in p)
+    if len(given) != len(principals):
+        raise click.BadParameter("use ROLE=PRINCIPAL, e.g. consumer=User:orders-app", param_hint="--principal")
+    try:
+        click.echo(acl_commands(Settings.from_env(), given, bootstrap_server), nl=False)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--principal") from exc
 
 
 def _port_free(port: int) -> bool:

@@ -24,6 +24,7 @@ from kmq.protocol.placement import validate_queue_name
 from kmq.queue_config import DEFAULT_CONFIG, QueueConfig
 from kmq.settings import Settings
 from kmq.ops.admin_hash import AdminHash, LegacyAuthRecordError
+from kmq.ops.control_sig import sign_queue_tenant, sign_tenant, verifies
 from kmq.ops.tenancy import AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify
 
 log = logging.getLogger("kmq.queue_config")  # the name it always had: logging setups that name it keep working
@@ -34,17 +35,15 @@ class QueueConfigs:
 
     Reads the topic to its end at start (so the view is current), then, with
     ``follow=True``, keeps reading in a background thread.
+
+    With ``control_token`` (a tracker with auth on: its ``KMQ_ADMIN_TOKEN``), tenant
+    records and queues' tenants count only when signed with that token's key
+    (:mod:`kmq.ops.control_sig`); others are ignored and counted in :attr:`unverified`.
     """
 
-    def __init__(self, settings: Settings, follow: bool = True, timeout_s: float = 15.0) -> None:
-        self.settings = settings
-        self._configs: dict[str, QueueConfig] = {}
-        self._tenants: dict[str, Tenant] = {}
-        self._admin_hash: AdminHash | None = None  # set while the deployment has auth on
-        self._auth_refused: str | None = None  # why the admin token cannot be checked (old record)
-        self.version = 0  # grows with every change seen: cheap staleness check for caches
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+    def __init__(self, settings: Settings, follow: bool = True, timeout_s: float = 15.0,
+                 control_token: str | None = None) -> None:
+        self._init_state(settings, control_token)
         self._consumer = Consumer({
             **settings.client_config(),
             "group.id": f"{settings.app_id}-queue-configs",  # never joins or commits
@@ -87,6 +86,20 @@ class QueueConfigs:
                                             name="kmq-queue-configs", daemon=True)
             self._thread.start()
 
+    def _init_state(self, settings: Settings, control_token: str | None) -> None:
+        """The folded records, empty (also for tests that fold records without Kafka)."""
+        self.settings = settings
+        self._control_token = control_token or None
+        self.unverified = 0  # control records ignored for want of the admin's signature
+        self._configs: dict[str, QueueConfig] = {}
+        self._tenant_of: dict[str, str] = {}  # queue -> its tenant, when verified
+        self._tenants: dict[str, Tenant] = {}
+        self._admin_hash: AdminHash | None = None  # set while the deployment has auth on
+        self._auth_refused: str | None = None  # why the admin token cannot be checked (old record)
+        self.version = 0  # grows with every change seen: cheap staleness check for caches
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
     def _consume(self, timeout_s: float, eof: set[int] | None = None) -> None:
         for rec in self._consumer.consume(500, timeout_s):
             err = rec.error()
@@ -104,16 +117,22 @@ class QueueConfigs:
             if queue.startswith(TENANT_KEY_PREFIX):
                 self._read_tenant(queue[len(TENANT_KEY_PREFIX):], rec.value())
                 continue
-            with self._lock:
-                if rec.value() is None:
-                    self._configs.pop(queue, None)
-                    continue
-                try:
-                    self._configs[queue] = QueueConfig.decode(rec.value())
-                    self.version += 1
-                except (ValueError, TypeError, ConfigError) as exc:
-                    log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
-                                rec.topic(), rec.partition(), rec.offset(), exc)
+            if rec.value() is None:
+                self._drop_config(queue)
+                continue
+            try:
+                config = QueueConfig.decode(rec.value())
+            except (ValueError, TypeError, ConfigError) as exc:
+                log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
+                            rec.topic(), rec.partition(), rec.offset(), exc)
+                continue
+            self.put_local(queue, config)
+
+    def _drop_config(self, queue: str) -> None:
+        with self._lock:
+            self._configs.pop(queue, None)
+            self._tenant_of.pop(queue, None)
+            self.version += 1
 
     def _read_tenant(self, name: str, value: bytes | None) -> None:
         with self._lock:
@@ -127,6 +146,14 @@ class QueueConfigs:
                 return
             if tenant.name != name:  # a record under one key must not grant another tenant's queues
                 log.warning("ignoring tenant record %r naming tenant %r", name, tenant.name)
+                return
+            if self._control_token is not None and not verifies(
+                    tenant.sig, sign_tenant(self._control_token, name, tenant.token_sha256)):
+                # It replaced the tenant's record on the topic too (compaction keeps the newest).
+                self._tenants.pop(name, None)
+                self.unverified += 1
+                log.warning("ignoring tenant record %r: not signed with this tracker's admin token "
+                            "(KMQ_ADMIN_TOKEN); the admin can re-issue it with rotate_tenant_token", name)
                 return
             self._tenants[name] = tenant
 
@@ -182,9 +209,27 @@ class QueueConfigs:
 
     def put_local(self, queue: str, config: QueueConfig) -> None:
         """Record a configuration this process just wrote (before it is read back)."""
+        tenant = config.tenant
+        if tenant is not None and self._control_token is not None and not verifies(
+                config.tenant_sig, sign_queue_tenant(self._control_token, queue, tenant)):
+            self.unverified += 1
+            if self.unverified <= 10 or self.unverified % 1000 == 0:  # a flood must not flood the log
+                log.warning("queue %s: its tenant %r is not signed with this tracker's admin token "
+                            "(KMQ_ADMIN_TOKEN): only the admin sees the queue until the admin assigns "
+                            "it again (configure_queue(tenant=...))", queue, tenant)
+            tenant = None
         with self._lock:
             self._configs[queue] = config
+            if tenant is None:
+                self._tenant_of.pop(queue, None)
+            else:
+                self._tenant_of[queue] = tenant
             self.version += 1
+
+    def tenant_of(self, queue: str) -> str | None:
+        """The queue's tenant, as far as this view trusts it (see ``control_token``)."""
+        with self._lock:
+            return self._tenant_of.get(queue)
 
     def queues(self) -> list[str]:
         with self._lock:

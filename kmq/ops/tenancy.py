@@ -16,8 +16,11 @@ The tracker publishes whether auth is on, with the admin token's salted
 scrypt hash (:mod:`kmq.ops.admin_hash`), as the record ``!auth`` on the queues
 topic, so SDK processes follow the deployment without their own switch.
 Tenant tokens are minted with 256 random bits and stored as SHA-256: a slow
-hash adds nothing against guessing a random 256-bit value. This guards kmq's own paths (SDK admin calls, web/API views). Who
-may read and write the topics themselves is Kafka's business: use its ACLs.
+hash adds nothing against guessing a random 256-bit value. Tenant records and
+queues' tenants are signed by the admin (:mod:`kmq.ops.control_sig`): a
+tracker counts only those. This guards kmq's own paths (SDK admin calls,
+web/API views). Who may read and write the topics themselves is Kafka's
+business: use its ACLs.
 """
 
 from __future__ import annotations
@@ -61,19 +64,21 @@ class Tenant:
 
     name: str
     token_sha256: str
+    sig: str = ""  # the admin's signature (kmq.ops.control_sig); "" when written with auth off
 
     def key(self) -> bytes:
         return (TENANT_KEY_PREFIX + self.name).encode()
 
     def encode(self) -> bytes:
-        return json.dumps({"v": 1, "name": self.name, "token_sha256": self.token_sha256}).encode()
+        return json.dumps({"v": 1, "name": self.name, "token_sha256": self.token_sha256,
+                           "sig": self.sig}).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> "Tenant":
         d = json.loads(data)
         if d.get("v") != 1:
             raise ValueError("unsupported tenant record version")
-        return cls(validate_tenant_name(d["name"]), str(d["token_sha256"]))
+        return cls(validate_tenant_name(d["name"]), str(d["token_sha256"]), str(d.get("sig") or ""))
 
 
 def encode_auth(admin_token: str) -> bytes:

@@ -128,6 +128,10 @@ class QueueGauges:
     def queues(self) -> set[str]:
         return set(self.in_flight) | set(self.scheduled) | set(self._range_count)
 
+    def knows(self, queue: str) -> bool:
+        """Whether the partition's entries hold anything of ``queue`` (O(1))."""
+        return queue in self._range_count or queue in self.scheduled
+
     # -- rebuild ----------------------------------------------------------------------
 
     def rebuild(self, items: Iterable[tuple[bytes, bytes]]) -> None:

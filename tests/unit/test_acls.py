@@ -2,7 +2,8 @@
 
 Given the source of each role's modules, every ``group.id`` and ``transactional.id``
 they build and every kmq topic they name must be granted to that role; the
-docs' checklist must be what ``kmq acls --update`` renders today.
+docs' checklist (and security.md's kafka-acls.sh commands) must be what ``kmq acls --update``
+renders today, and the commands must create exactly the checklist's grants.
 """
 
 from __future__ import annotations
@@ -171,6 +172,46 @@ def test_the_docs_carry_the_current_checklist(doc):
     assert text == acls.with_checklist(text), f"run: kmq acls --update {doc}"
 
 
+def parse_command(line: str) -> tuple[str, acls.Grant]:
+    """(principal, grant) a kafka-acls.sh line creates, read back the way the tool reads it."""
+    import argparse
+    import shlex
+
+    p = argparse.ArgumentParser()
+    for opt in ("--bootstrap-server", "--command-config", "--allow-principal", "--topic", "--group",
+                "--transactional-id", "--resource-pattern-type"):
+        p.add_argument(opt)
+    p.add_argument("--operation", action="append")
+    p.add_argument("--add", action="store_true")
+    p.add_argument("--cluster", action="store_true")
+    words = shlex.split(line)
+    assert words[0] == "kafka-acls.sh"
+    a = p.parse_args(words[1:])
+    assert a.add and a.resource_pattern_type in (None, "prefixed")
+    (resource, name), = [(r, n) for r, n in (("Topic", a.topic), ("Group", a.group),
+                                             ("TransactionalId", a.transactional_id),
+                                             ("Cluster", "kafka-cluster" if a.cluster else None)) if n]
+    return a.allow_principal, acls.Grant(resource, name, a.resource_pattern_type == "prefixed",
+                                         tuple(a.operation), "")
+
+
+def test_the_commands_create_exactly_the_checklists_grants_for_each_roles_principal():
+    principals = {"consumer": "User:orders app", "tracker": "User:kmq"}
+    lines = [ln for ln in acls.acl_commands(S, principals).splitlines() if not ln.startswith("#")]
+    made = [parse_command(ln) for ln in lines]
+    wanted = [(principals.get(role, acls.default_principal(role)), g)
+              for role, gs in acls.grants(S).items() for g in gs]
+    strip = lambda pg: (pg[0], pg[1].resource, pg[1].name, pg[1].prefixed, pg[1].operations)  # noqa: E731
+    assert [strip(m) for m in made] == [strip(w) for w in wanted]
+    with pytest.raises(ValueError, match="unknown role"):
+        acls.acl_commands(S, {"admin": "User:x"})
+
+
+def test_security_md_carries_the_commands():
+    text = (ROOT / "docs/security.md").read_text()
+    assert acls.COMMANDS_BEGIN in text and "kafka-acls.sh --bootstrap-server" in text
+
+
 def test_kmq_acls_prints_the_names_of_the_environment_and_updates_docs_with_the_defaults(
         tmp_path, monkeypatch):
     from click.testing import CliRunner
@@ -186,6 +227,11 @@ def test_kmq_acls_prints_the_names_of_the_environment_and_updates_docs_with_the_
     text = doc.read_text()
     assert text.startswith("intro\n") and text.endswith("rest\n") and "stale" not in text
     assert "`kmq-tracker-redrive-`" in text and "billing" not in text
+    cmds = CliRunner().invoke(main, ["acls", "--commands", "--principal", "consumer=User:orders-app"])
+    assert cmds.exit_code == 0 and "--allow-principal User:orders-app" in cmds.output
+    assert "--transactional-id billing-tracker-redrive-" in cmds.output
+    bad = CliRunner().invoke(main, ["acls", "--commands", "--principal", "User:x"])
+    assert bad.exit_code == 2 and "ROLE=PRINCIPAL" in bad.output
 
 
 def test_fausts_internal_topic_names_are_the_ones_the_checklist_grants():

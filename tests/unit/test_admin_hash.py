@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import threading
 
 import pytest
 
@@ -36,8 +35,10 @@ def test_a_view_with_an_old_record_keeps_auth_on_and_refuses_the_admin_token():
     """Reading an old record as 'auth off' would make every caller admin."""
     from kmq.ops.queues_topic import QueueConfigs
 
+    from kmq.settings import Settings
+
     view = QueueConfigs.__new__(QueueConfigs)  # the record folding only, no Kafka
-    view._lock, view._tenants, view._admin_hash, view._auth_refused = threading.Lock(), {}, None, None
+    view._init_state(Settings(), control_token=None)
     view._read_tenant("acme", Tenant("acme", hash_token("acme-token")).encode())
     view._read_auth(json.dumps({"v": 1, "admin_token_sha256": hash_token(TOKEN)}).encode())
     assert view.auth_on() and view.admin_hash() is None

@@ -104,6 +104,19 @@ def test_the_rocksdb_store_opens_each_table_partition_where_the_tuning_checks_it
     assert list(inspect.signature(Store.partition_path).parameters) == ["self", "partition"]
 
 
+def test_the_batch_reader_app_consumer_tuning_wraps_has_the_shape_it_assumes():
+    from aiokafka.consumer.fetcher import PartitionRecords
+
+    # aiokafka's own (app.consumer_tuning keeps it aside when it wraps it)
+    unpack = PartitionRecords.__dict__.get("_kmq_unpack_records") or PartitionRecords.__dict__.get("_unpack_records")
+    assert unpack is not None and list(inspect.signature(unpack).parameters) == ["self"]
+    source = inspect.getsource(unpack)
+    # It reads batches from self._records, may resume after a skipped one, and tracks the position.
+    assert "records = self._records" in source and "records.next_batch()" in source
+    assert "self._tp" in source and "self.next_fetch_offset = next_batch.next_offset" in source
+    assert "self._records_iterator = self._unpack_records()" in inspect.getsource(PartitionRecords.__init__)
+
+
 def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
     from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.protocol.group import HeartbeatRequest

@@ -1,0 +1,87 @@
+"""The markers agent's own rules, at its seams: what a record becomes, not how it arrives.
+
+One marker's error sets that marker aside and the rest of its record is applied
+(it stopped the agent); a name that only set-aside markers bring adds no queue
+to the views (any name fitting QUEUE_NAME_RE got a permanent counter entry,
+listed as a queue). The redeliverer and dispatcher are fakes: the seam is their calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from agents import track_markers
+from agents.partitions import OwnedPartition, OwnedPartitions
+from kmq.protocol import marker_codec
+from kmq.protocol import markers as M
+from kmq.protocol.outcomes import Outcome
+from kmq.protocol.state import PartitionState
+from kmq.protocol.store import MemoryStore
+from kmq.queue_config import QueueConfig
+from kmq.stats.gauges import GaugedStore, QueueGauges
+from web.queue_scan import ScanResult
+from web.queue_stats import QueueStats
+
+R = M.RangeRef("orders", 0, 100, 110)
+
+
+class FakeRedeliverer:
+    def __init__(self) -> None:
+        self.aside: list[tuple[bytes, bytes, dict]] = []
+
+    def set_aside(self, key: bytes, data: bytes, headers: list) -> None:
+        self.aside.append((key, data, dict(headers)))
+
+
+class FailingDispatcher:
+    """A dispatcher whose CREDIT handling raises (any bug past the codec's checks)."""
+
+    def on_credit(self, partition: int, credit: M.Credit) -> None:
+        raise RuntimeError("dispatcher bug")
+
+
+def _runtime() -> SimpleNamespace:
+    return SimpleNamespace(redeliverer=FakeRedeliverer(), dispatcher=FailingDispatcher(),
+                           config=lambda queue: QueueConfig())
+
+
+def _partition() -> OwnedPartition:
+    gauges = QueueGauges()
+    return OwnedPartition(0, PartitionState(GaugedStore(MemoryStore(), gauges), 0), gauges=gauges,
+                          gauges_built=True)
+
+
+def _apply(rt, part: OwnedPartition, markers: list[M.Marker], offset: int) -> None:
+    msg = SimpleNamespace(partition=part.partition, offset=offset, timestamp=None, timestamp_type=0)
+    event = SimpleNamespace(message=msg, value=marker_codec.encode(markers))
+    asyncio.run(track_markers._apply(rt, part, event))
+
+
+def test_an_error_in_one_marker_sets_it_aside_and_the_rest_of_the_record_is_applied():
+    rt, part = _runtime(), _partition()
+    part.state.apply(M.Start(R, 60_000, R.full_mask), part.clock.now_ms())
+    credit = M.Credit("orders", "c-1", 0, 0, 0, 10, 30_000, 30_000)
+    _apply(rt, part, [credit, M.Ack(R, 0b111)], offset=7)  # raised out of the agent before
+    assert part.malformed == 1
+    [(key, data, headers)] = rt.redeliverer.aside
+    assert key == b"!malformed-markers" and marker_codec.decode(data) == [credit]
+    assert b"RuntimeError: dispatcher bug" in headers["kmq.dlq.detail"]
+    assert headers["kmq.source"].endswith(b":0:7")
+    assert part.counters[("orders", Outcome.ACKED)] == 3  # the marker after it was applied
+
+
+def test_names_only_set_aside_markers_bring_add_no_queue_and_are_still_counted():
+    rt, part = _runtime(), _partition()
+    owned = OwnedPartitions(1)
+    owned[0] = part
+    part.state.apply(M.Start(R, 60_000, R.full_mask), part.clock.now_ms())
+    ghosts = [M.Ack(M.RangeRef(f"ghost-{i}", 0, 0, 1), 1) for i in range(1000)]  # valid names, no range
+    _apply(rt, part, ghosts, offset=1)
+    _apply(rt, part, [M.Ack(R, R.full_mask), M.Ack(R, 1)], offset=2)  # a known queue's duplicate keeps its name
+    assert {q for q, _ in part.counters} == {"orders"}
+    assert part.counters[("orders", Outcome.UNKNOWN_RANGE)] == 1
+    assert owned.set_aside()[Outcome.UNKNOWN_RANGE] == 1001
+    stats = QueueStats(owned, SimpleNamespace(result=ScanResult()), lambda: None, 1)
+    assert set(stats.queues()) == {"orders"}  # the admin's queue list held every ghost name
+    assert not any(q.startswith("ghost-") for q, _ in part.rates.keys())
