@@ -39,6 +39,7 @@ from typing import Callable
 
 import kmq
 from bench.chaos_ledger import account, read_log
+from bench.markers_diagnosis import diagnose
 from bench.markers_dump import dump_markers
 from kmq.ops.deadletters import list_dead_letters
 from kmq.dev.devstack import TrackerProcess, settings_env
@@ -250,8 +251,16 @@ class Harness:
                       tracker_warnings=tracker_warnings(sorted(self.work.glob("tracker*.log"))))
         (self.work / "events.json").write_text(json.dumps(self.events, indent=1))
         if not result["ok"]:  # what the markers say, to read the violation by
-            dump_markers(self.s, self.work / "markers.jsonl")
+            result["markers_diagnosis"] = self._diagnose()
         return result
+
+    def _diagnose(self) -> dict:
+        dump = self.work / "markers.jsonl"
+        dump_markers(self.s, dump)
+        resumes = [line for log in sorted(self.work.glob("tracker*.log"))
+                   for line in log.read_text(errors="replace").splitlines() if "resuming at" in line]
+        with dump.open() as f:
+            return diagnose((json.loads(line) for line in f), resumes)
 
     def _chaos(self, client: kmq.Client) -> dict:
         cfg = self.cfg

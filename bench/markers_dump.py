@@ -1,8 +1,8 @@
 """The markers topic as JSON lines, for reading a chaos run that broke a rule.
 
-Written next to the run's logs only when a run fails: with it, "delivered after a durable
-ack" reads as the ACQUIREs, ACKs, BEGINs and TICKs of that queue's markers partition, in
-log order, with the offsets each covers (masks expanded, CREDITs and idle TICKs left out
+Written next to the run's logs only when a run fails, and read by
+``bench.markers_diagnosis``: the ACQUIREs, ACKs, BEGINs and TICKs of each markers
+partition in log order, with the offsets each covers (masks expanded; CREDITs left out
 unless asked for).
 """
 

@@ -34,7 +34,8 @@ def test_shared_queues_lose_nothing_under_unpaced_kills_restarts_joins_and_leave
     assert result["drain"]["stranded_queues"] == []
     assert acc["lost"] == 0, acc
     # A dispatcher writing after its successor began would show here (agents/dispatcher.py).
-    why = {"accounting": acc, "tracker_warnings": result["tracker_warnings"]}
+    why = {"accounting": acc, "tracker_warnings": result["tracker_warnings"],
+           "markers": result.get("markers_diagnosis")}
     assert acc["redelivered_after_durable_ack"] == 0, why
     assert acc["unexplained_duplicates"] == 0, why
     assert acc["unexpected_ids"] == 0, acc
