@@ -122,10 +122,13 @@ class LaneWriter:
         if self._trace:
             log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
         chunks = _record_chunks(batches) or [[]]
+        ordered = {(f.queue, f.partition) for f in floors}  # a FLOOR follows every ordered queue's
         for i, chunk in enumerate(chunks):
             tail = list(floors) if i == len(chunks) - 1 else []
             value = marker_codec.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
-                                                   b.delivery.epoch) for b in chunk] + tail)
+                                                   b.delivery.epoch,
+                                                   (b.delivery.range.queue, b.delivery.range.partition) in ordered)
+                                         for b in chunk] + tail)
 
             def done(err: Any, _msg: Any, chunk: list[Batch] = chunk) -> None:
                 if err is None:

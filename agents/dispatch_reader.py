@@ -94,6 +94,16 @@ class QueueReader:
                 select(recs, ahead.position, wants[p])
         return len(records)
 
+    def end_offset(self, p: int, default: int) -> int:
+        """Partition ``p``'s end now (a broker round trip), or ``default`` if not known."""
+        try:
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.settings.queue_topic, p), timeout=5, cached=False)
+            return max(high, default)
+        except Exception as exc:  # KafkaException: a broker blip; read what is known at least
+            log.warning("queue partition %d: end not known (%s); reading to %d first", p, exc, default)
+            return default
+
     def release_idle(self, wants: dict[int, dict[bytes, Want]]) -> None:
         """Partitions nobody wanted for a while are let go (no prefetching for nothing).
 

@@ -118,8 +118,11 @@ class Dispatcher:
     def on_credit(self, markers_partition: int, credit: M.Credit) -> None:
         self._post(("credit", markers_partition, credit))
 
-    def on_begin(self, markers_partition: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
-        self._post(("begin", markers_partition, epoch, cursors))
+    def on_begin(self, markers_partition: int, epoch: int, cursors: dict[tuple[str, int], int],
+                 handed: dict | None = None) -> None:
+        """BEGIN(epoch) was applied: where to read from, and what ordered queues' predecessors
+        handed out above their floors (``PartitionState.handed_outs``)."""
+        self._post(("begin", markers_partition, epoch, cursors, handed or {}))
 
     def on_started(self, markers_partition: int, fetched: M.RangeRef) -> None:
         """A START was applied: the queue's records below ``fetched.end`` were fetched."""
@@ -216,7 +219,7 @@ class Dispatcher:
             if kind == "credit":
                 self._credit(event[1], event[2])
             elif kind == "begin":
-                self._begun(event[1], event[2], event[3])
+                self._begun(event[1], event[2], event[3], event[4])
             elif kind == "started":
                 self._started(event[1], event[2])
             elif kind == "owned":
@@ -259,9 +262,19 @@ class Dispatcher:
         log.warning("markers partition %d: BEGIN not written (%s); beginning anew", m, err)
         self._epochs.end(m, epoch)
 
-    def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int]) -> None:
+    def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int], handed: dict) -> None:
         if self._epochs.begun(m, epoch, cursors):
             log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
+            for (q, p), (h, pending) in handed.items():
+                if self._configs.get(q).ordering != "group":
+                    continue
+                # Everything republished before BEGIN is below this end (the tracker settles
+                # after republishing), so a returned head is read before its group goes on.
+                until = self._reader.end_offset(p, default=h.end)
+                self._ordered.recover((m, q, p), h, pending, until)
+                log.info("markers partition %d: ordered queue %s/%d resumes with %d handed out above "
+                         "its floor (%d in flight), reading to %d first", m, q, p, h.mask.bit_count(),
+                         len(pending), until)
 
     def _started(self, m: int, fetched: M.RangeRef) -> None:
         # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.
@@ -356,7 +369,7 @@ class Dispatcher:
                 if runs:
                     # After this queue's ACQUIREs, in their record: the cursor a successor
                     # reads from goes back to the oldest record still waiting for its group.
-                    floor = self._ordered.floor((m, w.queue, p), w.cursor)
+                    floor = self._ordered.durable_floor((m, w.queue, p), w.cursor)
                     self._floors.setdefault(m, []).append(M.Floor(w.queue, p, floor, part.epoch))
             else:
                 if w.taken:  # sends repeated within the dedup window are never handed out

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kmq.protocol import envelope
+from kmq.protocol import handed as H
 from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.ordering import Dedup, GroupOrder, valid_dedup_id, valid_group
@@ -36,6 +37,20 @@ class _Queue:
     # every dispatch round: a min() over the records cost the tracker's GIL per round)
     heap: list[int] = field(default_factory=list)
     ordered: bool = False  # fed as an ordered queue (else only deduplicated)
+    recovery: "_Recovery | None" = None  # what a predecessor handed out (docs/ordering.md)
+
+
+@dataclass
+class _Recovery:
+    """What a dispatcher that began learned of its predecessors' hand-outs (BEGIN)."""
+
+    handed: H.HandedOut
+    pending: set[int]   # handed out and still in flight in the tracker's table
+    until: int          # the partition's end as of BEGIN: read to here before handing out
+    catching_up: bool = True
+    # message id -> (group, offset) of records handed out and settled: a copy read later
+    # (republished before BEGIN) is its group's head
+    settled: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
 
 class OrderedQueues:
@@ -52,6 +67,39 @@ class OrderedQueues:
         if q.dedup is None or q.dedup.window_ms != dedup_window_ms:
             q.dedup = Dedup(dedup_window_ms)  # a changed window starts afresh
         return q
+
+    def recover(self, key: Key, handed: H.HandedOut, pending: frozenset[int], until: int) -> None:
+        """A new epoch begins: its predecessors handed out ``handed`` (``pending`` of it
+        still in flight); nothing of the queue goes out before it is read up to ``until``
+        (the partition's end as of BEGIN), so a head republished before is seen first."""
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = _Queue()
+        q.ordered = True
+        q.recovery = _Recovery(handed, set(pending), until)
+
+    def caught_up(self, key: Key, read_cursor: int) -> bool:
+        """Whether heads may go out: after a BEGIN, only once the queue is read up to the
+        partition's end as of BEGIN (or its window is full)."""
+        q = self._queues.get(key)
+        r = None if q is None else q.recovery
+        if r is None:
+            return True
+        if r.catching_up and (read_cursor >= r.until or self.room(key, read_cursor) == 0):
+            r.catching_up = False
+        if read_cursor >= max(r.until, r.handed.end):
+            q.recovery = None  # nothing a predecessor handed out is left to read
+        return not r.catching_up
+
+    def durable_floor(self, key: Key, read_cursor: int) -> int:
+        """Where a successor must read from (FLOOR): the oldest record waiting, or lower, the
+        oldest one handed out whose group still waits on it, within one window below."""
+        floor = self.floor(key, read_cursor)
+        q = self._queues.get(key)
+        low = None if q is None else q.order.lowest_handed()
+        if low is not None and low < floor:
+            floor = max(low, floor - ORDERED_WINDOW_OFFSETS)
+        return floor
 
     def floor(self, key: Key, read_cursor: int) -> int:
         """The oldest offset not handed out: the lowest waiting record, else the read cursor."""
@@ -87,7 +135,20 @@ class OrderedQueues:
                 if raw_group is not None:
                     self.stats["bad-group"] += 1
                 group = ("", msg_id)  # a group of its own; its redelivery is known by id
-            if q.order.offer(offset, msg_id, group, now_ms) != "known":
+            returned_from = None
+            r = q.recovery
+            if r is not None:
+                st = H.status(r.handed, r.pending, offset)
+                if st == H.IN_FLIGHT:  # its group waits for it, as it did for the predecessor
+                    q.order.adopt(offset, msg_id, group, now_ms)
+                    continue
+                if st == H.SETTLED:  # never again; a copy of it read later is its group's head
+                    r.settled[msg_id] = (group, offset)
+                    continue
+                first = r.settled.get(msg_id)
+                if first is not None and first[0] == group:
+                    returned_from = first[1]
+            if q.order.offer(offset, msg_id, group, now_ms, returned_from) != "known":
                 q.records[offset] = rec
                 heapq.heappush(q.heap, offset)
 
@@ -121,7 +182,8 @@ class OrderedQueues:
 
     def any_ready(self) -> bool:
         """Some group has a head to hand out (the dispatcher should not wait on a fetch)."""
-        return any(q.order.ready() for q in self._queues.values())
+        return any(q.order.ready() and (q.recovery is None or not q.recovery.catching_up)
+                   for q in self._queues.values())
 
     def take(self, key: Key, n: int, now_ms: int) -> list:
         """Up to ``n`` group heads to hand out now, in offset order."""
@@ -141,10 +203,14 @@ class OrderedQueues:
 
     def settled(self, key: Key, offsets: list[int]) -> bool:
         q = self._queues.get(key)
+        if q is not None and q.recovery is not None:  # ended before it was read: settled
+            q.recovery.pending.difference_update(offsets)
         return q is not None and any([q.order.settled(o) for o in offsets])
 
     def dead_lettered(self, key: Key, offsets: list[int], hold: bool) -> bool:
         q = self._queues.get(key)
+        if q is not None and q.recovery is not None:
+            q.recovery.pending.difference_update(offsets)
         return q is not None and any([q.order.dead_lettered(o, hold) for o in offsets])
 
     def purged(self, markers_partition: int, queue: str, before: dict[int, int]) -> int:
@@ -195,6 +261,8 @@ class OrderedQueues:
                 w.cursor = taken[beyond].offset()
                 taken = taken[:beyond]
         self.feed(key, taken, dedup_window_ms, now_ms)
+        if not self.caught_up(key, w.cursor):
+            return []
         heads = self.take(key, roster.demand(), now_ms)
         runs = []
         i = 0

@@ -132,7 +132,7 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
         # to shared mode) starts above them.
         rt.dispatcher.on_started(part.partition, marker.range)
     if isinstance(marker, M.Begin):
-        rt.dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors())
+        rt.dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors(), part.state.handed_outs())
     if isinstance(marker, M.Purge):
         # After forgetting, so nothing republished before is above the point.
         await rt.redeliverer.record_purge_point(marker.queue)

@@ -113,9 +113,12 @@ def chaos(r: dict) -> list[str]:
         reordered = f", {m['reordered']} reordered (rule 4)" if mode == "ordered" else ""
         out.append(f"- {kind}: {m['sent']:,} sent, {m['lost']} lost, {m['duplicates']} duplicates, "
                    f"{m['redelivered_after_durable_ack']} delivered after a durable ack{reordered}.")
-    if ordered:
+    if ordered and r.get("by_mode", {}).get("ordered", {}).get("reordered", 0):
         out.append("- with tracker kills, an ordered queue shows the known dispatcher-failover windows "
                    "(docs/ordering.md, \"Failover\"): reorders and returns after an ack, nothing lost.")
+    elif ordered:
+        out.append("- with tracker kills, each successor dispatcher resumed from the handed-out bitmap "
+                   "(docs/ordering.md, \"Failover\"): nothing reordered, nothing acked handed out again.")
     out.append(f"- acks in transit at a kill (sent, unconfirmed, never came back): {a['ack_in_transit']}; "
                f"redeliveries asked for by releases: {a['requested_redeliveries']}.")
     out += ["", f"Chaos phase {c['seconds']:.0f} s, drained in {d['drain_s']:.0f} s; whole run "

@@ -15,12 +15,16 @@ Formats (version 1, big-endian)::
     cursor key    := b"C", str16 queue, u32 partition -> i64 fetched-upto: the queue's records
                      below it on that queue partition were fetched (START) or dispatched (ACQUIRE)
     epoch key     := b"E", u32 markers partition  -> u64 epoch of its current dispatcher (BEGIN)
+    handed key    := b"H", str16 queue, u32 partition -> handed-out: an ordered queue's offsets
+                     handed out above its floor (kmq.protocol.handed)
     in-flight     := u8 version=2, i64 started_ms, u32 timeout_ms, i64 indexed_ms,
                      u16 n, group*n, i64 attempt_offset, i64 attempt_dlq_offset
                      (version 1 had no attempt offsets)
     group         := i64 deadline_ms, u8 cause, str16 reason, bytes32 mask
     scheduled     := u8 version=1, i64 due_ms, i64 indexed_ms, bytes32 value,
                      u16 n, (str16 key, bytes32 value)*n, i64 attempt_offset
+    handed-out    := u8 version=1, i64 base, u32 nbytes, bytes (little-endian bit set,
+                     at most MAX_HANDED_BITS / 8 bytes)
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from kmq.protocol.handed import MAX_HANDED_BITS, HandedOut
 from kmq.protocol.limits import MAX_GROUPS_PER_RANGE
 from kmq.protocol.markers import RangeRef
 
 ENTRY_VERSION = 1          # scheduled entries
 INFLIGHT_VERSION = 2       # in-flight entries (v1 is still read)
+HANDED_VERSION = 1         # handed-out bitmaps of ordered queues
 NOT_INDEXED = -1
 
 _RANGE_KEY = struct.Struct(">Iqq")
@@ -239,6 +245,43 @@ CURSOR_PREFIX = b"C"
 def decode_cursor_key(key: bytes) -> tuple[str, int]:
     n = _U16.unpack_from(key, 1)[0]
     return key[3:3 + n].decode(), _U32.unpack_from(key, 3 + n)[0]
+
+
+HANDED_PREFIX = b"H"
+
+
+def handed_key(queue: str, partition: int) -> bytes:
+    q = queue.encode()
+    return HANDED_PREFIX + _U16.pack(len(q)) + q + _U32.pack(partition)
+
+
+def decode_handed_key(key: bytes) -> tuple[str, int]:
+    if key[:1] != HANDED_PREFIX:
+        raise ValueError(f"not a handed-out key: {key[:16]!r}")
+    n = _U16.unpack_from(key, 1)[0]
+    return key[3:3 + n].decode(), _U32.unpack_from(key, 3 + n)[0]
+
+
+def range_partition_prefix(queue: str, partition: int) -> bytes:
+    """Key prefix of every range entry of ``queue`` on one queue partition."""
+    return queue_prefixes(queue)[0] + _U32.pack(partition)
+
+
+def encode_handed(h: HandedOut) -> bytes:
+    mask = h.mask.to_bytes((h.mask.bit_length() + 7) // 8, "little")
+    return bytes([HANDED_VERSION]) + _I64.pack(h.base) + _U32.pack(len(mask)) + mask
+
+
+def decode_handed(data: bytes) -> HandedOut:
+    """Strict: a wrong version, length or size raises ValueError naming it."""
+    if len(data) < 13 or data[0] != HANDED_VERSION:
+        raise ValueError(f"unsupported handed-out entry (version byte {data[:1]!r}, {len(data)} bytes)")
+    base = _I64.unpack_from(data, 1)[0]
+    n = _U32.unpack_from(data, 9)[0]
+    if n > MAX_HANDED_BITS // 8 or len(data) != 13 + n or base < 0:
+        raise ValueError(f"handed-out entry of {len(data)} bytes says base {base}, {n} mask bytes "
+                         f"(at most MAX_HANDED_BITS / 8 = {MAX_HANDED_BITS // 8})")
+    return HandedOut(base, int.from_bytes(data[13:], "little"))
 
 
 def epoch_key(markers_partition: int) -> bytes:

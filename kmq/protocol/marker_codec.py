@@ -25,6 +25,8 @@ Wire format (version 1, big-endian)::
     ACQUIRE  := range, u32 timeout_ms, mask (0 bytes = every offset), u64 epoch
     BEGIN    := u64 epoch
     FLOOR    := str16 queue, u32 partition, i64 offset, u64 epoch
+    ACQUIRE_ORDERED := ACQUIRE's body (an ordered queue's ACQUIRE; added after FLOOR, so
+                records of ACQUIREs before it decode as before, with ordered=False)
 
 Decoding is bounded by the markers' limits (:func:`kmq.protocol.markers.violation`):
 a record that does not frame (truncated, unknown type, too many offsets) is
@@ -61,6 +63,7 @@ class MarkerType(IntEnum):
     ACQUIRE = 10
     BEGIN = 11
     FLOOR = 12
+    ACQUIRE_ORDERED = 13
 
 
 _U8 = struct.Struct(">B")
@@ -167,7 +170,7 @@ def encode(markers: list[Marker] | tuple[Marker, ...]) -> bytes:
             w.str16(m.consumer_id)
             w.parts.append(_CREDIT_TAIL.pack(m.lane, m.epoch, m.seq, m.free, m.lease_ms, m.timeout_ms))
         elif isinstance(m, Acquire):
-            w.parts.append(_U8.pack(MarkerType.ACQUIRE))
+            w.parts.append(_U8.pack(MarkerType.ACQUIRE_ORDERED if m.ordered else MarkerType.ACQUIRE))
             w.range(m.range)
             w.parts.append(_U32.pack(m.timeout_ms))
             w.mask(m.range, m.mask, allow_full_shorthand=True)
@@ -310,11 +313,11 @@ def _read_marker(r: _Reader, kind: int) -> Marker:
         queue = r.str16()
         consumer_id = r.str16()
         return Credit(queue, consumer_id, *_CREDIT_TAIL.unpack(r.take(_CREDIT_TAIL.size)))
-    if kind == MarkerType.ACQUIRE:
+    if kind in (MarkerType.ACQUIRE, MarkerType.ACQUIRE_ORDERED):
         rng = r.range()
         timeout_ms = r.unpack(_U32)
         mask = r.mask(rng, allow_full_shorthand=True)
-        return Acquire(rng, timeout_ms, mask, r.unpack(_U64))
+        return Acquire(rng, timeout_ms, mask, r.unpack(_U64), kind == MarkerType.ACQUIRE_ORDERED)
     if kind == MarkerType.BEGIN:
         return Begin(r.unpack(_U64))
     if kind == MarkerType.FLOOR:

@@ -14,7 +14,9 @@ CREDIT, ACQUIRE and BEGIN belong to shared queues (docs/shared-queues.md): a con
 asks for work with CREDIT; the tracker's dispatcher records what it hands out with
 ACQUIRE (a START written by the tracker itself) and announces itself with BEGIN.
 FLOOR (added with ordered queues, docs/ordering.md; records without it decode as
-before) sets an ordered queue's cursor back to its oldest message not handed out.
+before) sets an ordered queue's cursor back to its oldest message not handed out; an
+ordered queue's ACQUIRE (``ordered=True``, its own marker type, so older records decode
+as before) also marks its offsets handed out above that floor.
 
 Limits. Anything on the markers topic may be hostile (every consumer can
 write to it), so markers are bounded by what the SDK itself can produce, and
@@ -166,12 +168,15 @@ class Acquire:
 
     Applied like a START (the offsets are in flight from then on); an ACQUIRE of another
     epoch than the partition's current one (a dispatcher that lost its partition) is fenced.
+    ``ordered``: an ordered queue's (docs/ordering.md): the state machine also keeps its
+    offsets as handed out above the floor, for a successor (``kmq.protocol.handed``).
     """
 
     range: RangeRef
     timeout_ms: int
     mask: int
     epoch: int
+    ordered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +235,8 @@ def violation(m: object) -> str | None:
             return f"counted {m.counted!r} is not a bool"
         if isinstance(m, Reject) and not 0 <= utf8_len(m.reason) <= MAX_REASON_BYTES:
             return f"reason is not UTF-8 text of at most {MAX_REASON_BYTES} bytes (MAX_REASON_BYTES)"
+        if isinstance(m, Acquire) and m.ordered not in (True, False):
+            return f"ordered {m.ordered!r} is not a bool"
         if isinstance(m, Acquire) and not int_in(m.epoch, 0, _U64_MAX):
             return f"epoch {m.epoch!r} is not a u64"
         return None

@@ -74,6 +74,9 @@ class GroupOrder:
         self._in_flight: dict[int, bytes] = {}  # offset -> group, heads handed out
         self._known: set[int] = set()          # offsets waiting or in flight
         self._offered_ms: dict[int, int] = {}  # offset -> when first offered (head age)
+        # group -> where its returned head (waiting at its front) was handed out from: a
+        # successor must read from there to know the copy is the group's head
+        self._returned_from: dict[bytes, int] = {}
 
     def __len__(self) -> int:
         """Groups with a message waiting or in flight (what state is kept for)."""
@@ -86,9 +89,14 @@ class GroupOrder:
     def waiting_records(self) -> int:
         return len(self._known) - len(self._in_flight)
 
-    def offer(self, offset: int, msg_id: str, group: bytes, now_ms: int) -> str:
+    def offer(self, offset: int, msg_id: str, group: bytes, now_ms: int, returned_from: int | None = None) -> str:
         """One record of the queue, as read. Returns ``"queued"``, ``"returned"`` (a head that
-        went away came back: it goes first) or ``"known"`` (read before: ignored)."""
+        went away came back: it goes first) or ``"known"`` (read before: ignored).
+
+        ``returned_from``: the offset of a record a predecessor dispatcher handed out, of
+        which this is the copy republished before this one began (``kmq.protocol.handed``):
+        its group's head, so it goes before the group's records waiting (behind a head still
+        in flight)."""
         if offset in self._known:
             return "known"
         g = self._groups.get(group)
@@ -96,6 +104,15 @@ class GroupOrder:
             g = self._groups[group] = _Group()
         self._known.add(offset)
         self._offered_ms[offset] = now_ms
+        if returned_from is not None and g.head_id != msg_id:
+            if not g.waiting and g.head_id is None:
+                g.head_since_ms = now_ms
+            g.waiting.appendleft((offset, msg_id))
+            self._returned_from[group] = returned_from
+            if g.head_id is None or (g.head_offset is None and not g.held):
+                g.head_id, g.held = None, False
+                self._ready[group] = None
+            return "returned"
         if g.head_id == msg_id and g.head_offset is not None:
             # A republish read before the old delivery's end reached us: it replaces it.
             self._in_flight.pop(g.head_offset, None)
@@ -103,6 +120,7 @@ class GroupOrder:
             g.head_offset = None
         if g.head_id == msg_id and g.head_offset is None:
             g.waiting.appendleft((offset, msg_id))
+            self._returned_from[group] = g.head_from
             g.held = False
             self._ready[group] = None
             return "returned"
@@ -112,6 +130,31 @@ class GroupOrder:
             self._ready[group] = None
         return "queued"
 
+    def adopt(self, offset: int, msg_id: str, group: bytes, now_ms: int) -> bool:
+        """A record a predecessor dispatcher handed out and the tracker still has in flight
+        (``kmq.protocol.handed``): its group's head, in flight. Its group's records read
+        later wait for its settle, or for its copy (by id) if it is republished. A second
+        one of a group (a predecessor's broken order) is in flight too, but not the head.
+        False if the offset is known already."""
+        if offset in self._known:
+            return False
+        g = self._groups.get(group)
+        if g is None:
+            g = self._groups[group] = _Group()
+        self._known.add(offset)
+        self._offered_ms[offset] = now_ms
+        self._in_flight[offset] = group
+        if g.head_id is None:
+            g.head_id, g.head_offset, g.head_from, g.head_since_ms = msg_id, offset, offset, now_ms
+            self._ready.pop(group, None)
+        return True
+
+    def lowest_handed(self) -> int | None:
+        """The lowest offset handed out whose group still waits on it (in flight, or its
+        copy waiting at the group's front): a successor must read from there to know it
+        (the durable floor, docs/ordering.md)."""
+        return min([*self._in_flight, *self._returned_from.values()], default=None)
+
     def take(self, n: int, now_ms: int) -> list[tuple[int, bytes]]:
         """Up to ``n`` records to hand out now: (offset, group), one per group, each its
         group's head; they are in flight from here on."""
@@ -119,6 +162,7 @@ class GroupOrder:
         while len(out) < n and self._ready:
             group = next(iter(self._ready))
             del self._ready[group]
+            self._returned_from.pop(group, None)
             g = self._groups[group]
             offset, msg_id = g.waiting.popleft()
             if g.head_id != msg_id:
@@ -145,7 +189,9 @@ class GroupOrder:
         if group is None:
             return False
         self._forget(offset)
-        g = self._groups[group]
+        g = self._groups.get(group)
+        if g is None or g.head_offset != offset:
+            return True  # an adopted second one of the group (see adopt): not its head
         g.head_id, g.head_offset = None, None
         self._next(group, g)
         return True
@@ -159,7 +205,9 @@ class GroupOrder:
         if group is None:
             return False
         self._forget(offset)
-        g = self._groups[group]
+        g = self._groups.get(group)
+        if g is None or g.head_offset != offset:
+            return True  # an adopted second one of the group (see adopt): not its head
         g.head_offset = None
         g.held = True
         return True
@@ -202,6 +250,11 @@ class GroupOrder:
             else:
                 self._ready.pop(group, None)
                 del self._groups[group]
+        for o in [o for o in self._in_flight if o < offset]:  # adopted ones that were no head
+            del self._in_flight[o]
+            self._forget(o)
+        self._returned_from = {k: o for k, o in self._returned_from.items()
+                               if k in self._groups and o >= offset}
         return dropped
 
     def _next(self, group: bytes, g: _Group) -> None:

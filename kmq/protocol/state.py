@@ -24,10 +24,11 @@ from typing import Union
 
 from kmq.protocol import entries as E
 from kmq.protocol.entries import Cause, Group, InFlight, Scheduled
+from kmq.protocol.handed import HandedOut
 from kmq.protocol.markers import (Ack, Acquire, Begin, Credit, Extend, Floor, Marker, Purge, RangeRef, Reject, Release,
                                   Schedule, Start, Tick, violation)
 from kmq.protocol.limits import MAX_RECORD_WORK_BYTES
-from kmq.protocol.masks import lowest_bits
+from kmq.protocol.masks import lowest_bits, mask_offsets
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol.store import Store
 
@@ -137,6 +138,10 @@ class PartitionState:
         if isinstance(marker, Acquire):
             if marker.epoch != self.epoch():
                 return Applied(marker.range.queue, Outcome.FENCED, marker.mask.bit_count())
+            if marker.ordered:  # a successor must know these went out (kmq.protocol.handed)
+                r = marker.range
+                h = self.handed_out(r.queue, r.partition) or HandedOut(r.start)
+                self._put(E.handed_key(r.queue, r.partition), E.encode_handed(h.mark(r.start, marker.mask)))
             return self._start(Start(marker.range, marker.timeout_ms, marker.mask), now_ms)
         if isinstance(marker, Begin):
             self._put(E.epoch_key(self.markers_partition), E.encode_epoch(marker.epoch))
@@ -147,6 +152,9 @@ class PartitionState:
             # An ordered queue's cursor goes back to its oldest record not handed out
             # (docs/ordering.md): a successor must read its held-back records again.
             self._put(E.cursor_key(marker.queue, marker.partition), E.encode_offset(marker.offset))
+            h = self.handed_out(marker.queue, marker.partition)
+            if h is not None and marker.offset > h.base:  # nothing below the floor is read again
+                self._put(E.handed_key(marker.queue, marker.partition), E.encode_handed(h.advance(marker.offset)))
             return None
         if isinstance(marker, Schedule):
             return self._schedule(marker)
@@ -218,6 +226,35 @@ class PartitionState:
             raw = self.store.get(key)
             if raw is not None:
                 out[E.decode_cursor_key(key)] = E.decode_offset(raw)
+        return out
+
+    def handed_out(self, queue: str, partition: int) -> HandedOut | None:
+        """The ordered queue partition's offsets handed out above its floor (None: no
+        ordered ACQUIRE of it applied)."""
+        raw = self._get(E.handed_key(queue, partition))
+        return None if raw is None else E.decode_handed(raw)
+
+    def handed_outs(self) -> dict[tuple[str, int], tuple[HandedOut, frozenset[int]]]:
+        """(queue, queue partition) -> (offsets handed out above the floor, those of them
+        still pending in the table), for every ordered queue partition: what a dispatcher
+        that begins now must not hand out again (docs/ordering.md, "Failover")."""
+        out = {}
+        for key in self.store.scan_prefix(E.HANDED_PREFIX):
+            raw = self.store.get(key)
+            if raw is None:
+                continue
+            queue, p = E.decode_handed_key(key)
+            h = E.decode_handed(raw)
+            pending = set()
+            for rkey in self.store.scan_prefix(E.range_partition_prefix(queue, p)):
+                rraw = self.store.get(rkey)
+                if rraw is None:
+                    continue
+                r = E.decode_range_key(rkey)
+                if r.end <= h.base or r.start >= h.end:
+                    continue
+                pending.update(o for o in mask_offsets(r.start, E.decode_inflight(rraw).pending) if h.handed(o))
+            out[(queue, p)] = (h, frozenset(pending))
         return out
 
     def _schedule(self, m: Schedule) -> Applied:

@@ -75,3 +75,13 @@ def test_mask_offsets_lists_selected_offsets_in_order():
     big = (1 << 5000) | 1
     assert M.mask_offsets(7, big) == [7, 5007]
     assert M.offsets_mask(100, [100, 107, 109]) == 0b1010000001
+
+
+def test_an_ordered_acquire_has_its_own_type_and_an_older_acquire_decodes_unordered():
+    r = M.RangeRef("q", 3, 10, 20)
+    ordered = M.Acquire(r, 1000, 0b101, 7, True)
+    assert marker_codec.decode(marker_codec.encode([ordered])) == [ordered]
+    old = marker_codec.encode([M.Acquire(r, 1000, 0b101, 7)])   # what was written before
+    assert old[3] == marker_codec.MarkerType.ACQUIRE
+    assert marker_codec.decode(old) == [M.Acquire(r, 1000, 0b101, 7, False)]
+    assert M.violation(M.Acquire(r, 1000, 0b101, 7, 2)) is not None

@@ -1,5 +1,6 @@
 """The tracker's state machine, given/when/then, with time passed in."""
 
+from kmq.protocol import handed as H
 from kmq.protocol.entries import Cause, cursor_key
 from kmq.protocol.markers import Ack, Extend, RangeRef, Reject, Release, Schedule, Start, Tick
 from kmq.protocol.state import DueSend, Expiry, PartitionState
@@ -170,3 +171,22 @@ def test_floor_sets_an_ordered_queues_cursor_back_and_is_fenced_by_epoch():
     assert s.cursors()[("q", 0)] == 12   # a successor reads the held-back records again
     assert s.apply(M.Floor("q", 0, 0, 8), 0).what.value == "fenced"
     assert s.cursors()[("q", 0)] == 12
+
+
+def test_ordered_acquires_are_kept_as_handed_out_above_the_floor_for_a_successor():
+    from kmq.protocol import markers as M
+    from kmq.protocol.state import PartitionState
+    from kmq.protocol.store import MemoryStore
+    s = PartitionState(MemoryStore())
+    s.apply(M.Begin(7), 0)
+    s.apply(M.Acquire(M.RangeRef("q", 0, 10, 20), 1000, 0b1000000101, 7, True), 0)  # 10, 12, 19
+    s.apply(M.Acquire(M.RangeRef("u", 0, 10, 20), 1000, 0b1, 7), 0)   # unordered: not kept
+    s.apply(M.Floor("q", 0, 11, 7), 0)         # 10 is below the floor now: its bit goes
+    s.apply(M.Ack(M.RangeRef("q", 0, 10, 20), 0b100), 0)   # 12 settled
+    (h, pending), = s.handed_outs().values()
+    assert (h.offsets(), pending) == ([12, 19], {19})
+    assert [(o, H.status(h, pending, o)) for o in (11, 12, 19)] == [
+        (11, H.WAITING), (12, H.SETTLED), (19, H.IN_FLIGHT)]
+    assert s.apply(M.Acquire(M.RangeRef("q", 0, 30, 31), 1000, 1, 8, True), 0).what.value == "fenced"
+    assert s.handed_out("q", 0).offsets() == [12, 19]
+

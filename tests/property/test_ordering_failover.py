@@ -1,0 +1,193 @@
+"""Property tests of an ordered queue across dispatcher failovers (docs/ordering.md, "Failover").
+
+The pure parts a tracker runs, wired as the agents wire them: the state machine
+(``PartitionState``: ordered ACQUIREs mark offsets handed out, FLOORs move the cursor and
+the bitmap, ACKs settle) and the dispatcher's ordered queues (``agents.ordered``: feed,
+take, the durable floor, and after a BEGIN ``recover`` from ``handed_outs()``). The model:
+a log of records (offset, id, group); consumers ack, or release / time out (the tracker
+republishes a copy with the same id at the log's end and forgets the entry; the
+dispatcher is told nothing). At any step the dispatcher may die: a successor begins from
+the table alone, reads to the log's end as of its BEGIN before handing out, and meanwhile
+the old consumers' acks reach it. Whatever the interleaving:
+
+- nothing acked is handed out again;
+- a group never has two messages in flight (the predecessor's count);
+- a group's message goes out only once every earlier message of the group is acked;
+- everything is acked in the end (no group stuck after a failover).
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from agents.ordered import OrderedQueues
+from kmq.protocol import envelope as V
+from kmq.protocol import handed as H
+from kmq.protocol import entries as E
+from kmq.protocol import markers as M
+from kmq.protocol.state import PartitionState
+from kmq.protocol.store import MemoryStore
+
+Q = "q"
+KEY = (0, Q, 0)
+WINDOW_MS = 300_000
+
+
+class Rec:
+    def __init__(self, offset: int, msg_id: str, group: bytes):
+        self._o, self._h = offset, [(V.ID, msg_id.encode()), (V.GROUP, group)]
+
+    def offset(self):
+        return self._o
+
+    def headers(self):
+        return self._h
+
+    def timestamp(self):
+        return (1, 1000)
+
+
+class FailingOver(RuleBasedStateMachine):
+    """A dispatcher, its tracker's state and its consumers, against a model of each group."""
+
+    @initialize(n_groups=st.integers(1, 4), gap=st.integers(0, 3))
+    def setup(self, n_groups, gap):
+        self.groups = [b"a", b"b", b"c", b"x" * 128][:n_groups]
+        self.gap = gap          # other queues' records between ours (offsets not ours)
+        self.log: list[Rec | None] = []
+        self.state = PartitionState(MemoryStore())
+        self.epoch = 0
+        self.sent: dict[bytes, list[str]] = {g: [] for g in self.groups}
+        self.acked: set[str] = set()
+        self.out: dict[str, int] = {}   # id -> offset handed out, not acked nor republished
+        self.next_id = 0
+        self.now = 0
+        self._begin()
+
+    def _begin(self) -> None:
+        """A dispatcher begins: BEGIN applied, then cursors and hand-outs from the table."""
+        self.epoch += 1
+        self.state.apply(M.Begin(self.epoch), self.now)
+        self.oq = OrderedQueues()
+        self.cursor = self.state.cursors().get((Q, 0), 0)
+        got = self.state.handed_outs().get((Q, 0))
+        if got is not None:
+            self.oq.recover(KEY, got[0], got[1], len(self.log))
+
+    def _append(self, msg_id: str, group: bytes) -> None:
+        self.log.extend([None] * self.gap)
+        self.log.append(Rec(len(self.log), msg_id, group))
+
+    @rule(g=st.integers(0, 3))
+    def send(self, g):
+        group = self.groups[g % len(self.groups)]
+        msg_id = f"m{self.next_id}"
+        self.next_id += 1
+        self.sent[group].append(msg_id)
+        self._append(msg_id, group)
+
+    @rule(k=st.integers(1, 6))
+    def read(self, k):
+        recs = [r for r in self.log[self.cursor:self.cursor + k] if r is not None]
+        self.oq.feed(KEY, recs, WINDOW_MS, self.now)
+        self.cursor = min(len(self.log), self.cursor + k)
+
+    @rule(n=st.integers(1, 4))
+    def hand_out(self, n):
+        self.now += 1
+        if not self.oq.caught_up(KEY, self.cursor):
+            return
+        heads = self.oq.take(KEY, n, self.now)
+        for rec in heads:
+            o = rec.offset()
+            msg_id, group = rec.headers()[0][1].decode(), rec.headers()[1][1]
+            assert msg_id not in self.acked, f"{msg_id} handed out again after its ack"
+            busy = [i for i in self.out if i in self.sent[group]]
+            assert not busy, f"{msg_id} handed out while {busy} of its group are in flight"
+            earlier = self.sent[group][:self.sent[group].index(msg_id)]
+            assert all(i in self.acked for i in earlier), f"{msg_id} overtook an earlier one of its group"
+            self.out[msg_id] = o
+            self.state.apply(M.Acquire(M.RangeRef(Q, 0, o, o + 1), 30_000, 1, self.epoch, True), self.now)
+        if heads:
+            floor = self.oq.durable_floor(KEY, self.cursor)
+            self.state.apply(M.Floor(Q, 0, floor, self.epoch), self.now)
+
+    @precondition(lambda self: self.out)
+    @rule(i=st.integers(0, 1 << 16))
+    def ack(self, i):
+        msg_id = sorted(self.out)[i % len(self.out)]
+        o = self.out.pop(msg_id)
+        self.state.apply(M.Ack(M.RangeRef(Q, 0, o, o + 1), 1), self.now)
+        self.acked.add(msg_id)
+        self.oq.settled(KEY, [o])
+
+    @precondition(lambda self: self.out)
+    @rule(i=st.integers(0, 1 << 16))
+    def release(self, i):
+        """Released or timed out: the tracker writes a copy at the end, then forgets the entry."""
+        msg_id = sorted(self.out)[i % len(self.out)]
+        o = self.out.pop(msg_id)
+        self._append(msg_id, self.log[o].headers()[1][1])
+        # Republished, then forgotten (as an ack would remove it); the dispatcher hears nothing.
+        self.state.apply(M.Ack(M.RangeRef(Q, 0, o, o + 1), 1), self.now)
+
+    @rule()
+    def fail_over(self):
+        self._begin()
+
+    @invariant()
+    def bitmap_bounded(self):
+        h = self.state.handed_out(Q, 0)
+        assert h is None or h.mask.bit_length() <= H.MAX_HANDED_BITS
+
+    def teardown(self):
+        # Drain: consumers ack whatever they hold; every message is acked in the end.
+        for _ in range(20 * (len(self.log) + 2)):
+            if len(self.acked) == self.next_id:
+                return
+            if self.out:
+                self.ack(0)
+            self.read(8)
+            self.hand_out(4)
+        pending = {g: [i for i in ids if i not in self.acked] for g, ids in self.sent.items()}
+        raise AssertionError(f"stuck after failover: {pending}")
+
+
+FailingOver.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None)
+test_ordered_queue_across_failovers = FailingOver.TestCase
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(st.one_of(
+    st.tuples(st.just("mark"), st.integers(0, 3 * H.MAX_HANDED_BITS), st.integers(1, (1 << 64) - 1)),
+    st.tuples(st.just("mark-wide"), st.integers(0, 3 * H.MAX_HANDED_BITS), st.just((1 << M.MAX_RANGE_LEN) - 1)),
+    st.tuples(st.just("floor"), st.integers(0, 3 * H.MAX_HANDED_BITS), st.just(0))), max_size=40))
+def test_handed_out_bitmap_matches_a_set_and_stays_bounded(ops):
+    """Against a set of offsets: every offset the bitmap says handed out was, every one handed
+    out at or above ``base`` and the floor is known, it never exceeds MAX_HANDED_BITS, and
+    it survives its codec; adversarial spans (a full range, floors far apart)."""
+    h, model, floor = H.HandedOut(0), 0, 0   # model: bit o for offset o handed out
+    for kind, at, mask in ops:
+        if kind == "floor":
+            h = h.advance(at)
+            floor = max(floor, at)
+        else:
+            h = h.mark(at, mask)
+            model |= mask << at
+        model &= ~((1 << floor) - 1)
+        assert h.mask.bit_length() <= H.MAX_HANDED_BITS
+        assert h.base >= floor or not h.mask
+        assert h.mask << h.base == model & ~((1 << h.base) - 1)
+        assert E.decode_handed(E.encode_handed(h)) == h
+
+
+def test_handed_out_codec_is_strict():
+    good = E.encode_handed(H.HandedOut(5, 0b1011))
+    for bad in (b"", good[:-1], good + b"\0", b"\x02" + good[1:],
+                good[:9] + (H.MAX_HANDED_BITS // 8 + 1).to_bytes(4, "big") + good[13:]):
+        try:
+            E.decode_handed(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"decoded {bad!r}")
