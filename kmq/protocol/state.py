@@ -19,74 +19,21 @@ The flow (numbers match the README):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Union
+from dataclasses import replace
 
 from kmq.protocol import entries as E
 from kmq.protocol.entries import Cause, Group, InFlight, Scheduled
-from kmq.protocol.handed import HandedOut
 from kmq.protocol.markers import (Ack, Acquire, Begin, Credit, Extend, Floor, Marker, Purge, RangeRef, Reject, Release,
                                   Schedule, Start, Tick, violation)
 from kmq.protocol.limits import MAX_RECORD_WORK_BYTES
-from kmq.protocol.masks import lowest_bits, mask_offsets
+from kmq.protocol.masks import lowest_bits
 from kmq.protocol.outcomes import Outcome
+from kmq.protocol.attempts import Attempts
+from kmq.protocol.dispatch_view import DispatchView
+# The values it reports live in kmq.protocol.due; importable from here as before.
+from kmq.protocol.due import Applied, Due, DueSend, Expiry, StaleIndexKey  # noqa: F401
+from kmq.protocol.handed import HandedOut
 from kmq.protocol.store import Store
-
-
-@dataclass(frozen=True, slots=True)
-class Expiry:
-    """Offsets of one range that came due together, for the same cause."""
-
-    range: RangeRef
-    mask: int
-    cause: Cause
-    reason: str
-    started_ms: int
-    deadline_ms: int
-
-    @property
-    def count(self) -> int:
-        return self.mask.bit_count()
-
-
-@dataclass(frozen=True, slots=True)
-class StaleIndexKey:
-    """An index key no entry points at any more (left by a crash): only to be removed."""
-
-    key: bytes
-    count = 0
-
-
-@dataclass(frozen=True, slots=True)
-class DueSend:
-    """A scheduled (delayed) send whose time has come."""
-
-    queue: str
-    message_id: str
-    due_ms: int
-    value: bytes
-    headers: tuple[tuple[str, bytes], ...]
-
-    @property
-    def count(self) -> int:
-        return 1
-
-
-Due = Union[Expiry, DueSend, StaleIndexKey]
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """What one marker did, for counters: ``what`` happened to ``count`` messages of ``queue``.
-
-    ``what`` is ``MALFORMED_MARKER`` (with ``detail`` saying why, and no queue) for a
-    marker outside the codec's limits: it changed nothing and is to be set aside.
-    """
-
-    queue: str
-    what: Outcome
-    count: int
-    detail: str = ""
 
 
 # Offsets a consumer may still release or reject: not rejected, not already
@@ -94,7 +41,7 @@ class Applied:
 GIVEABLE = (Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED, Cause.RELEASED_BACKOFF)
 
 
-class PartitionState:
+class PartitionState(DispatchView, Attempts):
     """In-flight ranges and scheduled sends of one markers partition."""
 
     def __init__(self, store: Store, markers_partition: int = 0,
@@ -211,52 +158,6 @@ class PartitionState:
         if raw is None or E.decode_offset(raw) < r.end:
             self._put(key, E.encode_offset(r.end))
 
-    # -- shared queues' dispatcher -----------------------------------------------
-
-    def epoch(self) -> int:
-        """The epoch of this partition's current dispatcher (0: none began yet)."""
-        raw = self.store.get(E.epoch_key(self.markers_partition))
-        return 0 if raw is None else E.decode_epoch(raw)
-
-    def cursors(self) -> dict[tuple[str, int], int]:
-        """(queue, queue partition) -> offset below which the queue's records were fetched or
-        dispatched: where a dispatcher that begins now starts reading."""
-        out = {}
-        for key in self.store.scan_prefix(E.CURSOR_PREFIX):
-            raw = self.store.get(key)
-            if raw is not None:
-                out[E.decode_cursor_key(key)] = E.decode_offset(raw)
-        return out
-
-    def handed_out(self, queue: str, partition: int) -> HandedOut | None:
-        """The ordered queue partition's offsets handed out above its floor (None: no
-        ordered ACQUIRE of it applied)."""
-        raw = self._get(E.handed_key(queue, partition))
-        return None if raw is None else E.decode_handed(raw)
-
-    def handed_outs(self) -> dict[tuple[str, int], tuple[HandedOut, frozenset[int]]]:
-        """(queue, queue partition) -> (offsets handed out above the floor, those of them
-        still pending in the table), for every ordered queue partition: what a dispatcher
-        that begins now must not hand out again (docs/ordering.md, "Failover")."""
-        out = {}
-        for key in self.store.scan_prefix(E.HANDED_PREFIX):
-            raw = self.store.get(key)
-            if raw is None:
-                continue
-            queue, p = E.decode_handed_key(key)
-            h = E.decode_handed(raw)
-            pending = set()
-            for rkey in self.store.scan_prefix(E.range_partition_prefix(queue, p)):
-                rraw = self.store.get(rkey)
-                if rraw is None:
-                    continue
-                r = E.decode_range_key(rkey)
-                if r.end <= h.base or r.start >= h.end:
-                    continue
-                pending.update(o for o in mask_offsets(r.start, E.decode_inflight(rraw).pending) if h.handed(o))
-            out[(queue, p)] = (h, frozenset(pending))
-        return out
-
     def _schedule(self, m: Schedule) -> Applied:
         key = E.schedule_key(m.queue, m.message_id)
         if self._get(key) is not None:
@@ -347,46 +248,6 @@ class PartitionState:
                 out.append(d)
                 taken += d.count
         return out
-
-    def mark_attempts(self, sends: list[DueSend], end_offsets: dict[str, int]) -> None:
-        """Record, before publishing, where each due send's target partition ended.
-
-        ``end_offsets`` maps queue -> a lower bound of its target partition's end.
-        """
-        for d in sends:
-            key = E.schedule_key(d.queue, d.message_id)
-            raw = self._get(key)
-            if raw is None:
-                continue
-            entry = E.decode_scheduled(raw)
-            if entry.attempt_offset < 0:
-                entry.attempt_offset = end_offsets[d.queue]
-                self._put(key, E.encode_scheduled(entry))
-
-    def range_attempt(self, r: RangeRef) -> tuple[int, int]:
-        """Where an earlier republishing attempt of ``r`` began (queue, dead-letter), or -1s."""
-        raw = self._get(E.range_key(r))
-        if raw is None:
-            return -1, -1
-        e = E.decode_inflight(raw)
-        return e.attempt_offset, e.attempt_dlq_offset
-
-    def mark_range_attempts(self, ranges: list[RangeRef], ends: dict[RangeRef, tuple[int, int]]) -> None:
-        """Record, before republishing, where the target partitions ended (see InFlight)."""
-        for r in ranges:
-            key = E.range_key(r)
-            raw = self._get(key)
-            if raw is None:
-                continue
-            e = E.decode_inflight(raw)
-            if e.attempt_offset < 0:
-                e.attempt_offset, e.attempt_dlq_offset = ends[r]
-                self._put(key, E.encode_inflight(e))
-
-    def attempt_offset(self, d: DueSend) -> int:
-        """Where an earlier publishing attempt of ``d`` started looking, or -1."""
-        raw = self._get(E.schedule_key(d.queue, d.message_id))
-        return -1 if raw is None else E.decode_scheduled(raw).attempt_offset
 
     def settle(self, done: list[Due],
                deferred: dict[RangeRef, list[tuple[int, int]]] | None = None) -> None:
