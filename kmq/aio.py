@@ -93,6 +93,11 @@ class Client:
                    group: str | bytes | None = None, dedup_id: str | bytes | None = None) -> str:
         """Enqueue ``value`` (see :meth:`kmq.Client.send`); returns the message id at once
         (``await flush()``, or :meth:`send_and_wait`, to know the broker has it)."""
+        producer = self.sync._producer
+        if producer is not None and queue in self._placed and len(producer) < OFF_LOOP_ABOVE:
+            # The common case inline, no coroutine of its own: a send costs ~1.1x the sync
+            # client's CPU instead of ~1.2x (thread CPU of 50k sends: 3.3 against 3.6-4.1 us).
+            return self.sync._send(queue, value, headers, delay_s, deliver_at, group, dedup_id, None)
         args = (queue, value, headers, delay_s, deliver_at, group, dedup_id, None)
         if await self._ready_to_send(queue):
             return self.sync._send(*args)
