@@ -325,7 +325,7 @@ def shared_first(r: dict) -> list[str]:
 
 def workers(results: dict[str, dict]) -> list[str]:
     """Every bench/worker.py invocation (worker*.json), oldest first: each run is kept."""
-    invocations = sorted((r for name, r in results.items() if name.startswith("worker")),
+    invocations = sorted((r for name, r in results.items() if name == "worker" or name.startswith("worker-")),
                          key=lambda r: r["when"])
     if not invocations:
         return []
@@ -361,6 +361,31 @@ def workers(results: dict[str, dict]) -> list[str]:
         if loads:
             out += [f"Load average (1 min) of the 2-core machine at the rows' starts: {min(loads):.1f} to "
                     f"{max(loads):.1f} (median {statistics.median(loads):.1f}).", ""]
+    return out + worker_probes(results)
+
+
+def worker_probes(results: dict[str, dict]) -> list[str]:
+    """bench/worker_probe.py: where a busy worker's idle slots come from."""
+    probes = sorted((r for name, r in results.items() if name.startswith("worker_probe")),
+                    key=lambda r: r["when"])
+    if not probes:
+        return []
+    out = ["Where the time goes (`bench/worker_probe.py`: one runner in-process, sampled every 10 ms "
+           "from 10% to 100% handled). *Idle* = samples with 2+ slots free; *nothing ready* = of "
+           "those, the share with no message held ready (the supply lags: for a shared queue, the "
+           "credit -> dispatcher -> delivery round trip through the tracker), the rest the worker's "
+           "own hand-out.", ""]
+    for r in probes:
+        out += [_source(r), "",
+                "| mode | handler | concurrency | msgs/s | mean running | idle | nothing ready | "
+                "mean ready | mean in flight (of max) | load |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for row in r["rows"]:
+            out.append(f"| {row['mode']} | {row['kind']} | {row['concurrency']} | {row['msgs_s']:,} | "
+                       f"{row['mean_running']} | {row['idle_share']:.0%} | "
+                       f"{row['idle_nothing_ready_share']:.0%} | {row['mean_ready']} | "
+                       f"{row['mean_in_flight']} ({row['max_in_flight']}) | {row['load_1m']:.1f} |")
+        out.append("")
     return out
 
 
