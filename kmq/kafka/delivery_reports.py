@@ -44,11 +44,13 @@ class DeliveryReports:
                 return
             self._producer.poll(self.POLL_S)
             with self._lock:
-                if self._waiting == 0:  # under the lock: an expect() cannot slip in between
+                # Under the lock: an expect() or a close() cannot slip in between.
+                if self._waiting == 0 and not self._closed:
                     self._wake.clear()
 
     def close(self) -> None:
         """Stop the thread (after the producer's last flush, which serves what is left)."""
-        self._closed = True
-        self._wake.set()
+        with self._lock:
+            self._closed = True
+            self._wake.set()
         self._thread.join()

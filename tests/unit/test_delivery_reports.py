@@ -89,3 +89,26 @@ def test_resolve_sets_the_future_once(err):
         return delivered
     fut = asyncio.run(main())
     assert (fut.exception() is None) == (err is None)
+
+
+def test_close_while_a_poll_is_under_way_still_stops_the_thread():
+    # The race a bench run hung on: close() set the wake-up while the thread was in poll(),
+    # and the thread, seeing nobody waiting, cleared it and slept for ever (close() joined it).
+    in_poll, go_on = threading.Event(), threading.Event()
+
+    class SlowProducer(FakeProducer):
+        def poll(self, timeout_s):
+            in_poll.set()
+            go_on.wait(10)
+            return 0
+
+    reports = DeliveryReports(SlowProducer())
+    reports.expect()
+    assert in_poll.wait(10)
+    reports.done()  # nobody waits any more ...
+    closer = threading.Thread(target=reports.close)
+    closer.start()
+    wait_for(lambda: reports._closed, 10, what="close() under way")
+    go_on.set()  # ... and only now does the poll return
+    closer.join(10)
+    assert not closer.is_alive(), "close() hung: the thread slept through it"
