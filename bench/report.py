@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import before_after
+from bench import before_after, worker_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -323,72 +323,6 @@ def shared_first(r: dict) -> list[str]:
     return out + [""]
 
 
-def workers(results: dict[str, dict]) -> list[str]:
-    """Every bench/worker.py invocation (worker*.json), oldest first: each run is kept."""
-    invocations = sorted((r for name, r in results.items() if name == "worker" or name.startswith("worker-")),
-                         key=lambda r: r["when"])
-    if not invocations:
-        return []
-    work = invocations[-1]["work_ms"]
-    out = ["## Workers: `kmq worker` with an I/O-bound handler", "",
-           f"One `kmq worker` process, one handler doing {work:g} ms of I/O (a sleep) per message, a",
-           "backlog enqueued first; the rate from 10% to 100% acked, read from the worker's",
-           f"`--metrics-port`. Goal: >= 0.8 x concurrency x {1000 / work:g}/s (issue 17: >= 1,280 msgs/s",
-           "at 32). Every invocation is listed, oldest first; in those with several runs per row",
-           "(interleaved), msgs/s is the median and every run is shown.", ""]
-    for r in invocations:
-        out += [_source(r), "",
-                "| mode | handler | concurrency | messages | msgs/s | runs | ideal | of ideal | goal | CPU ms/msg worker, tracker |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
-        for row in r["rows"]:
-            runs = ", ".join(f"{x:,}" for x in row.get("runs", [row["msgs_s"]]))
-            cpu = row.get("cpu_ms_per_msg")
-            tracker_cpu = row.get("tracker_cpu_ms_per_msg")
-            out.append(f"| {row['mode']} | {row['kind']} | {row['concurrency']} | {row['messages']:,} | "
-                       f"{row['msgs_s']:,} | {runs} | {row['ideal_msgs_s']:,} | "
-                       f"**{row['efficiency']:.2f}** | {_met(row['efficiency'] >= 0.8)} | "
-                       f"{'-' if cpu is None else f'{cpu:.2f}'}, {'-' if tracker_cpu is None else f'{tracker_cpu:.2f}'} |")
-        send = r["send"]
-        out += ["", f"Sends of 100 B, then a flush: `kmq.Client.send` {_k(send['sync']['median'])} msgs/s, "
-                f"`await kmq.aio.Client.send` {_k(send['aio']['median'])} msgs/s: ratio "
-                f"**{send['ratio']['median']:.2f}** ({_runs(send['ratio'])}), goal >= 0.8 "
-                f"{_met(send['ratio']['median'] >= 0.8)}."
-                + (f" `await send_and_wait` from 100 concurrent tasks (each its own delivery report): "
-                   f"{_k(send['aio_send_and_wait']['median'])} msgs/s "
-                   f"({_runs(send['aio_send_and_wait'], '{:,.0f}')})." if "aio_send_and_wait" in send else ""),
-                ""]
-        loads = [x for row in r["rows"] for x in row.get("load_1m", [])]
-        if loads:
-            out += [f"Load average (1 min) of the 2-core machine at the rows' starts: {min(loads):.1f} to "
-                    f"{max(loads):.1f} (median {statistics.median(loads):.1f}).", ""]
-    return out + worker_probes(results)
-
-
-def worker_probes(results: dict[str, dict]) -> list[str]:
-    """bench/worker_probe.py: where a busy worker's idle slots come from."""
-    probes = sorted((r for name, r in results.items() if name.startswith("worker_probe")),
-                    key=lambda r: r["when"])
-    if not probes:
-        return []
-    out = ["Where the time goes (`bench/worker_probe.py`: one runner in-process, sampled every 10 ms "
-           "from 10% to 100% handled). *Idle* = samples with 2+ slots free; *nothing ready* = of "
-           "those, the share with no message held ready (the supply lags: for a shared queue, the "
-           "credit -> dispatcher -> delivery round trip through the tracker), the rest the worker's "
-           "own hand-out.", ""]
-    for r in probes:
-        out += [_source(r), "",
-                "| mode | handler | concurrency | msgs/s | mean running | idle | nothing ready | "
-                "mean ready | mean in flight (of max) | load |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
-        for row in r["rows"]:
-            out.append(f"| {row['mode']} | {row['kind']} | {row['concurrency']} | {row['msgs_s']:,} | "
-                       f"{row['mean_running']} | {row['idle_share']:.0%} | "
-                       f"{row['idle_nothing_ready_share']:.0%} | {row['mean_ready']} | "
-                       f"{row['mean_in_flight']} ({row['max_in_flight']}) | {row['load_1m']:.1f} |")
-        out.append("")
-    return out
-
-
 def ordering(results: dict[str, dict]) -> list[str]:
     runs = [r for name, r in sorted(results.items())
             if name.startswith("ordering") and not name.startswith("ordering_rss")]
@@ -441,7 +375,7 @@ def render(results: dict[str, dict]) -> str:
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
                 ("shared_throughput", shared_throughput), ("shared_latency", shared_latency),
-                ("shared_first_message", shared_first), (None, shared_bytes), (None, workers),
+                ("shared_first_message", shared_first), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:
