@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import before_after
+from bench import before_after, worker_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -326,27 +326,6 @@ def shared_first(r: dict) -> list[str]:
     return out + [""]
 
 
-def worker(r: dict) -> list[str]:
-    work = r["work_ms"]
-    out = ["## Workers: `kmq worker` with an I/O-bound handler", "",
-           f"One `kmq worker` process, one handler doing {work:g} ms of I/O (a sleep) per message, a",
-           "backlog enqueued first; the rate from 10% to 100% acked, read from the worker's",
-           f"`--metrics-port`; one run per row. Goal: >= 0.8 x concurrency x {1000 / work:g}/s. "
-           + _source(r), "",
-           "| mode | handler | concurrency | messages | msgs/s | ideal | of ideal | goal |",
-           "|---|---|---|---|---|---|---|---|"]
-    for row in r["rows"]:
-        out.append(f"| {row['mode']} | {row['kind']} | {row['concurrency']} | {row['messages']:,} | "
-                   f"{row['msgs_s']:,} | {row['ideal_msgs_s']:,} | **{row['efficiency']:.2f}** | "
-                   f"{_met(row['efficiency'] >= 0.8)} |")
-    send = r["send"]
-    out += ["", f"Sends of 100 B, then a flush: `kmq.Client.send` {_k(send['sync']['median'])} msgs/s, "
-            f"`await kmq.aio.Client.send` {_k(send['aio']['median'])} msgs/s: ratio "
-            f"**{send['ratio']['median']:.2f}** ({_runs(send['ratio'])}), goal >= 0.8 "
-            f"{_met(send['ratio']['median'] >= 0.8)}.", ""]
-    return out
-
-
 def ordering(results: dict[str, dict]) -> list[str]:
     runs = [r for name, r in sorted(results.items())
             if name.startswith("ordering") and not name.startswith("ordering_rss")]
@@ -399,7 +378,7 @@ def render(results: dict[str, dict]) -> str:
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
                 ("shared_throughput", shared_throughput), ("shared_latency", shared_latency),
-                ("shared_first_message", shared_first), (None, shared_bytes), ("worker", worker),
+                ("shared_first_message", shared_first), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:

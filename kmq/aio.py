@@ -14,8 +14,11 @@ consumer, so a consumer's calls stay on one thread as its contract asks) and are
 as futures; ``flush()`` awaits the delivery reports of what was sent. A send is
 ``Producer.produce`` (enqueue only) on the loop once the queue's placement is known (the
 first send to a queue looks it up off the loop); a full local queue is waited on off the
-loop too. Verbs only record locally (the consumer's flusher sends them), so they are
-instant; they are coroutines for symmetry.
+loop too. ``send_and_wait`` awaits its own record's delivery report: librdkafka's reports
+are served on a helper thread while any send waits, each resolving its future on the loop
+(a request that must answer "durable" waits for its record only, not for a flush of every
+send in flight). Verbs only record locally (the consumer's flusher sends them), so they
+are instant; they are coroutines for symmetry.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping, TypeVar
 
 from kmq.client import Client as SyncClient
 from kmq.consumer import Consumer as SyncConsumer
+from kmq.errors import DeliveryError
+from kmq.kafka.delivery_reports import DeliveryReports
 from kmq.message import Message as SyncMessage
 from kmq.queue_config import QueueConfig
 from kmq.settings import Settings
@@ -35,6 +40,22 @@ T = TypeVar("T")
 # librdkafka's local queue holds 1M records (kmq.client); past this many waiting, a send
 # could block on room: it is made off the loop.
 OFF_LOOP_ABOVE = 900_000
+
+
+class _SyncClient(SyncClient):
+    """The sync client with a delivery report for every record: per-send futures need them."""
+
+    DELIVERY_REPORT_ONLY_ERROR = False
+
+
+def _resolve(delivered: "asyncio.Future[None]", err: Any, queue: str) -> None:
+    if delivered.done():  # the sender stopped waiting (cancelled)
+        return
+    if err is None:
+        delivered.set_result(None)
+    else:
+        delivered.set_exception(DeliveryError(
+            f"a message of queue {queue!r} was not written: {err}; send it again"))
 
 
 async def _off(executor: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -47,10 +68,11 @@ class Client:
 
     def __init__(self, bootstrap_servers: str | None = None, *, settings: Settings | None = None,
                  **setting_overrides: Any) -> None:
-        self.sync = SyncClient(bootstrap_servers, settings=settings, **setting_overrides)
+        self.sync = _SyncClient(bootstrap_servers, settings=settings, **setting_overrides)
         self.settings = self.sync.settings
         self._io = ThreadPoolExecutor(1, thread_name_prefix="kmq-aio")
         self._placed: set[str] = set()
+        self._reports: DeliveryReports | None = None
 
     async def _ready_to_send(self, queue: str) -> bool:
         """True when a send of ``queue`` cannot block (placement known, room left)."""
@@ -67,12 +89,49 @@ class Client:
         s.partition_count(s.settings.markers_topic)  # delayed sends' markers partition
 
     async def send(self, queue: str, value: bytes, *, headers: Mapping[str, bytes | str] | None = None,
-                   delay_s: float | None = None, deliver_at: float | None = None) -> str:
-        """Enqueue ``value`` (see :meth:`kmq.Client.send`); returns the message id."""
+                   delay_s: float | None = None, deliver_at: float | None = None,
+                   group: str | bytes | None = None, dedup_id: str | bytes | None = None) -> str:
+        """Enqueue ``value`` (see :meth:`kmq.Client.send`); returns the message id at once
+        (``await flush()``, or :meth:`send_and_wait`, to know the broker has it)."""
+        producer = self.sync._producer
+        if producer is not None and queue in self._placed and len(producer) < OFF_LOOP_ABOVE:
+            # The common case inline, no coroutine of its own: a send costs ~1.1x the sync
+            # client's CPU instead of ~1.2x (thread CPU of 50k sends: 3.3 against 3.6-4.1 us).
+            return self.sync._send(queue, value, headers, delay_s, deliver_at, group, dedup_id, None)
+        args = (queue, value, headers, delay_s, deliver_at, group, dedup_id, None)
         if await self._ready_to_send(queue):
-            return self.sync.send(queue, value, headers=headers, delay_s=delay_s, deliver_at=deliver_at)
-        return await _off(self._io, self.sync.send, queue, value, headers=headers,
-                          delay_s=delay_s, deliver_at=deliver_at)
+            return self.sync._send(*args)
+        return await _off(self._io, self.sync._send, *args)
+
+    async def send_and_wait(self, queue: str, value: bytes, *,
+                            headers: Mapping[str, bytes | str] | None = None,
+                            delay_s: float | None = None, deliver_at: float | None = None,
+                            group: str | bytes | None = None, dedup_id: str | bytes | None = None) -> str:
+        """:meth:`send`, then wait for this message's own delivery report (aiokafka's name);
+        returns its id once the broker has it, raises :class:`kmq.DeliveryError` if it was
+        not written (at the latest after ``KMQ_DELIVERY_TIMEOUT_MS``)."""
+        loop = asyncio.get_running_loop()
+        delivered: asyncio.Future[None] = loop.create_future()
+
+        def report(err: Any, _record: Any) -> None:  # on whichever thread polled
+            try:
+                loop.call_soon_threadsafe(_resolve, delivered, err, queue)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+        args = (queue, value, headers, delay_s, deliver_at, group, dedup_id, report)
+        if await self._ready_to_send(queue):
+            msg_id = self.sync._send(*args)
+        else:
+            msg_id = await _off(self._io, self.sync._send, *args)
+        if self._reports is None:
+            self._reports = DeliveryReports(self.sync._get_producer())
+        self._reports.expect()
+        try:
+            await delivered
+        finally:
+            self._reports.done()
+        return msg_id
 
     async def send_batch(self, queue: str, values: Iterable[bytes],
                          headers: Mapping[str, bytes | str] | None = None) -> list[str]:
@@ -109,9 +168,13 @@ class Client:
         return Consumer(self, queue, options)
 
     async def close(self, timeout_s: float = 30.0) -> None:
+        """Flush what was sent (off the loop) and let go of the connections."""
         try:
             await _off(self._io, self.sync.close, timeout_s)
         finally:
+            if self._reports is not None:
+                await _off(self._io, self._reports.close)
+                self._reports = None
             self._io.shutdown(wait=False)
 
     async def __aenter__(self) -> "Client":

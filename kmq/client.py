@@ -23,7 +23,7 @@ import itertools
 import math
 import time
 import uuid
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 
@@ -53,6 +53,10 @@ class Client(QueueAdmin):
 
     Queue administration (settings, tenants, dead letters, purges) is :class:`QueueAdmin`'s.
     """
+
+    # Only failures come back: a callback per record would cost more than the send
+    # (kmq.aio's client turns it off: its per-send futures need every report).
+    DELIVERY_REPORT_ONLY_ERROR = True
 
     def __init__(self, bootstrap_servers: str | None = None, *, settings: Settings | None = None,
                  **setting_overrides: Any) -> None:
@@ -113,8 +117,7 @@ class Client(QueueAdmin):
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
                 "message.max.bytes": s.max_message_bytes + 4096,
-                # Only failures come back: a callback per record would cost more than the send.
-                "delivery.report.only.error": True,
+                "delivery.report.only.error": self.DELIVERY_REPORT_ONLY_ERROR,
                 "on_delivery": self._on_delivery,
             })
         return self._producer
@@ -136,6 +139,13 @@ class Client(QueueAdmin):
         ``dedup_window_s`` is dropped by the tracker; every such send returns the same id,
         the first's (docs/ordering.md). Raises before writing anything if an argument is invalid.
         """
+        return self._send(queue, value, headers, delay_s, deliver_at, group, dedup_id, None)
+
+    def _send(self, queue: str, value: bytes, headers: Mapping[str, bytes | str] | None,
+              delay_s: float | None, deliver_at: float | None, group: str | bytes | None,
+              dedup_id: str | bytes | None, on_delivery: Callable[[Any, Any], None] | None) -> str:
+        """:meth:`send`; ``on_delivery(err, record)`` gets this record's delivery report
+        (kmq.aio's per-send futures; every report needs DELIVERY_REPORT_ONLY_ERROR off)."""
         queue = validate_queue_name(queue)
         payload = _check_value(value)
         user_headers = _check_headers(headers)
@@ -155,11 +165,12 @@ class Client(QueueAdmin):
         if due_ms is not None:
             marker = M.Schedule(queue, msg_id, due_ms, payload, tuple(order_headers + user_headers))
             mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
-            self._produce(producer, self.settings.markers_topic, marker_codec.encode([marker]), queue, mp, None)
+            self._produce(producer, self.settings.markers_topic, marker_codec.encode([marker]), queue, mp, None,
+                          on_delivery)
         else:
             part = self._keyed_partition(queue, order_headers) if order_headers else self._next_partition(queue)
             self._produce(producer, self.settings.queue_topic, payload, queue, part,
-                          [(envelope.ID, msg_id.encode())] + order_headers + user_headers)
+                          [(envelope.ID, msg_id.encode())] + order_headers + user_headers, on_delivery)
         return msg_id
 
     def _keyed_partition(self, queue: str, order_headers: list[tuple[str, bytes]]) -> int:
@@ -210,9 +221,13 @@ class Client(QueueAdmin):
         return int((now + delay) * 1000)
 
     def _produce(self, producer: Producer, topic: str, value: bytes, key: str, partition: int,
-                 headers: list | None) -> None:
+                 headers: list | None, on_delivery: Callable[[Any, Any], None] | None = None) -> None:
         try:
-            produce_when_room(producer, topic, value, key, partition=partition, headers=headers)
+            if on_delivery is None:
+                produce_when_room(producer, topic, value, key, partition=partition, headers=headers)
+            else:
+                produce_when_room(producer, topic, value, key, partition=partition, headers=headers,
+                                  on_delivery=on_delivery)
         except KafkaException as exc:
             raise DeliveryError(f"could not enqueue on {topic}: {exc}") from exc
         self._sent_since_poll += 1

@@ -4,13 +4,16 @@ both queue modes; the event loop keeps running while a receive waits."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections import Counter
 
 import pytest
 
 import kmq
 import kmq.aio
-from tests.conftest import await_until
+from tests.conftest import await_until, wait_for
+from tests.integration.views import queue_detail
 from tests.integration.dlq import dead_letters
 
 pytestmark = pytest.mark.usefixtures("tracker")
@@ -64,6 +67,102 @@ def test_send_receive_and_every_verb_on_the_loop(default_settings, queue, mode):
     ids = asyncio.run(main())
     (dead,) = dead_letters(default_settings, queue)
     assert dead["kmq"]["kmq.id"].decode() == ids[3] and dead["kmq"]["kmq.dlq.detail"] == b"bad"
+
+
+def all_acked(tracker, queue: str, n: int) -> dict | None:
+    """The queue's view once the tracker counted ``n`` acks and holds nothing in flight."""
+    d = queue_detail(tracker, queue)
+    return d if d and d["in_flight"] == 0 and d["since_start"].get("acked", 0) >= n else None
+
+
+def test_32_tasks_drain_a_queue_and_a_consumer_cancelled_mid_run_loses_nothing_and_acks_nothing_twice(
+        default_settings, queue, tracker):
+    """The worker test's shape with kmq.aio by hand: tasks under a semaphore of 32, stopped
+    by cancelling the consuming task (a service's shutdown), then a second consumer.
+    Shared mode only: partition mode's two group joins make it 10 s, and what differs there
+    is the sync consumer underneath (test_worker.py's SIGTERM test runs it in both modes;
+    the aio verbs run in both above)."""
+    mode = "shared"
+    n = 300
+    handled: Counter = Counter()
+    running = {"now": 0, "peak": 0}
+    arrivals = itertools.count()  # each call's rank
+    barrier = asyncio.Barrier(32)
+    hundred = asyncio.Event()
+
+    async def consume(client, stop_when):
+        slots = asyncio.Semaphore(32)
+        tasks: set[asyncio.Task] = set()
+
+        async def handle(msg):
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+            try:
+                if next(arrivals) < 32:  # the first 32 wait for one another: 32 at once
+                    await asyncio.wait_for(barrier.wait(), 30)
+                await asyncio.sleep(0.005)  # the handler's I/O
+                handled[msg.id] += 1
+                if len(handled) == 100:
+                    hundred.set()
+                await msg.ack()
+            finally:
+                running["now"] -= 1
+                slots.release()
+
+        async with client.consumer(queue, max_in_flight=96) as c:
+            try:
+                while not stop_when():
+                    await slots.acquire()
+                    msg = await c.receive(0.2)
+                    if msg is None:
+                        slots.release()
+                        continue
+                    task = asyncio.create_task(handle(msg))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+            finally:  # cancelled or done: let the running ones finish (and ack) before close
+                await asyncio.gather(*tasks)
+
+    async def main():
+        async with kmq.aio.Client(settings=default_settings) as client:
+            await set_mode(client, queue, mode)
+            ids = await client.send_batch(queue, [b"m%d" % i for i in range(n)])
+            await client.flush()
+            first = asyncio.create_task(consume(client, lambda: False))
+            some_handled = asyncio.create_task(hundred.wait())
+            await asyncio.wait([first, some_handled], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+            assert hundred.is_set(), "100 handled"
+            first.cancel()  # mid-run: 32 running, more prefetched, maybe a receive waiting
+            (stopped,) = await asyncio.gather(first, return_exceptions=True)
+            assert isinstance(stopped, asyncio.CancelledError), stopped  # not a broken barrier
+            assert running["peak"] == 32 and len(handled) < n
+            await asyncio.wait_for(consume(client, lambda: len(handled) >= n), 60)
+            return ids
+    ids = asyncio.run(main())
+    # The tracker saw every ack once (an ack lost at a close would leave its message in
+    # flight, then waiting again): no consumer needed to show that none comes back.
+    detail = wait_for(lambda: all_acked(tracker, queue, n), 30, what=f"{n} acks at the tracker")
+    assert detail["since_start"]["acked"] == n, detail["since_start"]
+    assert sorted(handled) == sorted(ids), "lost or foreign messages"
+    assert [i for i, count in handled.items() if count != 1] == [], "handled (and acked) twice"
+
+
+def test_send_and_wait_returns_once_the_broker_has_that_message(default_settings, queue):
+    async def main():
+        async with kmq.aio.Client(settings=default_settings) as client:
+            ids = await asyncio.gather(*(client.send_and_wait(queue, b"m%d" % i) for i in range(50)))
+            # Each call returned after its own delivery report, not a flush: none left in flight.
+            assert len(client.sync._get_producer()) == 0
+            async with client.consumer(queue) as c:
+                got = []
+                async def all_back():
+                    got.extend(await c.receive_batch(50, 0.2))
+                    return len(got) >= 50
+                await await_until(all_back, 30, "the 50 messages")
+                for m in got:
+                    await m.ack()
+            assert sorted(m.id for m in got) == sorted(ids)
+    asyncio.run(main())
 
 
 def test_a_waiting_receive_does_not_block_the_event_loop(default_settings, queue):

@@ -5,6 +5,7 @@ shared and partition queues."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ import pytest
 import kmq
 from kmq.dev.devstack import settings_env
 from kmq.settings import DEFAULT_MAX_PROCESSING_S
+from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.runner import HandlerRunner
 from kmq.worker.shutdown import ShutdownSignal
 from tests.conftest import partition_mode, wait_for
@@ -26,7 +29,7 @@ from tests.integration.dlq import dead_letters
 
 pytestmark = pytest.mark.usefixtures("tracker")
 ROOT = Path(__file__).resolve().parents[2]
-BARRIER_S = 60.0  # a barrier that is never full fails the test instead of hanging it
+BARRIER_S = 30.0  # a barrier that is never full fails the test instead of hanging it
 
 
 @pytest.fixture
@@ -52,9 +55,9 @@ def mode(request, client, queue):
 class Running:
     """A runner on its own thread, stopped like a first SIGTERM would."""
 
-    def __init__(self, client, handler, grace_s=30.0):
+    def __init__(self, client, handler, grace_s=30.0, metrics=None):
         self.shutdown = ShutdownSignal(grace_s)
-        self.runner = HandlerRunner(client, handler, self.shutdown)
+        self.runner = HandlerRunner(client, handler, self.shutdown, metrics)
         self.errors: list[BaseException] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -80,30 +83,52 @@ def test_a_worker_with_32_concurrent_handlers_drains_a_queue(client, queue, mode
     done: Counter = Counter()
     lock = threading.Lock()
     arrivals = iter(range(n * 10))  # next() under the GIL: each call's rank, once
+    running = {"now": 0, "peak": 0, "broken": 0}
 
+    @contextmanager
+    def counted(msg):
+        with lock:
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+        try:
+            yield
+            with lock:
+                done[msg.id] += 1
+        except Exception:
+            with lock:
+                running["broken"] += 1
+            raise
+        finally:
+            with lock:
+                running["now"] -= 1
+
+    # The first 32 calls wait for one another: the barrier fills only if 32 run at once
+    # (else it breaks: the test fails at once); the peak says no more than 32 ever ran.
     if kind == "sync":
         barrier = threading.Barrier(32)
 
         def work(msg):
-            if next(arrivals) < 32:
-                barrier.wait(BARRIER_S)  # the first 32 calls wait for one another: 32 at once
-            with lock:
-                done[msg.id] += 1
+            with counted(msg):
+                if next(arrivals) < 32:
+                    barrier.wait(BARRIER_S)
     else:
         state = {}
 
         async def work(msg):
-            if next(arrivals) < 32:
-                barrier = state.setdefault("barrier", asyncio.Barrier(32))
-                await asyncio.wait_for(barrier.wait(), BARRIER_S)
-            done[msg.id] += 1
+            with counted(msg):
+                if next(arrivals) < 32:
+                    barrier = state.setdefault("barrier", asyncio.Barrier(32))
+                    await asyncio.wait_for(barrier.wait(), BARRIER_S)
 
     handler = kmq.handler(queue, concurrency=32)(work)
-    running = Running(client, handler)
+    worker = Running(client, handler)
     try:
-        wait_for(lambda: len(done) >= n or running.errors, 120, what=f"{n} messages handled")
+        wait_for(lambda: len(done) >= n or running["broken"] or worker.errors, 120,
+                 what=f"{n} messages handled")
     finally:
-        running.stop()
+        worker.stop()
+    assert running["broken"] == 0, "32 handlers never ran at once"
+    assert running["peak"] == 32, f"at most 32 at once, saw {running['peak']}"
     assert sorted(done) == sorted(ids) and set(done.values()) == {1}
     with client.consumer(queue, visibility_timeout_s=5) as c:  # acked: nothing comes back
         assert c.receive_batch(10, timeout_s=3.0) == []
@@ -114,7 +139,7 @@ class Fatal(Exception):
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-def test_exceptions_retry_then_dead_letter_with_the_reason(client, queue, mode, kind, settings):
+def test_exceptions_retry_then_dead_letter_with_the_reason(client, queue, mode, kind, settings, caplog):
     sent = {client.send(queue, kind_.encode(), headers={"kind": kind_}): kind_
             for kind_ in ("ok", "flaky", "broken", "reject", "fatal")}
     client.flush()
@@ -138,13 +163,15 @@ def test_exceptions_retry_then_dead_letter_with_the_reason(client, queue, mode, 
         async def fn(msg):
             outcome(msg)
     handler = kmq.handler(queue, concurrency=4, non_retryable=(Fatal,))(fn)
-    running = Running(client, handler)
-    try:
-        dead = wait_for(lambda: len(dead_letters(settings, queue)) >= 3 and dead_letters(settings, queue),
-                        60, what="three dead letters")
-        wait_for(lambda: sum(calls.values()) >= 1 + 2 + 3 + 1 + 1, 30, what="every call")
-    finally:
-        running.stop()
+    metrics = WorkerMetrics()
+    with caplog.at_level("WARNING", logger="kmq.worker"):
+        running = Running(client, handler, metrics=metrics)
+        try:
+            dead = wait_for(lambda: len(dead_letters(settings, queue)) >= 3 and dead_letters(settings, queue),
+                            60, what="three dead letters")
+            wait_for(lambda: sum(calls.values()) >= 1 + 2 + 3 + 1 + 1, 30, what="every call")
+        finally:
+            running.stop()  # drains: every call settled, counted and logged
     by_id = {d["kmq"]["kmq.id"].decode(): d for d in dead}
     assert {sent[i] for i in by_id} == {"broken", "reject", "fatal"}
     assert {d["kmq"]["kmq.dlq.reason"] for d in dead} == {b"rejected"}  # by the handler, the why in detail
@@ -154,6 +181,20 @@ def test_exceptions_retry_then_dead_letter_with_the_reason(client, queue, mode, 
     assert reasons["broken"].endswith("...") and len(reasons["broken"].encode()) <= 512
     m = settings.max_deliveries
     assert {sent[i]: n for i, n in calls.items()} == {"ok": 1, "flaky": 2, "broken": m, "reject": 1, "fatal": 1}
+    # One structured line per failed call, with what became of the message and why.
+    failed = [json.loads(r.getMessage()) for r in caplog.records if "handler_failed" in r.getMessage()]
+    assert sorted((sent[f["id"]], f["delivery_count"], f["outcome"]) for f in failed) == sorted(
+        [("flaky", 1, "release"), ("reject", 1, "reject"), ("fatal", 1, "reject")]
+        + [("broken", d, "release") for d in range(1, m)] + [("broken", m, "reject")])
+    assert {f["error"] for f in failed if sent[f["id"]] == "fatal"} == {"Fatal: never retry"}
+    # And the worker's metrics count them by outcome.
+    page = metrics.render()
+    labels = f'queue="{queue}",handler="{handler.name}"'
+    for outcome_, count in {"acked": 2, "released": 1 + (m - 1), "rejected": 3}.items():
+        assert f'kmq_worker_messages_total{{{labels},outcome="{outcome_}"}} {count}' in page
+    assert f"kmq_worker_failures_total{{{labels}}} {1 + m + 1 + 1}" in page
+    assert f"kmq_worker_handler_seconds_count{{{labels}}} {2 + 1 + m + 1 + 1}" in page
+    assert f"kmq_worker_in_flight{{{labels}}} 0" in page
 
 
 def start_worker(settings, queue, ledger, *, kind, extra=(), handler_s=0.05):
@@ -201,6 +242,9 @@ def test_sigterm_mid_run_loses_nothing_and_acks_nothing_twice(client, queue, mod
     counts = Counter(ledger_ids(ledger))
     assert sorted(counts) == sorted(ids), "lost or foreign messages"
     assert [i for i, c in counts.items() if c != 1] == [], "handled (and acked) twice"
+    # Every handling was a first delivery: the running ones finished within the grace, and
+    # the prefetched ones were given back uncounted at close, not left to time out (2 s).
+    assert {line.split()[1] for line in ledger.read_text().splitlines()} == {"1"}
     with client.consumer(queue, visibility_timeout_s=5) as c:  # and none comes back
         assert c.receive_batch(10, timeout_s=3.0) == []
 

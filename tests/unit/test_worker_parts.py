@@ -110,3 +110,25 @@ def test_the_metrics_page_counts_outcomes_failures_durations_and_running():
     assert f"kmq_worker_in_flight{{{labels}}} 1" in page
     assert f'kmq_worker_handler_seconds_bucket{{{labels},le="0.025"}} 1' in page
     assert f'kmq_worker_handler_seconds_bucket{{{labels},le="+Inf"}} 2' in page
+
+
+def test_kmq_worker_names_a_queue_without_a_handler_and_a_module_it_cannot_import(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kmq.cli.worker import worker
+
+    (tmp_path / "jobs_cli_test.py").write_text(
+        "import kmq\n\n@kmq.handler('emails')\ndef send_email(msg):\n    pass\n")
+    monkeypatch.chdir(tmp_path)  # `kmq worker jobs` finds ./jobs.py
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = CliRunner().invoke(worker, ["jobs_cli_test", "--queues", "sms,emails"])
+    assert out.exit_code == 1 and "--queues sms: no @kmq.handler" in out.output and "emails" in out.output
+    out = CliRunner().invoke(worker, ["no_such_jobs_module"])
+    assert out.exit_code == 1 and "cannot import module 'no_such_jobs_module'" in out.output
+
+
+def test_processes_are_started_without_the_processes_option():
+    from kmq.cli.worker import _without_processes
+
+    argv = ["jobs", "--processes", "4", "-c", "8", "--processes=2", "-p", "3", "--grace-s", "5"]
+    assert _without_processes(argv) == ["jobs", "-c", "8", "--grace-s", "5"]
