@@ -31,4 +31,3 @@ def test_reading_payloads_back_returns_the_records_and_leaves_nothing_assigned(m
         assert set(beyond.records) == {last} and beyond.end is not None and last < beyond.end <= last + 5
     finally:
         r.payloads.consumer().close()
-
