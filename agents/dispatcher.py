@@ -39,6 +39,7 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 TRACE = bool(__import__("os").environ.get("KMQ_DISPATCH_TRACE"))
+LAPSE_LOG_S = 10.0  # a lapsed lease is logged at most this often
 
 IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be done
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
@@ -64,7 +65,8 @@ class Dispatcher:
         self._parts = self._epochs.parts  # markers partition -> its epoch and queues' state
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0, "acquire-errors": 0, "begin-errors": 0,
-                      "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0}
+                      "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0}
+        self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
         self._next_config_scan = 0.0
@@ -315,12 +317,22 @@ class Dispatcher:
 
     # -- reading and handing out ------------------------------------------------------------
 
+    def _lapsed(self, now: float) -> None:
+        """Say (every LAPSE_LOG_S at most) that dispatching waits for the group to confirm us."""
+        if self._parts and now - self._lapse_logged_s >= LAPSE_LOG_S:
+            self._lapse_logged_s = now
+            self.stats["lease-lapses"] += 1
+            log.warning("dispatching paused: no heartbeat answered OK for %.1f s past this worker's "
+                        "membership lease (app.membership)", now - self._membership())
+
     def _dispatchable(self, queue: str) -> QueueConfig | None:
         cfg = self._configs.get(queue)
         return cfg if modes.dispatchable(cfg, self.settings, time.time() * 1000) else None
 
     def _dispatch(self) -> bool:
-        if time.monotonic() >= self._membership():
+        now = time.monotonic()
+        if now >= self._membership():
+            self._lapsed(now)
             return False  # its lanes could not be written (app.membership)
         wants: dict[int, dict[bytes, Want]] = {}   # queue partition -> queue key -> Want
         owners: dict[str, tuple[OwnedPartition, int]] = {}
