@@ -26,15 +26,16 @@ from typing import Any, Callable
 
 from agents import dispatch_modes as modes
 from agents.dispatch_epochs import Epochs, OwnedPartition
+from agents.dispatch_handover import hand_over_switched
 from agents.dispatch_lanes import Batch, LaneWriter, delivery_of
 from agents.dispatch_reader import QueueReader
 from agents.ordered import OrderedQueues
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out
-from kmq.protocol.placement import markers_partition, queue_partitions
+from kmq.protocol.placement import queue_partitions
 from kmq.queue_config import QueueConfig
-from kmq.ops.queues_topic import QueueConfigs, write_config
+from kmq.ops.queues_topic import QueueConfigs
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
@@ -190,7 +191,7 @@ class Dispatcher:
                 roster.expire(now_ms)
         if time.monotonic() >= self._next_config_scan:
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
-            self._hand_over()
+            hand_over_switched(self.settings, self._configs, self._epochs, self._lanes, self._queue_parts)
         busy |= self._dispatch()
         self._lanes.producer.poll(0)
         busy |= self._lanes.write_lanes(self._epochs.with_deliveries())
@@ -267,16 +268,8 @@ class Dispatcher:
     def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int], handed: dict) -> None:
         if self._epochs.begun(m, epoch, cursors):
             log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
-            for (q, p), (h, pending) in handed.items():
-                if self._configs.get(q).ordering != "group":
-                    continue
-                # Everything republished before BEGIN is below this end (the tracker settles
-                # after republishing), so a returned head is read before its group goes on.
-                until = self._reader.end_offset(p, default=h.end)
-                self._ordered.recover((m, q, p), h, pending, until)
-                log.info("markers partition %d: ordered queue %s/%d resumes with %d handed out above "
-                         "its floor (%d in flight), reading to %d first", m, q, p, h.mask.bit_count(),
-                         len(pending), until)
+            ordered = {qp: v for qp, v in handed.items() if self._configs.get(qp[0]).ordering == "group"}
+            self._ordered.recover_partition(m, ordered, self._reader.end_offset)
 
     def _started(self, m: int, fetched: M.RangeRef) -> None:
         # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.
@@ -287,13 +280,8 @@ class Dispatcher:
                 part.cursors[key] = fetched.end
 
     def _ended(self, m: int, queue: str, p: int, offsets: list[int], dead_lettered: bool) -> None:
-        if m not in self._parts:
-            return
-        if dead_lettered:
-            hold = self._configs.get(queue).dead_letter_head == "hold"
-            self._ordered.dead_lettered((m, queue, p), offsets, hold)
-        else:
-            self._ordered.settled((m, queue, p), offsets)
+        if m in self._parts:
+            self._ordered.ended((m, queue, p), offsets, dead_lettered, self._configs.get(queue).dead_letter_head)
 
     def _credit(self, m: int, c: M.Credit) -> None:
         part = self._parts.get(m)
@@ -409,25 +397,3 @@ class Dispatcher:
                         "dispatching begins anew", m, len(batches), err)
         if self._epochs.end(m, batches[0].delivery.epoch, deliveries_owed=True):
             self._ordered.forget_partition(m)  # the new epoch starts from the FLOORs in the table
-
-    # -- shared -> partition --------------------------------------------------------------
-
-    def _hand_over(self) -> None:
-        """Queues switched to partition mode: record where dispatching stopped, for the group."""
-        mparts = self.settings.markers_partitions
-        for q in self._configs.queues():
-            cfg = self._configs.get(q)
-            if not modes.awaits_handover(cfg, self.settings):
-                continue
-            part = self._parts.get(markers_partition(q, mparts))
-            if part is None or not part.ready:
-                continue
-            part.rosters.pop(q, None)
-            # Our ACQUIREs of it are in the log (applied first), their lanes written.
-            self._lanes.settle_writes(self._epochs.with_deliveries(), 10)
-            self._lanes.producer.flush(10)
-            new = modes.handed_over(cfg, part.cursors, q, queue_partitions(q, self._queue_parts, cfg.spread),
-                                    int(time.time() * 1000))
-            write_config(self.settings, q, new)
-            self._configs.put_local(q, new)
-            log.info("queue %s: handed over to its consumer group at %s", q, new.handover)

@@ -11,6 +11,7 @@ thread only.
 from __future__ import annotations
 
 import heapq
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from kmq.protocol import handed as H
 from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.ordering import Dedup, GroupOrder, valid_dedup_id, valid_group
+
+log = logging.getLogger("kmq.tracker.dispatcher")
 
 # An ordered queue is read at most this many offsets past its oldest record waiting for
 # its group: one ACQUIRE range spans the heads handed out, and state stays bounded.
@@ -67,6 +70,27 @@ class OrderedQueues:
         if q.dedup is None or q.dedup.window_ms != dedup_window_ms:
             q.dedup = Dedup(dedup_window_ms)  # a changed window starts afresh
         return q
+
+    def ended(self, key: Key, offsets: list[int], dead_lettered: bool, dead_letter_head: str) -> None:
+        """Messages of an ordered queue left for good: acked, or dead-lettered (its group then
+        holds when the queue's ``dead_letter_head`` is "hold")."""
+        if dead_lettered:
+            self.dead_lettered(key, offsets, dead_letter_head == "hold")
+        else:
+            self.settled(key, offsets)
+
+    def recover_partition(self, m: int, handed: dict, end_offset: Any) -> None:
+        """BEGIN on markers partition ``m``: its ordered queue partitions resume from what the
+        predecessor handed out (``(queue, p) -> (HandedOut, pending)``); ``end_offset(p,
+        default)`` reads a queue partition's end."""
+        for (q, p), (h, pending) in handed.items():
+            # Everything republished before BEGIN is below this end (the tracker settles
+            # after republishing), so a returned head is read before its group goes on.
+            until = end_offset(p, default=h.end)
+            self.recover((m, q, p), h, pending, until)
+            log.info("markers partition %d: ordered queue %s/%d resumes with %d handed out above "
+                     "its floor (%d in flight), reading to %d first", m, q, p, h.mask.bit_count(),
+                     len(pending), until)
 
     def recover(self, key: Key, handed: H.HandedOut, pending: frozenset[int], until: int) -> None:
         """A new epoch begins: its predecessors handed out ``handed`` (``pending`` of it

@@ -1,0 +1,45 @@
+"""Shared -> partition mode: where the dispatcher stopped, written for the queue's new group.
+
+A queue switched to partition mode is marked ``handover_pending``; the dispatcher of its
+markers partition stops handing it out, waits until its ACQUIREs and lane writes are
+acknowledged, and writes ``handover`` (per partition, where it stopped) to the queue's
+settings (docs/shared-queues.md, "Changing the mode at run time"). Runs on the
+dispatcher's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from agents import dispatch_modes as modes
+from agents.dispatch_epochs import Epochs
+from agents.dispatch_lanes import LaneWriter
+from kmq.ops.queues_topic import QueueConfigs, write_config
+from kmq.protocol.placement import markers_partition, queue_partitions
+from kmq.settings import Settings
+
+log = logging.getLogger("kmq.tracker.dispatcher")
+
+
+def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs, lanes: LaneWriter,
+                       queue_parts: int) -> None:
+    """Record where dispatching stopped for every queue that awaits its handover and whose
+    markers partition this dispatcher owns."""
+    mparts = settings.markers_partitions
+    for q in configs.queues():
+        cfg = configs.get(q)
+        if not modes.awaits_handover(cfg, settings):
+            continue
+        part = epochs.parts.get(markers_partition(q, mparts))
+        if part is None or not part.ready:
+            continue
+        part.rosters.pop(q, None)
+        # Our ACQUIREs of it are in the log (applied first), their lanes written.
+        lanes.settle_writes(epochs.with_deliveries(), 10)
+        lanes.producer.flush(10)
+        new = modes.handed_over(cfg, part.cursors, q, queue_partitions(q, queue_parts, cfg.spread),
+                                int(time.time() * 1000))
+        write_config(settings, q, new)
+        configs.put_local(q, new)
+        log.info("queue %s: handed over to its consumer group at %s", q, new.handover)
