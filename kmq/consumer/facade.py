@@ -38,6 +38,7 @@ from collections import deque
 from typing import Any
 
 from kmq.consumer.flusher import Flusher
+from kmq.consumer.gated_receive import GatedReceive
 from kmq.consumer.held import HeldRange, MessageBatch
 from kmq.consumer.live_settings import LEAVE_TIMEOUT_S, MAX_EXTEND_S, LiveSettings
 from kmq.consumer.marker_writer import MarkerWriter
@@ -45,7 +46,7 @@ from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.settlement import SettlementLog
 from kmq.consumer.shared_source import SharedSource
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
-from kmq.message import RELEASED, Message, Verb
+from kmq.message import Message
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition, validate_queue_name
 from kmq.queue_config import QueueConfig
@@ -57,11 +58,11 @@ log = logging.getLogger("kmq.consumer")
 FLUSH_TICK_S = 0.02    # how often a receive blocked by max_in_flight looks again
 
 
-class Consumer(LiveSettings, Flusher):
+class Consumer(LiveSettings, Flusher, GatedReceive):
     """Receives messages of one queue; see the module docstring for the flow.
 
     Following the queue's settings is :class:`LiveSettings`'s part, the background
-    flusher :class:`Flusher`'s.
+    flusher :class:`Flusher`'s, an ordered queue's group gate :class:`GatedReceive`'s.
     """
 
     def __init__(
@@ -146,7 +147,13 @@ class Consumer(LiveSettings, Flusher):
     # -- receiving ---------------------------------------------------------------
 
     def receive(self, timeout_s: float | None = 1.0) -> Message | None:
-        """The next message of this queue, or None after ``timeout_s`` (None: wait forever)."""
+        """The next message of this queue, or None after ``timeout_s`` (None: wait forever).
+
+        Of a queue with ``ordering="group"``: never one whose group has an earlier message
+        handed out and not settled (docs/ordering.md).
+        """
+        if self._gate is not None:
+            return self._receive_gated(1, timeout_s, None)
         ready = self._ready
         if not ready and not self._receive_into_buffer(timeout_s):
             return None
@@ -165,10 +172,15 @@ class Consumer(LiveSettings, Flusher):
         """Up to ``max_messages`` messages; returns as soon as at least one is available.
 
         The result is a list of messages whose ``ack()`` settles all of them
-        at once (much cheaper than one ``ack()`` per message).
+        at once (much cheaper than one ``ack()`` per message). Of a queue with
+        ``ordering="group"`` it may hold several messages of a group, in order: handle
+        them in that order, each after the one before is settled (docs/ordering.md).
         """
         ready = self._ready
         batch = MessageBatch()
+        if self._gate is not None:
+            self._receive_gated(max_messages, timeout_s, batch)
+            return batch
         if not ready and not self._receive_into_buffer(timeout_s):
             return batch
         if self._attention:
@@ -230,15 +242,7 @@ class Consumer(LiveSettings, Flusher):
         self._ready.append(held)
         return held
 
-    # -- errors and flushing -----------------------------------------------------
-
-    def _set_error(self, exc: BaseException) -> None:
-        self._error = exc
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise err
+    # -- flushing ----------------------------------------------------------------
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Send the verbs recorded so far and wait until the broker has them.
@@ -275,14 +279,7 @@ class Consumer(LiveSettings, Flusher):
         self._flusher.join(timeout_s)
         self._source.leave(min(timeout_s, LEAVE_TIMEOUT_S))  # shared: what was on its way is held now
         with self._lock:
-            for held in list(self._held.values()):
-                for i, rel in enumerate(held.rels):
-                    if not held.state[rel] and rel not in held.lapsed:
-                        # Never handed out: return uncounted; in user code: release.
-                        held.state[rel] = RELEASED
-                        self._log.add(Message((held.recs[i], held, rel)),
-                                      Verb.RETURN if i >= held.handed else Verb.RELEASE, 0)
-            self._ready.clear()
+            self._give_back_held()
             self._flush_settlements()
         remaining = self._writer.flush(timeout_s)
         if remaining:

@@ -52,6 +52,15 @@ class Flusher:
             self._held.pop(held.ref, None)
         return n
 
+    def _set_error(self, exc: BaseException) -> None:
+        self._error = exc
+
+    def _raise_error(self) -> None:
+        """Raise (once, on the receiving thread) what failed on the flusher or a callback."""
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
     def _flush_settlements(self) -> None:
         markers = self._drain_settlements()
         if markers:

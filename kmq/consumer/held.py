@@ -35,7 +35,7 @@ class HeldRange:
     """
 
     __slots__ = ("ref", "consumer", "log", "acks", "recs", "rels", "state", "outstanding", "handed",
-                 "handouts", "lapsed", "holds", "meta")
+                 "handouts", "lapsed", "holds", "meta", "extended_at")
 
     def __init__(self, ref: M.RangeRef, consumer: "Consumer", log: "SettlementLog") -> None:
         self.ref = ref
@@ -51,6 +51,9 @@ class HeldRange:
         self.lapsed: set[int] = set()
         self.holds: dict[int, float] = {}
         self.meta: dict[int, Any] = {}
+        # When the tracker last heard to keep what is not handed out invisible (monotonic s):
+        # its arrival, then each keepalive round (the group gate's visibility estimate).
+        self.extended_at = time.monotonic()
 
     def hand_out(self, n: int) -> list[Message]:
         """The next ``n`` messages, recorded as handed out now."""

@@ -22,7 +22,8 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
                     timeout_ms: int) -> tuple[list[M.Marker], int]:
     """EXTEND markers for what to keep invisible, and how many messages lapsed now.
 
-    Lapsed messages are recorded on their range (``lapsed``, ``outstanding``).
+    Lapsed messages are recorded on their range (``lapsed``, ``outstanding``), and an
+    extended range's ``extended_at`` set to ``now``.
     """
     budget = max_processing_s - visibility_s + interval_s
     lapse_after = max_processing_s + 2 * interval_s
@@ -51,4 +52,5 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
                 lapsed += 1
         if rels:
             out.append(M.Extend(held.ref, rels_mask(rels, held.ref.length), timeout_ms))
+            held.extended_at = now
     return out, lapsed

@@ -55,6 +55,7 @@ class LiveSettings:
         self._purged_before = dict(cfg.purged_before)
         if not hasattr(self, "_dropped_purge"):
             self._dropped_purge = dict(self._purged_before)
+        self._follow_ordering()
 
     @property
     def config(self) -> QueueConfig:
@@ -125,6 +126,17 @@ class LiveSettings:
                     held.state[rel] = RELEASED
                     self._log.add(Message((held.recs[i], held, rel)), Verb.RETURN, 0)
             held.handed = len(held.recs)
+        self._ready.clear()
+
+    def _give_back_held(self) -> None:
+        """Closing: give back every held message (lock held); never handed out: uncounted,
+        in user code: released."""
+        for held in list(self._held.values()):
+            for i, rel in enumerate(held.rels):
+                if not held.state[rel] and rel not in held.lapsed:
+                    held.state[rel] = RELEASED
+                    self._log.add(Message((held.recs[i], held, rel)),
+                                  Verb.RETURN if i >= held.handed else Verb.RELEASE, 0)
         self._ready.clear()
 
     def _drop_purged(self) -> None:

@@ -7,6 +7,9 @@ for free slots, as many messages as slots are free in one ``receive_batch``, so 
 message handed out is one that starts at once; the consumer holds at most ``prefetch``
 more, ready.
 
+On a queue with ``ordering="group"`` a batch may hold several messages of one group: they
+run one after another on one slot (kmq.worker.chains), never two of a group at once.
+
 Shutdown (kmq.worker.shutdown): at the first signal the runner stops receiving and waits
 for the running handlers until the grace is over; then ``Consumer.close()`` gives back the
 prefetched messages uncounted, releases any still running (counted), and flushes every
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from kmq.errors import MessageSettledError
 from kmq.message import Message
 from kmq.tracing import handling
+from kmq.worker.chains import ChainRunner
 from kmq.worker.outcome import decide, failure_reason
 from kmq.worker.registry import Handler
 from kmq.worker.shutdown import ShutdownSignal
@@ -42,7 +46,7 @@ SETTLE_TIMEOUT_S = 10.0
 FLUSH_INTERVAL_S = 0.025  # a handler's consumer sends settlements this often (default 0.1)
 
 
-class HandlerRunner:
+class HandlerRunner(ChainRunner):
     """One handler's consumer, slots and settlements; :meth:`run` returns once drained."""
 
     def __init__(self, client: "Client", handler: Handler, shutdown: ShutdownSignal,
@@ -123,6 +127,12 @@ class HandlerRunner:
             self.metrics.in_flight(self.handler, -1)
 
     def _call_sync(self, msg: Message, max_deliveries: int, slots: threading.Semaphore) -> None:
+        try:
+            self._handle_sync(msg, max_deliveries)
+        finally:
+            slots.release()
+
+    def _handle_sync(self, msg: Message, max_deliveries: int) -> None:
         started = self._enter()
         try:
             try:
@@ -136,7 +146,6 @@ class HandlerRunner:
             log.exception("settling a message of queue %s failed", self.handler.queue)
         finally:
             self._leave()
-            slots.release()
 
     # -- sync handlers -----------------------------------------------------------------
 
@@ -161,9 +170,16 @@ class HandlerRunner:
                 for _ in range(free - len(batch)):
                     slots.release()
                 max_deliveries = self._max_deliveries(consumer)
+                if consumer.config.ordering == "group":
+                    chains = self._chains(batch)
+                    for _ in range(len(batch) - len(chains)):
+                        slots.release()  # a chain takes one slot
+                    for chain in chains:
+                        pool.submit(self._call_chain_sync, chain, max_deliveries, slots)
+                    continue
                 for msg in batch:
                     pool.submit(self._call_sync, msg, max_deliveries, slots)
-            self._drain(lambda: self.running == 0)
+            self._drain(lambda: self.running == 0 and self.queued == 0)
         finally:
             self._close(consumer)
             pool.shutdown(wait=self.running == 0, cancel_futures=True)
@@ -206,9 +222,11 @@ class HandlerRunner:
                 # messages ready; bench/worker_probe.py).
                 batch = await loop.run_in_executor(io, consumer.receive_batch, slots.free, RECEIVE_WAIT_S)
                 max_deliveries = self._max_deliveries(consumer)
-                for msg in batch:
+                ordered = consumer.config.ordering == "group"
+                for chain in (self._chains(batch) if ordered else batch):
                     slots.take()
-                    task = loop.create_task(self._call_async(msg, max_deliveries, slots))
+                    task = loop.create_task(self._call_chain_async(chain, max_deliveries, slots)
+                                            if ordered else self._call_async(chain, max_deliveries, slots))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
             while tasks and not self.shutdown.forced.is_set():
@@ -223,6 +241,14 @@ class HandlerRunner:
             io.shutdown(wait=False)
 
     async def _call_async(self, msg: Message, max_deliveries: int, slots: "_Slots") -> None:
+        try:
+            await self._handle_async(msg, max_deliveries)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            slots.release()
+
+    async def _handle_async(self, msg: Message, max_deliveries: int) -> None:
         started = self._enter()
         try:
             try:
@@ -234,13 +260,10 @@ class HandlerRunner:
             except Exception as e:  # noqa: BLE001
                 exc = e
             self._settle(msg, exc, max_deliveries, started)
-        except asyncio.CancelledError:
-            pass
         except Exception:
             log.exception("settling a message of queue %s failed", self.handler.queue)
         finally:
             self._leave()
-            slots.release()
 
 
 class _Slots:

@@ -1,0 +1,144 @@
+"""Receiving from an ordered queue: the group gate applied at the front of the ready ranges.
+
+A queue with ``ordering="group"`` may be handed *runs* (several consecutive messages of
+one group in one delivery). User code still sees a group one message at a time: before
+a grouped message at the front of the ready ranges is handed out, the pure
+:mod:`kmq.consumer.group_gate` decides on the group's earlier messages' settlement
+states (read lazily here, nothing added to the verbs): hand it out, wait (a short tick,
+until the earlier one is settled or the timeout passes), or give it back uncounted
+(``Verb.RETURN``, stat ``returned-unhandled``) when its run broke or its visibility is
+nearly out. Only the receiving thread calls this; consumers of other queues never do
+(``Consumer._gate`` is None for them).
+
+:class:`GatedReceive` is mixed into :class:`kmq.consumer.facade.Consumer`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kmq.consumer import group_gate as G
+from kmq.consumer.held import HeldRange, MessageBatch
+from kmq.errors import ConsumerClosedError
+from kmq.message import RELEASED, Message, Verb
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.consumer.facade import Consumer
+
+GATE_TICK_S = 0.02  # how often a receive held back by its group looks again (the flusher's tick)
+
+
+class GatedReceive:
+    """``receive``/``receive_batch`` for a queue with ``ordering="group"``, and the worker's
+    checks on the messages of a batch it runs one after another."""
+
+    def _follow_ordering(self: "Consumer") -> None:
+        """Gate the queue while its settings say ``ordering="group"`` (called on each change)."""
+        if self._queue_config.ordering != "group":
+            self._gate = None
+        elif getattr(self, "_gate", None) is None:
+            self._gate = G.GroupGate()
+
+    def _receive_gated(self: "Consumer", max_messages: int, timeout_s: float | None,
+                       batch: MessageBatch | None) -> Message | None:
+        """Up to ``max_messages`` messages the gate lets through (into ``batch`` when given,
+        else the one message or None); waits only while nothing is taken yet."""
+        gate = self._gate
+        gate.new_batch()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        hold = self._queue_config.dead_letter_head == "hold"
+        margin = G.margin_s(self.visibility_timeout_s)
+
+        def fate_of(run: HeldRange, rel: int) -> str:
+            return G.fate(run.state[rel], rel in run.lapsed, hold)
+
+        ready, taken = self._ready, 0
+        one: Message | None = None
+        while taken < max_messages:
+            if not ready:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if taken or not self._receive_into_buffer(left):
+                    break
+                continue
+            if self._attention:
+                self._on_receiving_thread()
+                continue
+            held = ready[0]
+            i = held.handed
+            group = Message((held.recs[i], held, held.rels[i])).group
+            now = time.monotonic()
+            verdict = G.HAND if group is None else gate.decide(
+                group, held, G.remaining_s(now, extended_at=held.extended_at,
+                                           visibility_s=self.visibility_timeout_s),
+                margin, fate_of)
+            if verdict == G.WAIT:
+                if self._closed:
+                    raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
+                self._raise_error()
+                if taken or (deadline is not None and now >= deadline):
+                    break
+                self._stop.wait(GATE_TICK_S if deadline is None else min(GATE_TICK_S, deadline - now))
+                continue
+            (m,) = held.hand_out(1)
+            if held.handed == len(held.recs):
+                ready.popleft()
+            if verdict == G.GIVE_BACK:
+                self._return_message(m)
+                gate.given_back(group, held, m[2])
+                continue
+            if group is not None:
+                gate.handed(group, held, m[2])
+            taken += 1
+            if batch is None:
+                one = m
+            else:
+                runs = batch._runs
+                if runs and runs[-1][0] is held and runs[-1][2] == i:
+                    runs[-1] = (held, runs[-1][1], i + 1)
+                else:
+                    runs.append((held, i, i + 1))
+                batch.append(m)
+        gate.prune(lambda run: self._held.get(run.ref) is run)
+        return one
+
+    def _return_message(self: "Consumer", m: Message) -> bool:
+        """Give ``m`` back uncounted (it never reached user code); False if it was settled
+        or lapsed already."""
+        held, rel = m[1], m[2]
+        if held.state[rel] or rel in held.lapsed:
+            return False
+        held.state[rel] = RELEASED
+        self._log.add(m, Verb.RETURN, 0)
+        self.stats["returned-unhandled"] = self.stats.get("returned-unhandled", 0) + 1
+        return True
+
+    def admit_after(self: "Consumer", earlier: Message, m: Message) -> bool:
+        """For runners handing a batch's messages of one group to user code one after another
+        (kmq.worker): may ``m`` go now that ``earlier`` (the one before it) is done with?
+
+        No, and ``m`` is given back uncounted (so are the rest of its run, by the same
+        check), when ``earlier`` failed (released, lapsed, dead-lettered holding its group)
+        or is still held, or ``m``'s visibility is nearly out (group_gate's margin). A
+        message without a group always may.
+        """
+        if m.group is None:
+            return True
+        held, rel = m[1], m[2]
+        hold = self._queue_config.dead_letter_head == "hold"
+        ok = G.fate(earlier[1].state[earlier[2]], earlier.lapsed, hold) == G.DONE
+        if ok and not held.state[rel] and rel not in held.lapsed:
+            now = time.monotonic()
+            i = held.rels.index(rel)
+            left = G.remaining_s(now, extended_at=held.extended_at,
+                                 visibility_s=self.visibility_timeout_s,
+                                 handed_at=held.handed_at()[i], max_processing_s=self.max_processing_s)
+            if left >= G.margin_s(self.visibility_timeout_s):
+                return True
+        self._return_message(m)
+        return False
+
+    def give_back(self: "Consumer", m: Message) -> bool:
+        """Give back uncounted a message handed out that will not reach user code (a runner
+        stopping before it); False if it was settled or lapsed already."""
+        return self._return_message(m)

@@ -1,0 +1,68 @@
+"""A consumer of an ordered queue without a broker, for the group gate's tests.
+
+A real :class:`~kmq.consumer.facade.Consumer` object with its receiving state (ready
+ranges, settlement log, gate) but no source, writer or flusher: ranges are "delivered"
+with :func:`deliver` (the consumer's own ``_hold``), nothing else ever arrives, and
+verbs only set settlement states (what the gate reads). The one seam: no Kafka.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from kmq.consumer.facade import Consumer
+from kmq.consumer.settlement import SettlementLog
+from kmq.message import Verb
+from kmq.protocol import markers as M
+from kmq.queue_config import QueueConfig
+
+
+class Rec:
+    """A queue record as confluent-kafka gives it: headers with ``kmq.group`` or none."""
+
+    def __init__(self, group: str | None, n: int) -> None:
+        self.group, self.n = group, n
+        self._headers = [("kmq.id", f"m{n}".encode())] + ([("kmq.group", group.encode())] if group else [])
+
+    def headers(self):
+        return self._headers
+
+    def value(self) -> bytes:
+        return b"%d" % self.n
+
+    def timestamp(self):
+        return (0, 0)
+
+
+def consumer(visibility_s: float = 30.0, dead_letter_head: str = "continue",
+             ordering: str = "group") -> Consumer:
+    c = Consumer.__new__(Consumer)
+    c.queue = "q"
+    c._queue_config = QueueConfig(ordering=ordering, dispatch="shared", dead_letter_head=dead_letter_head)
+    c.visibility_timeout_s = visibility_s
+    c.max_processing_s = max(visibility_s, 300.0)
+    c.max_delay_s = c.max_extend_s = 3600.0
+    c._ready, c._log, c._held, c._in_flight = deque(), SettlementLog(), {}, 0
+    c._lock = threading.RLock()
+    c._attention = c._closed = False
+    c._error = None
+    c._stop = threading.Event()
+    c.stats = {}
+    c._follow_ordering()
+    c._receive_into_buffer = lambda timeout_s: 0  # nothing more arrives
+    return c
+
+
+def deliver(c: Consumer, groups: list[str | None]):
+    """One delivery (one HeldRange) of records of these groups, in this order."""
+    start = getattr(c, "_next_start", 0)
+    c._next_start = start + len(groups) + 10
+    ref = M.RangeRef("q", 0, start, start + len(groups))
+    with c._lock:
+        return c._hold(ref, [Rec(g, start + i) for i, g in enumerate(groups)], range(len(groups)))
+
+
+def returned(c: Consumer) -> list[tuple[object, int]]:
+    """(range, rel) of every message given back uncounted so far."""
+    return [(m[1], m[2]) for m, verb, _ in c._log.verbs if verb is Verb.RETURN]

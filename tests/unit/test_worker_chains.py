@@ -1,0 +1,81 @@
+"""kmq.worker on an ordered queue: a batch holding several messages of a group runs them
+one after another (never two of a group at once), gives back the rest of a run after a
+failure, and still runs different groups at once."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import pytest
+
+from kmq.settings import Settings
+from kmq.worker.registry import Handler
+from kmq.worker.runner import HandlerRunner
+from kmq.worker.shutdown import ShutdownSignal
+from tests.conftest import wait_for
+from tests.gate_harness import consumer, deliver, returned
+
+
+class Client:
+    """What a runner asks of a client: a consumer (the broker-less one of the gate tests)."""
+
+    settings = Settings()
+
+    def __init__(self, c) -> None:
+        self.c = c
+        c.close = lambda timeout_s=10.0: None
+
+    def consumer(self, queue, **options):
+        return self.c
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_worker_never_runs_two_of_a_group_at_once_and_gives_back_after_a_failure(is_async):
+    c = consumer()
+    runs = [deliver(c, ["a", "b", "a", "c", "a", "b", "b"]), deliver(c, ["c", "d", "c", "bad", "bad", "a"])]
+    lock = threading.Lock()
+    running: dict[str, int] = defaultdict(int)
+    seen: list[tuple[str, bytes]] = []
+    overlaps: list[str] = []
+    most = [0]
+
+    def body(msg):
+        g = msg.group
+        with lock:
+            running[g] += 1
+            if running[g] > 1:
+                overlaps.append(g)
+            most[0] = max(most[0], sum(running.values()))
+            seen.append((g, msg.value))
+        try:
+            if g == "bad":
+                raise RuntimeError("fails: its run's next is given back")
+        finally:
+            with lock:
+                running[g] -= 1
+
+    if is_async:
+        async def fn(msg):
+            body(msg)
+    else:
+        def fn(msg):
+            body(msg)
+    shutdown = ShutdownSignal(30.0)
+    runner = HandlerRunner(Client(c), Handler(fn=fn, queue="q", concurrency=4), shutdown)
+    t = threading.Thread(target=runner.run)
+    t.start()
+    try:
+        wait_for(lambda: all(r.state[rel] for r in runs for rel in r.rels), 30,
+                 what="every message settled")
+    finally:
+        shutdown.signal(0.0)
+        t.join(30)
+    assert not overlaps
+    by_group = defaultdict(list)
+    for g, v in seen:
+        by_group[g].append(int(v))
+    assert all(vs == sorted(vs) for vs in by_group.values())
+    assert by_group["bad"] == [runs[1].ref.start + 3]  # the second "bad" never ran ...
+    assert returned(c) == [(runs[1], 4)]               # ... it was given back uncounted
+    assert runner.queued == 0
