@@ -19,7 +19,8 @@ from kmq.protocol import envelope
 from kmq.protocol import handed as H
 from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.dispatch import Roster, Want
-from kmq.protocol.ordering import Dedup, GroupOrder, valid_dedup_id, valid_group
+from kmq.protocol.dedup import Dedup, valid_dedup_id
+from kmq.protocol.ordering import GroupOrder, valid_group
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 
@@ -51,8 +52,8 @@ class _Recovery:
     pending: set[int]   # handed out and still in flight in the tracker's table
     until: int          # the partition's end as of BEGIN: read to here before handing out
     catching_up: bool = True
-    # message id -> (group, offset) of records handed out and settled: a copy read later
-    # (republished before BEGIN) is its group's head
+    # message id -> (group, offset of its first record) of records handed out and settled:
+    # a copy read later (republished before BEGIN) is in its group's run, placed there
     settled: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
 
@@ -163,15 +164,15 @@ class OrderedQueues:
             r = q.recovery
             if r is not None:
                 st = H.status(r.handed, r.pending, offset)
-                if st == H.IN_FLIGHT:  # its group waits for it, as it did for the predecessor
-                    q.order.adopt(offset, msg_id, group, now_ms)
-                    continue
-                if st == H.SETTLED:  # never again; a copy of it read later is its group's head
-                    r.settled[msg_id] = (group, offset)
-                    continue
                 first = r.settled.get(msg_id)
-                if first is not None and first[0] == group:
-                    returned_from = first[1]
+                first_offset = first[1] if first is not None and first[0] == group else None
+                if st == H.IN_FLIGHT:  # its group waits for it, as it did for the predecessor
+                    q.order.adopt(offset, msg_id, group, now_ms, first_offset)
+                    continue
+                if st == H.SETTLED:  # never again; a copy of it read later is in its group's run
+                    r.settled.setdefault(msg_id, (group, offset))  # its first record: its place
+                    continue
+                returned_from = first_offset
             if q.order.offer(offset, msg_id, group, now_ms, returned_from) != "known":
                 q.records[offset] = rec
                 heapq.heappush(q.heap, offset)
@@ -209,16 +210,31 @@ class OrderedQueues:
         return any(q.order.ready() and (q.recovery is None or not q.recovery.catching_up)
                    for q in self._queues.values())
 
-    def take(self, key: Key, n: int, now_ms: int) -> list:
-        """Up to ``n`` group heads to hand out now, in offset order."""
+    def take(self, key: Key, n: int, now_ms: int, run: int = 1) -> list:
+        """Up to ``n`` records for one consumer, in offset order: group heads, or runs of up
+        to ``run`` records of a group (``GroupOrder.take``)."""
+        return [rec for part in self.take_parts(key, n, now_ms, run) for rec in part]
+
+    def take_parts(self, key: Key, n: int, now_ms: int, run: int = 1) -> list[list]:
+        """:meth:`take` as the deliveries to write: each group's run of two or more records
+        on its own (so a consumer whose user code holds the run's head can hand out other
+        groups' deliveries meanwhile, kmq.consumer.gated_receive), the single records
+        together, cut where a gap is wide (:func:`_close_runs`); by first offset."""
         q = self._queues.get(key)
         if q is None or n <= 0:
             return []
-        taken = sorted(offset for offset, _ in q.order.take(n, now_ms))
-        return [q.records.pop(o) for o in taken]
+        by_group: dict[bytes, list[int]] = {}
+        for offset, group in q.order.take(n, now_ms, run, ORDERED_MAX_GAP):
+            by_group.setdefault(group, []).append(offset)
+        singles = sorted(o for offsets in by_group.values() if len(offsets) == 1 for o in offsets)
+        parts = [[q.records.pop(o) for o in offsets] for offsets in by_group.values() if len(offsets) > 1]
+        parts += _close_runs([q.records.pop(o) for o in singles], ORDERED_MAX_GAP)
+        # ACQUIREs in offset order: the first one sets the base of the handed-out bitmap
+        # (kmq.protocol.handed), and an offset below the base is not remembered.
+        return sorted(parts, key=lambda part: part[0].offset())
 
     def give_back(self, key: Key, records: list) -> None:
-        """Heads taken that no consumer had credit for after all."""
+        """Records taken that no consumer had credit for after all."""
         q = self._queues[key]
         for rec in reversed(records):
             q.records[rec.offset()] = rec
@@ -287,17 +303,15 @@ class OrderedQueues:
         self.feed(key, taken, dedup_window_ms, now_ms)
         if not self.caught_up(key, w.cursor):
             return []
-        heads = self.take(key, roster.demand(), now_ms)
         runs = []
-        i = 0
-        for slot, k in roster.share(len(heads)):
-            # A delivery's range spans its heads' gaps, and its consumer and the tracker do
-            # work per offset of the span: cut where a gap is wide (a delivery costs too).
-            for run in _close_runs(heads[i:i + k], ORDERED_MAX_GAP):
-                runs.append((slot, roster.sent(slot, len(run)), run))
-            i += k
-        if i < len(heads):
-            self.give_back(key, heads[i:])
+        for slot, k in roster.share(roster.demand()):
+            # A consumer gets whole runs of a group (it hands them to its user code one at a
+            # time, kmq.consumer.group_gate): a group's run is one round trip, not one each.
+            parts = self.take_parts(key, k, now_ms, run=k)
+            if not parts:
+                break
+            for part in parts:
+                runs.append((slot, roster.sent(slot, len(part)), part))
         return runs
 
 

@@ -2,12 +2,14 @@
 
     python -m bench.ordering [--messages 10000] [--consumers 16] [--work-ms 2.5]
                              [--groups 100,10,1] [--one-group-messages 10000]
+                             [--max-in-flight 100]
     python -m bench.ordering --rss-groups 100000    # tracker RSS while that many distinct groups pass
 
 Parallel Consumer: 10,000 messages with 0-5 ms of work, one partition: 22.2 s in
 partition order, 2.2 s in key order with 100 keys, 2.8 s unordered. Here: one queue
 (spread 1, one partition), ``--consumers`` consumer processes that each handle one message
-at a time with ``--work-ms`` of work (2.5 ms: the mean of 0-5 ms; a sleep, I/O-bound work),
+at a time with ``--work-ms`` of work (2.5 ms: the mean of 0-5 ms; a sleep, I/O-bound work)
+and ``--max-in-flight`` credit (so the longest run of a group it is handed),
 the backlog sent once every consumer has asked for work; seconds from the first send to
 the last ack. Runs, in one session (one broker, one tracker): a single consumer of an
 unordered queue (the serial baseline), ``--consumers`` on an unordered queue, then on an
@@ -25,9 +27,9 @@ from bench.shared import Fleet, consumers_known
 
 
 def run(settings, tracker, client, queue: str, consumers: int, messages: int, work_ms: float,
-        groups: int | None) -> dict:
+        groups: int | None, max_in_flight: int = 100) -> dict:
     client.configure_queue(queue, **({"ordering": "group"} if groups else {}))
-    fleet = Fleet(settings, queue, consumers, work_ms, max_in_flight=100)
+    fleet = Fleet(settings, queue, consumers, work_ms, max_in_flight=max_in_flight)
     try:
         fleet.wait(lambda: all(fleet.ready), 120, "consumers ready")
         fleet.wait(lambda: consumers_known(tracker, queue) == consumers, 60, "the consumers' credits")
@@ -93,6 +95,8 @@ def main() -> None:
                     help="messages of the 1-group run (default --messages)")
     ap.add_argument("--consumers", type=int, default=16)
     ap.add_argument("--work-ms", type=float, default=2.5)
+    ap.add_argument("--max-in-flight", type=int, default=100,
+                    help="each consumer's max_in_flight: its credit, so the longest run of a group it gets")
     ap.add_argument("--groups", default="100,10,1")
     ap.add_argument("--rss-groups", type=int, default=None, help="measure tracker RSS instead")
     args = ap.parse_args()
@@ -108,7 +112,7 @@ def main() -> None:
             plan.append((f"groups-{g}", args.consumers, n, g))
         for name, consumers, messages, groups in plan:
             row = run(settings, tracker, client, f"order-{name}-{tag}", consumers, messages,
-                      args.work_ms, groups)
+                      args.work_ms, groups, args.max_in_flight)
             row["run"] = name
             rows.append(row)
             print(f"{name:10s} consumers={consumers:2d} messages={messages}: {row['seconds']:8.2f} s "

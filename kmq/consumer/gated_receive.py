@@ -39,6 +39,7 @@ class GatedReceive:
             self._gate = None
         elif getattr(self, "_gate", None) is None:
             self._gate = G.GroupGate()
+            self._only_group: dict = {}
 
     def _receive_gated(self: "Consumer", max_messages: int, timeout_s: float | None,
                        batch: MessageBatch | None) -> Message | None:
@@ -64,25 +65,35 @@ class GatedReceive:
             if self._attention:
                 self._on_receiving_thread()
                 continue
-            held = ready[0]
-            i = held.handed
-            group = Message((held.recs[i], held, held.rels[i])).group
             now = time.monotonic()
-            verdict = G.HAND if group is None else gate.decide(
-                group, held, G.remaining_s(now, extended_at=held.extended_at,
-                                           visibility_s=self.visibility_timeout_s),
-                margin, fate_of)
-            if verdict == G.WAIT:
+            pick = None
+            for held in ready:  # the first range whose next message need not wait
+                i = held.handed
+                group = Message((held.recs[i], held, held.rels[i])).group
+                verdict = G.HAND if group is None else gate.decide(
+                    group, held, G.remaining_s(now, extended_at=held.extended_at,
+                                               visibility_s=self.visibility_timeout_s),
+                    margin, fate_of)
+                if verdict != G.WAIT:
+                    pick = held
+                    break
+                if not self._only_group_left(held, group):
+                    break  # looking past it could hand another group's later message first
+            if pick is None:
                 if self._closed:
                     raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
                 self._raise_error()
                 if taken or (deadline is not None and now >= deadline):
                     break
+                # Read what was delivered meanwhile: held, it is kept alive by the keepalive;
+                # left unread on the lane, it would time out while its group waits here.
+                self._fetch_waiting()
                 self._stop.wait(GATE_TICK_S if deadline is None else min(GATE_TICK_S, deadline - now))
                 continue
+            held = pick
             (m,) = held.hand_out(1)
             if held.handed == len(held.recs):
-                ready.popleft()
+                ready.remove(held)
             if verdict == G.GIVE_BACK:
                 self._return_message(m)
                 gate.given_back(group, held, m[2])
@@ -101,6 +112,29 @@ class GatedReceive:
                 batch.append(m)
         gate.prune(lambda run: self._held.get(run.ref) is run)
         return one
+
+    def _only_group_left(self: "Consumer", held: HeldRange, group: str | None) -> bool:
+        """Whether every message of ``held`` not handed out yet is of ``group`` (a group's run:
+        the dispatcher delivers each run of two or more on its own), so that the ranges
+        behind it may be looked at while it waits. Remembered per range and position."""
+        if group is None:
+            return False
+        cache = self._only_group
+        key = (held, held.handed)
+        got = cache.get(key)
+        if got is None:
+            got = all(Message((rec, held, rel)).group == group
+                      for rec, rel in zip(held.recs[held.handed:], held.rels[held.handed:]))
+            if len(cache) > 1024:
+                cache.clear()
+            cache[key] = got
+        return got
+
+    def _fetch_waiting(self: "Consumer") -> None:
+        """Hold what the lane brought while every ready message waits for its group."""
+        room = min(self.batch_size, self.max_in_flight - self._in_flight)
+        if room > 0:
+            self.stats["received"] += self._source.fetch(room, 0.0)
 
     def _return_message(self: "Consumer", m: Message) -> bool:
         """Give ``m`` back uncounted (it never reached user code); False if it was settled

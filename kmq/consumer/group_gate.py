@@ -12,7 +12,7 @@ ordered queue sees"):
    its copy comes back and must go first, so the rest of the run must too;
 2. **give back** if the message's remaining visibility is below :func:`margin_s`: it
    would time out, and its copy go elsewhere, while user code still had it;
-3. **wait** while one of them, handed out before the current batch, is still held;
+3. **wait** while one of them is still held (a ``receive_batch`` stops there instead);
 4. **hand** it out otherwise.
 
 Messages without a group are never gated. A given-back message counts as a failed one,
@@ -72,8 +72,8 @@ def remaining_s(now: float, *, extended_at: float, visibility_s: float,
 def verdict(previous: Iterable[tuple[str, bool]], remaining: float, margin: float) -> str:
     """HAND, WAIT or GIVE_BACK for the next message of a group (rules in the module docstring).
 
-    ``previous``: ``(fate, same_run)`` of the group's messages handed out before the
-    current batch, and of those given back: its :func:`fate`, and whether it lies in the
+    ``previous``: ``(fate, same_run)`` of the group's messages handed out, and of those
+    given back: its :func:`fate`, and whether it lies in the
     candidate's run (range).
     """
     pending = False
@@ -102,9 +102,9 @@ class GroupGate:
 
     A message is an opaque ``(run, rel)`` pair (the consumer's ``HeldRange``, compared by
     identity, and a relative offset); ``fate_of(run, rel)`` says what became of one
-    (:func:`fate`). Batches are begun by :meth:`new_batch`. Messages handed out in the
-    current batch are not looked at: user code has not seen them yet, so they are pending
-    and do not hold the batch back (``receive_batch`` may return a run in order).
+    (:func:`fate`). Batches are begun by :meth:`new_batch`. A message handed out in the
+    current batch is pending like any other, so a batch holds at most one message of a
+    group (user code may settle a batch's messages in any order).
     """
 
     __slots__ = ("_groups", "_batch", "_prune_at")
@@ -126,7 +126,8 @@ class GroupGate:
             return verdict((), remaining, margin)
         if any(r is run for r in g.returned):
             return GIVE_BACK
-        earlier = g.before if g.batch == self._batch else g.before + g.now
+        # What this batch took is in user code's hands too: one unsettled message per group.
+        earlier = g.before + g.now
         return verdict(((fate_of(r, rel), r is run) for r, rel in earlier), remaining, margin)
 
     def handed(self, group: str, run: Any, rel: int) -> None:

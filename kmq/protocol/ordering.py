@@ -1,36 +1,35 @@
-"""Ordered message groups and deduplication, pure: which record of a group may go out now.
+"""Ordered message groups, pure: which records of a group may go out now, and to whom.
 
-A queue with ``ordering="group"`` hands out, per *group* (the ``kmq.group`` header),
-one message at a time and in send order (docs/ordering.md). Its dispatcher keeps one
-:class:`GroupOrder` per queue partition it serves:
+A queue with ``ordering="group"`` hands out, per *group* (the ``kmq.group`` header), its
+messages in send order, a group to one consumer at a time (docs/ordering.md). Its
+dispatcher keeps one :class:`GroupOrder` per queue partition it serves:
 
 - :meth:`GroupOrder.offer` takes each record of the queue as it is read (offset order);
-  a record carrying the id of a group's head that went away (released, timed out,
-  redriven) is that head coming back and goes first.
-- :meth:`GroupOrder.take` gives the heads of groups with nothing in flight, at most one
-  per group, the group that became ready first first (a hot group is one group).
-- :meth:`GroupOrder.settled` / :meth:`GroupOrder.dead_lettered` free a group.
+  a record carrying the id of a message of a group's *run* that went away (released,
+  timed out, redriven) is that message coming back.
+- :meth:`GroupOrder.take` gives records to one consumer: from each group with nothing in
+  flight, its oldest waiting records, up to ``run`` of them (a *run*, handed out in order
+  as one delivery; the consumer handles them one at a time, kmq.consumer.group_gate), or
+  the first message of its run that came back, alone. A group with a message at a
+  consumer gives nothing more; a hot group is one group.
+- :meth:`GroupOrder.settled` / :meth:`GroupOrder.dead_lettered` end a run's messages;
+  the group goes on when its run is over.
 - :meth:`GroupOrder.purge_below` forgets what a queue purge removed: records below the
-  purge point, and heads handed out (or held) from below it, whose settle never comes.
-
-:class:`Dedup` decides on ``kmq.dedup-id``: the first record of an id opens a window of
-``window_ms`` on the records' own timestamps (so a re-reader of the log decides the same);
-later records of the id inside it are duplicates.
+  purge point, and messages handed out (or held) from below it, whose settle never comes.
 
 Time is an argument (``now_ms``); nothing here does I/O. State is per group with a message
-waiting or in flight, and per dedup id within its window, both bounded.
+waiting or in flight. Deduplication is :mod:`kmq.protocol.dedup`'s (re-exported here).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 
+from kmq.protocol.dedup import (DEFAULT_DEDUP_WINDOW_S, MAX_DEDUP_ENTRIES, MAX_DEDUP_ID_BYTES,  # noqa: F401
+                                Dedup, dedup_message_id, valid_dedup_id)
+
 MAX_GROUP_BYTES = 128          # SQS's MessageGroupId limit
-MAX_DEDUP_ID_BYTES = 128       # SQS's MessageDeduplicationId limit
-MAX_DEDUP_ENTRIES = 100_000  # ids remembered per queue partition (~20 MB); the oldest go first beyond
-DEFAULT_DEDUP_WINDOW_S = 300.0  # SQS's figure
 DEAD_LETTER_HEAD_POLICIES = ("continue", "hold")
 ORDERINGS = ("none", "group")
 
@@ -42,27 +41,24 @@ def valid_group(raw: bytes | None) -> bytes | None:
     return bytes(raw)
 
 
-def valid_dedup_id(raw: bytes | None) -> bytes | None:
-    """The dedup id of a record's ``kmq.dedup-id`` header, or None (absent, empty, too long)."""
-    if not raw or len(raw) > MAX_DEDUP_ID_BYTES:
-        return None
-    return bytes(raw)
+@dataclass(slots=True)
+class _Member:
+    """A message of a group's run: handed out and not settled."""
 
-
-def dedup_message_id(queue: str, dedup_id: bytes) -> str:
-    """The id every send of ``dedup_id`` on ``queue`` gets: the first's, with no round trip."""
-    digest = hashlib.sha256(queue.encode() + b"\x00" + dedup_id).hexdigest()
-    return "d-" + digest[:24]
+    msg_id: str
+    offset: int | None   # where it is at a consumer; None: away (its copy read, or held)
+    handed_from: int     # the offset it was last handed out from (a purge)
+    first: int           # its first record's offset: its place in the run, and where a
+                         # successor must read from to know it (the durable floor)
+    back: int | None = None  # its copy, read and waiting to go out again
+    held: bool = False   # dead-lettered with policy "hold": away until redriven
 
 
 @dataclass(slots=True)
 class _Group:
-    waiting: deque = field(default_factory=deque)  # (offset, msg_id), head first
-    head_id: str | None = None     # the message the group waits for (in flight or away)
-    head_offset: int | None = None  # where that head is in flight (None: away or none)
-    head_since_ms: int = 0          # when the current head was first offered
-    head_from: int = -1             # offset the head was last handed out from (a purge)
-    held: bool = False              # dead-lettered head, policy "hold": wait for redrive
+    waiting: deque = field(default_factory=deque)  # (offset, msg_id) never handed out, in order
+    run: list = field(default_factory=list)        # _Member in hand-out order, the head first
+    since_ms: int = 0                              # when the current head was first offered
 
 
 class GroupOrder:
@@ -70,72 +66,86 @@ class GroupOrder:
 
     def __init__(self) -> None:
         self._groups: dict[bytes, _Group] = {}
-        self._ready: dict[bytes, None] = {}   # groups with a head to hand out, oldest first
-        self._in_flight: dict[int, bytes] = {}  # offset -> group, heads handed out
-        self._known: set[int] = set()          # offsets waiting or in flight
-        self._offered_ms: dict[int, int] = {}  # offset -> when first offered (head age)
-        # group -> where its returned head (waiting at its front) was handed out from: a
-        # successor must read from there to know the copy is the group's head
-        self._returned_from: dict[bytes, int] = {}
+        self._ready: dict[bytes, None] = {}     # groups with something to hand out, oldest first
+        self._in_flight: dict[int, bytes] = {}  # offset -> group, at a consumer (or away unseen)
+        self._known: set[int] = set()           # offsets waiting, back, or in flight
+        self._offered_ms: dict[int, int] = {}   # offset -> when first offered (head age)
 
     def __len__(self) -> int:
         """Groups with a message waiting or in flight (what state is kept for)."""
         return len(self._groups)
 
     def ready(self) -> int:
-        """Groups with a head to hand out now."""
+        """Groups with something to hand out now."""
         return len(self._ready)
 
     def waiting_records(self) -> int:
         return len(self._known) - len(self._in_flight)
 
-    def offer(self, offset: int, msg_id: str, group: bytes, now_ms: int, returned_from: int | None = None) -> str:
-        """One record of the queue, as read. Returns ``"queued"``, ``"returned"`` (a head that
-        went away came back: it goes first) or ``"known"`` (read before: ignored).
+    def _member(self, g: _Group, msg_id: str) -> _Member | None:
+        for m in g.run:
+            if m.msg_id == msg_id:
+                return m
+        return None
 
-        ``returned_from``: the offset of a record a predecessor dispatcher handed out, of
-        which this is the copy republished before this one began (``kmq.protocol.handed``):
-        its group's head, so it goes before the group's records waiting (behind a head still
-        in flight)."""
+    def _update(self, group: bytes, g: _Group) -> None:
+        """Whether ``group`` can give something: nothing of it at a consumer, and its run's
+        first message back (a copy, alone), or no run and records waiting."""
+        if g.run:
+            ok = g.run[0].back is not None and all(m.offset is None for m in g.run)
+        else:
+            ok = bool(g.waiting)
+        if ok:
+            self._ready.setdefault(group, None)
+        else:
+            self._ready.pop(group, None)
+
+    def offer(self, offset: int, msg_id: str, group: bytes, now_ms: int, returned_from: int | None = None) -> str:
+        """One record of the queue, as read. Returns ``"queued"``, ``"returned"`` (a message
+        of the group's run came back: it goes out before the group's waiting records) or
+        ``"known"`` (read before, or a second copy: ignored).
+
+        ``returned_from``: the offset of the first record of a message a predecessor
+        dispatcher handed out, of which this is a copy republished before this one began
+        (``kmq.protocol.handed``): it joins its group's run, placed by that offset."""
         if offset in self._known:
             return "known"
         g = self._groups.get(group)
         if g is None:
             g = self._groups[group] = _Group()
+        m = self._member(g, msg_id)
+        if m is None and returned_from is not None:
+            m = _Member(msg_id, None, returned_from, returned_from)
+            at = next((i for i, x in enumerate(g.run) if x.first > returned_from), len(g.run))
+            g.run.insert(at, m)
+            if at == 0:
+                g.since_ms = now_ms
+        if m is not None:
+            if m.back is not None:
+                return "known"  # one copy waits already; this one is never handed out
+            if m.offset is not None:
+                # A republish read before the old delivery's end reached us: it replaces it.
+                self._in_flight.pop(m.offset, None)
+                self._forget(m.offset)
+                m.offset = None
+            self._known.add(offset)
+            self._offered_ms[offset] = now_ms
+            m.back, m.held = offset, False
+            self._update(group, g)
+            return "returned"
         self._known.add(offset)
         self._offered_ms[offset] = now_ms
-        if returned_from is not None and g.head_id != msg_id:
-            if not g.waiting and g.head_id is None:
-                g.head_since_ms = now_ms
-            g.waiting.appendleft((offset, msg_id))
-            self._returned_from[group] = returned_from
-            if g.head_id is None or (g.head_offset is None and not g.held):
-                g.head_id, g.held = None, False
-                self._ready[group] = None
-            return "returned"
-        if g.head_id == msg_id and g.head_offset is not None:
-            # A republish read before the old delivery's end reached us: it replaces it.
-            self._in_flight.pop(g.head_offset, None)
-            self._forget(g.head_offset)
-            g.head_offset = None
-        if g.head_id == msg_id and g.head_offset is None:
-            g.waiting.appendleft((offset, msg_id))
-            self._returned_from[group] = g.head_from
-            g.held = False
-            self._ready[group] = None
-            return "returned"
         g.waiting.append((offset, msg_id))
-        if g.head_id is None and len(g.waiting) == 1:
-            g.head_since_ms = now_ms
+        if not g.run and len(g.waiting) == 1:
+            g.since_ms = now_ms
             self._ready[group] = None
         return "queued"
 
-    def adopt(self, offset: int, msg_id: str, group: bytes, now_ms: int) -> bool:
+    def adopt(self, offset: int, msg_id: str, group: bytes, now_ms: int, first: int | None = None) -> bool:
         """A record a predecessor dispatcher handed out and the tracker still has in flight
-        (``kmq.protocol.handed``): its group's head, in flight. Its group's records read
-        later wait for its settle, or for its copy (by id) if it is republished. A second
-        one of a group (a predecessor's broken order) is in flight too, but not the head.
-        False if the offset is known already."""
+        (``kmq.protocol.handed``): in flight in its group's run, placed by ``first`` (the
+        offset of the message's first record, when read; else this one's). The group's
+        records read later wait for the run to end. False if the offset is known."""
         if offset in self._known:
             return False
         g = self._groups.get(group)
@@ -144,82 +154,112 @@ class GroupOrder:
         self._known.add(offset)
         self._offered_ms[offset] = now_ms
         self._in_flight[offset] = group
-        if g.head_id is None:
-            g.head_id, g.head_offset, g.head_from, g.head_since_ms = msg_id, offset, offset, now_ms
-            self._ready.pop(group, None)
+        first = offset if first is None else first
+        at = next((i for i, x in enumerate(g.run) if x.first > first), len(g.run))
+        g.run.insert(at, _Member(msg_id, offset, offset, first))
+        if at == 0:
+            g.since_ms = now_ms
+        self._update(group, g)
         return True
 
     def lowest_handed(self) -> int | None:
-        """The lowest offset handed out whose group still waits on it (in flight, or its
-        copy waiting at the group's front): a successor must read from there to know it
-        (the durable floor, docs/ordering.md)."""
-        return min([*self._in_flight, *self._returned_from.values()], default=None)
+        """The lowest first record of a message in a run (in flight, away, or its copy
+        waiting to go out again): a successor must read from there to know the run and its
+        order (the durable floor, docs/ordering.md). O(messages in runs)."""
+        return min((m.first for g in self._groups.values() for m in g.run), default=None)
 
-    def take(self, n: int, now_ms: int) -> list[tuple[int, bytes]]:
-        """Up to ``n`` records to hand out now: (offset, group), one per group, each its
-        group's head; they are in flight from here on."""
+    def take(self, n: int, now_ms: int, run: int = 1, max_gap: int | None = None) -> list[tuple[int, bytes]]:
+        """Up to ``n`` records for one consumer: (offset, group), each group's in its order;
+        they are in flight from here on. A group gives its run's first message that came
+        back, alone, or up to ``run`` of its waiting records, no two more than ``max_gap``
+        offsets apart (one delivery holds a run whole)."""
         out: list[tuple[int, bytes]] = []
         while len(out) < n and self._ready:
             group = next(iter(self._ready))
             del self._ready[group]
-            self._returned_from.pop(group, None)
             g = self._groups[group]
-            offset, msg_id = g.waiting.popleft()
-            if g.head_id != msg_id:
-                g.head_since_ms = self._offered_ms.get(offset, now_ms)
-            g.head_id, g.head_offset, g.head_from = msg_id, offset, offset
-            self._in_flight[offset] = group
-            out.append((offset, group))
+            if g.run:  # a message that came back goes out again alone
+                m = g.run[0]
+                offset, m.back = m.back, None
+                m.offset = m.handed_from = offset
+                self._in_flight[offset] = group
+                out.append((offset, group))
+                continue
+            g.since_ms = self._offered_ms.get(g.waiting[0][0], now_ms)
+            k = min(run, n - len(out))
+            last = None
+            while g.waiting and k > 0:
+                offset, msg_id = g.waiting[0]
+                if last is not None and max_gap is not None and offset - last > max_gap:
+                    break
+                g.waiting.popleft()
+                g.run.append(_Member(msg_id, offset, offset, offset))
+                self._in_flight[offset] = group
+                out.append((offset, group))
+                last = offset
+                k -= 1
         return out
 
     def give_back(self, offset: int) -> None:
-        """A taken record that could not be handed out after all: first again."""
+        """A taken record that could not be handed out after all: as it was before the take
+        (give back a take's records last first)."""
         group = self._in_flight.pop(offset, None)
         if group is None:
             return
         g = self._groups[group]
-        g.waiting.appendleft((offset, g.head_id))
-        g.head_offset = None
-        self._ready = {group: None, **self._ready}
+        m = next(x for x in g.run if x.offset == offset)
+        if m is g.run[-1] and not any(x.back is not None or x.held for x in g.run):
+            g.run.pop()  # a fresh record: waiting again, first
+            g.waiting.appendleft((offset, m.msg_id))
+        else:  # a copy: back again
+            m.offset, m.back = None, offset
+        self._update(group, g)
+        if group in self._ready:
+            self._ready = {group: None, **self._ready}
 
     def settled(self, offset: int) -> bool:
-        """The message at ``offset`` was acked (or dropped): its group goes on.
-        False if it was not a head in flight (ignored)."""
+        """The message at ``offset`` was acked (or dropped): it leaves its run; the group goes
+        on when the run is over. False if it was not in flight (ignored)."""
         group = self._in_flight.pop(offset, None)
         if group is None:
             return False
         self._forget(offset)
-        g = self._groups.get(group)
-        if g is None or g.head_offset != offset:
-            return True  # an adopted second one of the group (see adopt): not its head
-        g.head_id, g.head_offset = None, None
-        self._next(group, g)
+        g = self._groups[group]
+        head = g.run[0].offset == offset
+        g.run = [m for m in g.run if m.offset != offset]
+        if not g.run and not g.waiting:
+            del self._groups[group]  # O(active groups): an idle group costs nothing
+            self._ready.pop(group, None)
+            return True
+        if head:
+            first = g.run[0].back if g.run else g.waiting[0][0]
+            g.since_ms = self._offered_ms.get(first, 0)
+        self._update(group, g)
         return True
 
     def dead_lettered(self, offset: int, hold: bool) -> bool:
-        """The head at ``offset`` went to the dead letters: its group goes on (``hold``
-        False, SQS) or waits until the message comes back by id (a redrive)."""
+        """The message at ``offset`` went to the dead letters: it leaves its run (``hold``
+        False, SQS) or stays in it, away, until it comes back by id (a redrive)."""
         if not hold:
             return self.settled(offset)
         group = self._in_flight.pop(offset, None)
         if group is None:
             return False
         self._forget(offset)
-        g = self._groups.get(group)
-        if g is None or g.head_offset != offset:
-            return True  # an adopted second one of the group (see adopt): not its head
-        g.head_offset = None
-        g.held = True
+        g = self._groups[group]
+        m = next(x for x in g.run if x.offset == offset)
+        m.offset, m.held = None, True
+        self._update(group, g)
         return True
 
     def purge_below(self, offset: int) -> int:
         """The queue was purged below ``offset`` (its purge point): forget those records.
 
-        Records waiting below it are never handed out. A head handed out (in flight, or
-        gone to be republished) or dead-lettered and held from below it no longer holds
-        its group: the tracker forgot it at the purge, so no settle and no republish
-        comes. Records at or above ``offset`` were sent after the purge and stay, with
-        their order. Returns how many records and heads were dropped."""
+        Records waiting below it are never handed out. A message handed out (at a consumer,
+        or gone to be republished) or dead-lettered and held from below it leaves its run:
+        the tracker forgot it at the purge, so no settle and no republish comes. A copy
+        read at or above the point stays, as does every record at or above it (sent after
+        the purge), with their order. Returns how many records and messages were dropped."""
         dropped = 0
         for group, g in list(self._groups.items()):
             kept: deque = deque()
@@ -230,109 +270,48 @@ class GroupOrder:
                     self._forget(o)
                     dropped += 1
             g.waiting = kept
-            if g.head_offset is not None and g.head_offset < offset:  # in flight or away
-                self._in_flight.pop(g.head_offset, None)
-                self._forget(g.head_offset)
-                g.head_id, g.head_offset = None, None
+            run = []
+            for m in g.run:
+                if m.offset is not None and m.offset < offset:
+                    del self._in_flight[m.offset]
+                    self._forget(m.offset)
+                elif m.back is not None and m.back < offset:
+                    self._forget(m.back)
+                elif m.held and m.handed_from < offset:
+                    pass
+                else:
+                    run.append(m)
+                    continue
                 dropped += 1
-            elif g.held and g.head_from < offset:
-                g.head_id, g.held = None, False
-                dropped += 1
-            elif g.head_offset is None and not g.held and g.head_id is not None \
-                    and not (g.waiting and g.waiting[0][1] == g.head_id):
-                g.head_id = None  # a returned head waiting at the front, dropped above
-            if g.head_id is not None and (g.head_offset is not None or g.held):
-                self._ready.pop(group, None)  # still waits for its head
-            elif g.waiting:
-                if g.head_id is None:
-                    g.head_since_ms = self._offered_ms.get(g.waiting[0][0], 0)
-                self._ready.setdefault(group, None)
-            else:
+            g.run = run
+            if not run and not kept:
                 self._ready.pop(group, None)
                 del self._groups[group]
-        for o in [o for o in self._in_flight if o < offset]:  # adopted ones that were no head
-            del self._in_flight[o]
-            self._forget(o)
-        self._returned_from = {k: o for k, o in self._returned_from.items()
-                               if k in self._groups and o >= offset}
+                continue
+            if not run:
+                g.since_ms = self._offered_ms.get(kept[0][0], 0)
+            self._update(group, g)
         return dropped
-
-    def _next(self, group: bytes, g: _Group) -> None:
-        if g.waiting:
-            g.head_since_ms = self._offered_ms.get(g.waiting[0][0], 0)
-            self._ready[group] = None
-        else:
-            del self._groups[group]  # O(active groups): an idle group costs nothing
 
     def _forget(self, offset: int) -> None:
         self._known.discard(offset)
         self._offered_ms.pop(offset, None)
 
     def in_flight(self) -> dict[int, bytes]:
-        """Heads handed out and not settled: offset -> group."""
+        """Messages handed out and not settled, not known to be away: offset -> group."""
         return dict(self._in_flight)
 
     def gauges(self, now_ms: int) -> dict[str, int]:
-        """Groups with messages waiting, groups in flight (or waiting for their head to come
-        back), and the oldest head's age in ms (0: none)."""
+        """Groups with messages waiting, groups in flight (a run not over), and the oldest
+        head's age in ms (0: none)."""
         waiting = in_flight = 0
         oldest = None
         for g in self._groups.values():
-            if g.head_id is not None:
+            if g.run:
                 in_flight += 1
             elif g.waiting:
                 waiting += 1
-            if oldest is None or g.head_since_ms < oldest:
-                oldest = g.head_since_ms
+            if oldest is None or g.since_ms < oldest:
+                oldest = g.since_ms
         return {"groups_waiting": waiting, "groups_in_flight": in_flight,
                 "oldest_head_age_ms": 0 if oldest is None else max(0, now_ms - oldest)}
-
-
-class Dedup:
-    """Deduplication of one queue partition by ``kmq.dedup-id`` (see the module docstring).
-
-    ``ts_ms`` is the record's timestamp: the log's time, so the decision depends on the log
-    only. Entries leave when the largest timestamp seen is past their window, or, beyond
-    ``max_entries``, oldest first (counted in ``evicted``).
-    """
-
-    def __init__(self, window_ms: int, max_entries: int = MAX_DEDUP_ENTRIES) -> None:
-        if window_ms <= 0 or max_entries <= 0:
-            raise ValueError("window_ms and max_entries must be positive")
-        self.window_ms = window_ms
-        self.max_entries = max_entries
-        # id -> (ts, offset, msg id) of the window's first record
-        self._first: OrderedDict[bytes, tuple[int, int, str]] = OrderedDict()
-        self._clock_ms = 0
-        self.evicted = 0
-
-    def __len__(self) -> int:
-        return len(self._first)
-
-    def check(self, dedup_id: bytes, msg_id: str, offset: int, ts_ms: int) -> str | None:
-        """None: the record at ``offset`` is the first of its id in the window (accepted; also
-        when that record is read again); else the first record's message id (this one is a
-        duplicate, to drop)."""
-        if ts_ms > self._clock_ms:
-            self._clock_ms = ts_ms
-            self._expire()
-        first = self._first.get(dedup_id)
-        if first is not None and first[1] == offset:
-            return None
-        if first is not None and abs(ts_ms - first[0]) < self.window_ms:
-            return first[2]
-        self._first.pop(dedup_id, None)
-        self._first[dedup_id] = (ts_ms, offset, msg_id)
-        while len(self._first) > self.max_entries:
-            self._first.popitem(last=False)
-            self.evicted += 1
-        return None
-
-    def _expire(self) -> None:
-        horizon = self._clock_ms - self.window_ms
-        first = self._first
-        while first:
-            key, (ts, _, _) = next(iter(first.items()))
-            if ts > horizon:
-                return
-            del first[key]

@@ -222,19 +222,24 @@ def group_counts(tracker, queue):
 
 
 def test_a_purge_drops_the_waiting_records_of_an_ordered_queue(client, ordered, tracker):
-    # Given: four groups of three; a consumer holds two heads (their groups' others wait
-    # behind them) and has no room for the other two groups' heads (they wait for credit).
+    # Given: four groups of three; two consumers with room for one message each hold a
+    # head each (their groups' others wait behind them; a run is at most one message
+    # here), the other two groups wait for credit.
     old = send_groups(client, ordered, ["a", "b", "c", "d"], 3)
     old_ids = {i for ids in old.values() for i in ids}
-    with client.consumer(ordered, max_in_flight=2, visibility_timeout_s=60) as c:
+    with client.consumer(ordered, max_in_flight=1, visibility_timeout_s=60) as c, \
+            client.consumer(ordered, max_in_flight=1, visibility_timeout_s=60) as c2:
         held = []
-        wait_for(lambda: held.extend(c.receive_batch(2, 0.2)) or len(held) == 2, 30, what="two heads")
+        wait_for(lambda: held.extend(c.receive_batch(1, 0.1)) or held.extend(c2.receive_batch(1, 0.1))
+                 or len(held) == 2, 30, what="two heads")
+        assert len({m.group for m in held}) == 2
         wait_for(lambda: group_counts(tracker, ordered) == (2, 2), 30,
                  what="two groups waiting and two in flight")
         # When: the queue is purged
         point = client.purge(ordered)
         assert sum(point.values()) >= 12
-        wait_for(lambda: c.config.purged_before == point, 10, what="the consumer to see the purge")
+        wait_for(lambda: c.config.purged_before == point == c2.config.purged_before, 10,
+                 what="the consumers to see the purge")
         # Then: the dispatcher holds nothing of the queue any more (no group waits for a
         # head the tracker forgot, no record below the point waits to go out)
         wait_for(lambda: groups_of(tracker, ordered) == {"groups_waiting": 0, "groups_in_flight": 0,
@@ -242,6 +247,7 @@ def test_a_purge_drops_the_waiting_records_of_an_ordered_queue(client, ordered, 
                  what="the dispatcher dropping the purged groups")
         for m in held:
             m.ack()  # stale: the purge forgot them
+        c2.close()
         # and what is sent after it goes out in order, and nothing purged ever does
         new = send_groups(client, ordered, ["a", "b", "c", "d"], 2)
         ledger = Ledger(new)

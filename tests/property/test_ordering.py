@@ -1,13 +1,17 @@
-"""Property tests of ordered message groups and deduplication (kmq.protocol.ordering).
+"""Property tests of ordered message groups (kmq.protocol.ordering).
 
-The model: a log of records (offset, id, group); consumers take heads, then ack, release,
-time out, get killed, or dead-letter them; a message that goes away comes back as a new
-record at the end of the log with the same id (the tracker's republish, or a redrive).
-Whatever the interleaving:
+The model: a log of records (offset, id, group); a consumer takes records (runs of a
+group: several of its messages, handled one at a time in order), then acks, releases
+(the rest of the run is given back with it), times out (the rest given back later),
+gets killed, or dead-letters them; a message that goes away comes back as a new record
+at the end of the log with the same id (the tracker's republish, or a redrive), copies
+in any order. Whatever the interleaving:
 
-- a group never has two messages handed out and unsettled at once;
-- a group's message is handed out only once every earlier message of the group is
-  settled (acked, or dead-lettered with the "continue" policy): nothing is reordered;
+- a group's messages at consumers are all at one consumer, from one take;
+- a take hands out a group's messages only as the next ones not settled, in send order,
+  and only when none of the group is at a consumer: nothing is reordered, nothing goes
+  out before an earlier one of its group is settled (acked, or dead-lettered with the
+  "continue" policy) or handed out before it in the same run;
 - every message is eventually handed out when nothing is in flight (no group stuck but a
   held one), and state is kept only for groups with something waiting or in flight;
 - a purge below a point drops every message whose record lies below it (never handed out
@@ -43,13 +47,18 @@ class OrderedQueue(RuleBasedStateMachine):
         self.away: list[tuple[str, bytes, int]] = []  # went away: (id, group, old offset)
         self.handed: list[tuple[bytes, str]] = []  # every hand-out, in order
         self.record_of: dict[str, int] = {}  # message -> offset of its latest record
+        self.id_at: dict[int, str] = {}      # offset -> message
         self.purged: set[str] = set()        # dropped by a purge: count as settled
 
     def _append(self, msg_id, group):
         offset = self.next_offset
         self.next_offset += 1 + (offset % 3 == 0)  # other queues' records in between
         self.record_of[msg_id] = offset
+        self.id_at[offset] = msg_id
         self.order.offer(offset, msg_id, group, self.now)
+
+    def _pending(self, group):
+        return [m for m in self.sent[group] if m not in self.settled and m not in self.purged]
 
     @rule(g=st.integers(0, 4), k=st.integers(1, 5))
     def send(self, g, k):
@@ -60,40 +69,64 @@ class OrderedQueue(RuleBasedStateMachine):
             self.sent[group].append(msg_id)
             self._append(msg_id, group)
 
-    @rule(n=st.integers(1, 8), consumer=st.integers(0, 2), ms=st.integers(0, 50))
-    def take(self, n, consumer, ms):
+    @rule(n=st.integers(1, 8), consumer=st.integers(0, 2), ms=st.integers(0, 50), run=st.integers(1, 4))
+    def take(self, n, consumer, ms, run):
         self.now += ms
-        by_offset = {}
-        for offset, group in self.order.take(n, self.now):
-            msg_id = self._id_at(offset, group)
-            assert group not in by_offset.values(), "two of one group in one take"
-            assert all(g != group for _, g, _ in self.in_flight.values()), "group already in flight"
-            earlier = self.sent[group][:self.sent[group].index(msg_id)]
-            assert all(e in self.settled or e in self.purged for e in earlier), \
-                f"{msg_id} before an earlier one settled"
-            assert msg_id not in self.settled and msg_id not in self.purged
-            by_offset[offset] = group
-            self.in_flight[offset] = (msg_id, group, consumer)
-            self.handed.append((group, msg_id))
+        taken = self.order.take(n, self.now, run)
+        assert len(taken) <= n
+        busy = {g for _, g, _ in self.in_flight.values()}
+        by_group: dict[bytes, list[str]] = {}
+        for offset, group in taken:
+            by_group.setdefault(group, []).append(self.id_at[offset])
+            assert group not in busy, "a group handed out while some of it is at a consumer"
+        for group, ids in by_group.items():
+            assert len(ids) <= run
+            pending = self._pending(group)
+            assert ids == pending[:len(ids)], f"{ids} handed out, but {pending[:len(ids)]} are next"
+            assert not any(m in self.settled or m in self.purged for m in ids)
+        for offset, group in taken:
+            self.in_flight[offset] = (self.id_at[offset], group, consumer)
+            self.handed.append((group, self.id_at[offset]))
 
-    def _id_at(self, offset, group):
-        # what offer() was given at this offset (kept by the model through the log)
-        return self.order._groups[group].head_id
+    def _heads_at_consumers(self):
+        """Groups whose next message is at a consumer: the only one it may settle."""
+        at = {v[0]: o for o, v in self.in_flight.items()}
+        out = []
+        for group in self.groups:
+            pending = self._pending(group)
+            if pending and pending[0] in at:
+                out.append(at[pending[0]])
+        return sorted(out)
 
-    @precondition(lambda self: self.in_flight)
+    @precondition(lambda self: self._heads_at_consumers())
     @rule(i=st.integers(0, 100))
     def ack(self, i):
-        offset = sorted(self.in_flight)[i % len(self.in_flight)]
+        heads = self._heads_at_consumers()
+        offset = heads[i % len(heads)]
         msg_id, _, _ = self.in_flight.pop(offset)
         assert self.order.settled(offset)
         self.settled.add(msg_id)
 
-    @precondition(lambda self: self.in_flight)
-    @rule(i=st.integers(0, 100))
-    def release_or_time_out(self, i):
-        offset = sorted(self.in_flight)[i % len(self.in_flight)]
+    @precondition(lambda self: self._heads_at_consumers())
+    @rule(i=st.integers(0, 100), rest=st.booleans())
+    def release_or_time_out(self, i, rest):
+        """The head goes away; the rest of its run at the consumer is given back with it, or
+        later (``give_back_rest``: it timed out while its consumer worked on the head)."""
+        heads = self._heads_at_consumers()
+        offset = heads[i % len(heads)]
         msg_id, group, _ = self.in_flight.pop(offset)
         self.away.append((msg_id, group, offset))  # the dispatcher is told nothing until it returns
+        if rest:
+            self.give_back_rest()
+
+    @rule()
+    def give_back_rest(self):
+        """Messages at a consumer behind a head that is not there: the consumer gives them back."""
+        for offset, (msg_id, group, _) in sorted(self.in_flight.items()):
+            pending = self._pending(group)
+            if pending and pending[0] not in {v[0] for v in self.in_flight.values()}:
+                del self.in_flight[offset]
+                self.away.append((msg_id, group, offset))
 
     @precondition(lambda self: self.in_flight)
     @rule(consumer=st.integers(0, 2))
@@ -103,10 +136,11 @@ class OrderedQueue(RuleBasedStateMachine):
                 del self.in_flight[offset]
                 self.away.append((msg_id, group, offset))
 
-    @precondition(lambda self: self.in_flight)
+    @precondition(lambda self: self._heads_at_consumers())
     @rule(i=st.integers(0, 100))
     def dead_letter(self, i):
-        offset = sorted(self.in_flight)[i % len(self.in_flight)]
+        heads = self._heads_at_consumers()
+        offset = heads[i % len(heads)]
         msg_id, group, _ = self.in_flight.pop(offset)
         assert self.order.dead_lettered(offset, self.hold)
         if self.hold:
@@ -120,6 +154,7 @@ class OrderedQueue(RuleBasedStateMachine):
         msg_id, group, _ = self.away.pop(i % len(self.away))
         assert self.order.offer(self.next_offset, msg_id, group, self.now) == "returned"
         self.record_of[msg_id] = self.next_offset
+        self.id_at[self.next_offset] = msg_id
         self.next_offset += 1
 
     @precondition(lambda self: self.held)
@@ -128,6 +163,7 @@ class OrderedQueue(RuleBasedStateMachine):
         group, msg_id = self.held.popitem()
         assert self.order.offer(self.next_offset, msg_id, group, self.now) == "returned"
         self.record_of[msg_id] = self.next_offset
+        self.id_at[self.next_offset] = msg_id
         self.next_offset += 1
 
     @rule(back=st.integers(0, 3))
@@ -144,10 +180,11 @@ class OrderedQueue(RuleBasedStateMachine):
         self.held = {g: m for g, m in self.held.items() if m not in gone}
 
     @invariant()
-    def one_in_flight_per_group(self):
-        groups = [g for _, g, _ in self.in_flight.values()]
-        assert len(groups) == len(set(groups))
-        # a head that went away stays in flight until it is read again (or settled)
+    def a_group_is_at_one_consumer(self):
+        where: dict[bytes, int] = {}
+        for _, group, consumer in self.in_flight.values():
+            assert where.setdefault(group, consumer) == consumer, f"group {group!r} at two consumers"
+        # a message that went away stays in flight until it is read again (or settled)
         assert set(self.order.in_flight()) == set(self.in_flight) | {o for _, _, o in self.away}
 
     @invariant()
@@ -161,11 +198,12 @@ class OrderedQueue(RuleBasedStateMachine):
         if not hasattr(self, "order"):
             return
         for _ in range(10_000):
-            while self.in_flight:
+            while self._heads_at_consumers():
                 self.ack(0)
+            self.give_back_rest()
             while self.away:
                 self.republish(0)
-            self.take(100, 0, 0)  # with every check of a take
+            self.take(100, 0, 0, 3)  # with every check of a take
             if not self.in_flight:
                 break
         for group, ids in self.sent.items():
@@ -323,3 +361,44 @@ def test_dedup_message_id_is_the_same_for_every_send():
     a = dedup_message_id("payments", b"txn-991")
     assert a == dedup_message_id("payments", b"txn-991")
     assert a != dedup_message_id("payments2", b"txn-991") and a.startswith("d-")
+
+
+def test_a_run_goes_to_one_consumer_and_its_group_waits_for_all_of_it():
+    order = GroupOrder()
+    for o in range(6):
+        order.offer(o, f"a{o}", b"a", 0)
+    order.offer(6, "b0", b"b", 0)
+    # Given: one consumer takes a run of a's first four, and b's head
+    assert order.take(8, 0, run=4) == [(0, b"a"), (1, b"a"), (2, b"a"), (3, b"a"), (6, b"b")]
+    # Then: nothing more of a goes out until all four are settled
+    for o in (0, 1, 2):
+        assert order.settled(o) and order.take(8, 0, run=4) == []
+    assert order.settled(3) and order.take(8, 0, run=4) == [(4, b"a"), (5, b"a")]
+
+
+def test_a_run_given_back_comes_again_one_at_a_time_in_run_order():
+    order = GroupOrder()
+    for o in range(4):
+        order.offer(o, f"a{o}", b"a", 0)
+    order.offer(4, "a4", b"a", 0)
+    assert [o for o, _ in order.take(8, 0, run=4)] == [0, 1, 2, 3]
+    assert order.settled(0)
+    # a1 released, a2 and a3 given back by the consumer: copies read in another order
+    assert order.offer(10, "a3", b"a", 0) == "returned"
+    assert order.offer(11, "a1", b"a", 0) == "returned"
+    assert order.take(8, 0, run=4) == []          # a2 is neither at a consumer nor back
+    assert order.offer(12, "a2", b"a", 0) == "returned"
+    assert order.offer(13, "a2", b"a", 0) == "known"  # a second copy never goes out
+    assert order.take(8, 0, run=4) == [(11, b"a")]   # the run's first, alone
+    assert order.take(8, 0, run=4) == []
+    assert order.settled(11) and order.take(8, 0, run=4) == [(12, b"a")]
+    assert order.settled(12) and order.take(8, 0, run=4) == [(10, b"a")]
+    assert order.settled(10) and order.take(8, 0, run=4) == [(4, b"a")]
+    assert order.lowest_handed() == 4
+
+
+def test_a_run_stops_at_a_wide_gap():
+    order = GroupOrder()
+    for o in (0, 1, 300, 301):
+        order.offer(o, f"a{o}", b"a", 0)
+    assert order.take(8, 0, run=8, max_gap=256) == [(0, b"a"), (1, b"a")]

@@ -11,8 +11,8 @@ the table alone, reads to the log's end as of its BEGIN before handing out, and 
 the old consumers' acks reach it. Whatever the interleaving:
 
 - nothing acked is handed out again;
-- a group never has two messages in flight (the predecessor's count);
-- a group's message goes out only once every earlier message of the group is acked;
+- a group is handed out only when none of it is in flight (the predecessor's count), as
+  its next messages not acked, in send order (a run: several, for one consumer);
 - everything is acked in the end (no group stuck after a failover).
 """
 
@@ -93,44 +93,59 @@ class FailingOver(RuleBasedStateMachine):
         self.oq.feed(KEY, recs, WINDOW_MS, self.now)
         self.cursor = min(len(self.log), self.cursor + k)
 
-    @rule(n=st.integers(1, 4))
-    def hand_out(self, n):
+    def _pending(self, group: bytes) -> list[str]:
+        return [i for i in self.sent[group] if i not in self.acked]
+
+    def _heads_out(self) -> list[str]:
+        """Messages a consumer may settle now: its group's next, held by a consumer (a
+        consumer handles a run one at a time, in order)."""
+        return sorted(p[0] for p in map(self._pending, self.groups) if p and p[0] in self.out)
+
+    @rule(n=st.integers(1, 4), run=st.integers(1, 3))
+    def hand_out(self, n, run):
         self.now += 1
         if not self.oq.caught_up(KEY, self.cursor):
             return
-        heads = self.oq.take(KEY, n, self.now)
-        for rec in heads:
+        busy = {g for g in self.groups if any(i in self.out for i in self.sent[g])}
+        taken = self.oq.take(KEY, n, self.now, run)
+        by_group: dict[bytes, list[str]] = {}
+        for rec in taken:
             o = rec.offset()
             msg_id, group = rec.headers()[0][1].decode(), rec.headers()[1][1]
             assert msg_id not in self.acked, f"{msg_id} handed out again after its ack"
-            busy = [i for i in self.out if i in self.sent[group]]
-            assert not busy, f"{msg_id} handed out while {busy} of its group are in flight"
-            earlier = self.sent[group][:self.sent[group].index(msg_id)]
-            assert all(i in self.acked for i in earlier), f"{msg_id} overtook an earlier one of its group"
+            assert group not in busy, f"{msg_id} handed out while some of its group are in flight"
+            by_group.setdefault(group, []).append(msg_id)
             self.out[msg_id] = o
             self.state.apply(M.Acquire(M.RangeRef(Q, 0, o, o + 1), 30_000, 1, self.epoch, True), self.now)
-        if heads:
+        for group, ids in by_group.items():
+            assert ids == self._pending(group)[:len(ids)], f"{ids} overtook an earlier one of their group"
+        if taken:
             floor = self.oq.durable_floor(KEY, self.cursor)
             self.state.apply(M.Floor(Q, 0, floor, self.epoch), self.now)
 
-    @precondition(lambda self: self.out)
+    @precondition(lambda self: self._heads_out())
     @rule(i=st.integers(0, 1 << 16))
     def ack(self, i):
-        msg_id = sorted(self.out)[i % len(self.out)]
+        heads = self._heads_out()
+        msg_id = heads[i % len(heads)]
         o = self.out.pop(msg_id)
         self.state.apply(M.Ack(M.RangeRef(Q, 0, o, o + 1), 1), self.now)
         self.acked.add(msg_id)
         self.oq.settled(KEY, [o])
 
-    @precondition(lambda self: self.out)
-    @rule(i=st.integers(0, 1 << 16))
-    def release(self, i):
-        """Released or timed out: the tracker writes a copy at the end, then forgets the entry."""
-        msg_id = sorted(self.out)[i % len(self.out)]
-        o = self.out.pop(msg_id)
-        self._append(msg_id, self.log[o].headers()[1][1])
-        # Republished, then forgotten (as an ack would remove it); the dispatcher hears nothing.
-        self.state.apply(M.Ack(M.RangeRef(Q, 0, o, o + 1), 1), self.now)
+    @precondition(lambda self: self._heads_out())
+    @rule(i=st.integers(0, 1 << 16), reverse=st.booleans())
+    def release(self, i, reverse):
+        """Released or timed out with the rest of its run (the consumer gives it back): the
+        tracker writes copies at the end, then forgets the entries."""
+        heads = self._heads_out()
+        group = self.log[self.out[heads[i % len(heads)]]].headers()[1][1]
+        ids = [m for m in self.sent[group] if m in self.out]
+        for msg_id in reversed(ids) if reverse else ids:
+            o = self.out.pop(msg_id)
+            self._append(msg_id, group)
+            # Republished, then forgotten (as an ack would remove it); the dispatcher hears nothing.
+            self.state.apply(M.Ack(M.RangeRef(Q, 0, o, o + 1), 1), self.now)
 
     @rule()
     def fail_over(self):
@@ -146,10 +161,10 @@ class FailingOver(RuleBasedStateMachine):
         for _ in range(20 * (len(self.log) + 2)):
             if len(self.acked) == self.next_id:
                 return
-            if self.out:
+            if self._heads_out():
                 self.ack(0)
             self.read(8)
-            self.hand_out(4)
+            self.hand_out(4, 2)
         pending = {g: [i for i in ids if i not in self.acked] for g, ids in self.sent.items()}
         raise AssertionError(f"stuck after failover: {pending}")
 

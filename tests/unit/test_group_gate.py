@@ -135,15 +135,17 @@ def test_the_gate_follows_the_queues_ordering_setting():
 
 # -- receive_batch ---------------------------------------------------------------------
 
-def test_a_batch_may_hold_a_run_in_order_and_stops_at_a_group_held_from_before():
+def test_a_batch_holds_one_message_of_a_group_and_stops_at_a_held_one():
     c = consumer()
     deliver(c, ["a", "a", "b", "a"])
     batch = c.receive_batch(10, 0)
-    assert [m.value for m in batch] == [b"0", b"1", b"2", b"3"]
-    deliver(c, [None, "a", "c"])
-    assert [m.value for m in c.receive_batch(10, 0)] == [b"14"]  # stops before a: a3 is held
+    assert [m.value for m in batch] == [b"0"]  # a1 waits for a0, and the front waits
     batch.ack()
-    assert [m.value for m in c.receive_batch(10, 0)] == [b"15", b"16"]
+    batch = c.receive_batch(10, 0)
+    assert [m.value for m in batch] == [b"1", b"2"]  # a3 waits for a1
+    deliver(c, [None, "c"])
+    batch.ack()
+    assert [m.value for m in c.receive_batch(10, 0)] == [b"3", b"14", b"15"]
 
 
 def test_a_batch_gives_back_what_is_nearly_out_and_acks_around_it():
@@ -161,8 +163,11 @@ def test_a_batch_ack_skips_the_given_back_messages():
     run = deliver(c, ["a", "b", "a", "b"])
     c.receive(0).release(0)  # a0: a2 will be given back
     batch = c.receive_batch(10, 0)
-    assert [m.value for m in batch] == [b"1", b"3"]
-    assert batch.ack() == 2 and bytes(run.state) == bytes([RELEASED, ACKED, RELEASED, ACKED])
+    assert [m.value for m in batch] == [b"1"]  # a2 given back; b3 waits for b1
+    assert batch.ack() == 1
+    batch = c.receive_batch(10, 0)
+    assert [m.value for m in batch] == [b"3"] and batch.ack() == 1
+    assert bytes(run.state) == bytes([RELEASED, ACKED, RELEASED, ACKED])
 
 
 def test_groups_of_settled_runs_are_forgotten():
@@ -186,18 +191,56 @@ def test_a_worker_chains_a_batch_by_group_in_order():
 def test_admit_after_lets_the_next_go_only_after_an_earlier_done_one():
     c = consumer(visibility_s=30)
     run = deliver(c, ["a", "a", "a"])
-    a0, a1, a2 = c.receive_batch(10, 0)
+    c._ready.remove(run)
+    a0, a1, a2 = run.hand_out(3)  # as a runner holding a run would have them
     assert not c.admit_after(a0, a1)  # a0 still held: a1 goes back
     assert not c.admit_after(a1, a2)  # a1 given back: so is a2
     assert returned(c) == [(run, 1), (run, 2)]
     a0.ack()
-    deliver(c, ["a", "a"])
-    b0, b1 = c.receive_batch(10, 0)  # the copies' run
+    copies = deliver(c, ["a", "a"])
+    c._ready.remove(copies)
+    b0, b1 = copies.hand_out(2)  # the copies' run
     b0.ack()
     assert c.admit_after(b0, b1)
     b1.ack()
     late = deliver(c, ["a", "a"])
-    c0, c1 = c.receive_batch(10, 0)
+    c._ready.remove(late)
+    c0, c1 = late.hand_out(2)
     c0.ack()
     late.extended_at = time.monotonic() - 28  # 2 s left, the margin is 3
     assert not c.admit_after(c0, c1) and c1.settled == "released" and len(returned(c)) == 3
+
+
+# -- looking past a waiting run ----------------------------------------------------------
+
+def test_other_groups_deliveries_go_while_a_groups_run_waits_for_its_head():
+    c = consumer()
+    deliver(c, ["a", "a", "a"])           # a's run: a0 goes, a1 waits for it
+    deliver(c, ["b", "c"])                # singles of other groups, delivered after
+    a0 = c.receive(0)
+    assert a0.value == b"0"
+    assert [c.receive(0).value, c.receive(0).value] == [b"13", b"14"]  # b, c do not wait for a0
+    assert c.receive(0) is None           # a1 still waits
+    a0.ack()
+    assert c.receive(0).value == b"1"
+
+
+def test_a_mixed_delivery_that_waits_holds_back_what_comes_after_it():
+    c = consumer()
+    deliver(c, ["a", "a", "b"])           # not one group's run: b must not overtake ...
+    deliver(c, ["b"])                     # ... nor this later b go before it
+    a0 = c.receive(0)
+    assert c.receive(0) is None
+    a0.ack()
+    assert [c.receive(0).value, c.receive(0).value] == [b"1", b"2"]
+    assert c.receive(0) is None           # the later b waits for the earlier one
+
+
+def test_a_receive_that_waits_reads_what_arrives_meanwhile():
+    c = consumer()
+    deliver(c, ["a", "a"])
+    a0 = c.receive(0)
+    fetched = []
+    c._fetch_waiting = lambda: fetched.append(deliver(c, ["b"])) if not fetched else None
+    assert c.receive(0.2).value == b"12"  # held while a1 waited, then handed out
+    assert len(fetched) == 1 and a0.settled is None
