@@ -210,25 +210,33 @@ class OrderedQueues:
         return any(q.order.ready() and (q.recovery is None or not q.recovery.catching_up)
                    for q in self._queues.values())
 
-    def take(self, key: Key, n: int, now_ms: int, run: int = 1) -> list:
+    def take(self, key: Key, n: int, now_ms: int, run: int = 1, consumer: str | None = None) -> list:
         """Up to ``n`` records for one consumer, in offset order: group heads, or runs of up
         to ``run`` records of a group (``GroupOrder.take``)."""
-        return [rec for part in self.take_parts(key, n, now_ms, run) for rec in part]
+        return [rec for part in self.take_parts(key, n, now_ms, run, consumer) for rec in part]
 
-    def take_parts(self, key: Key, n: int, now_ms: int, run: int = 1) -> list[list]:
-        """:meth:`take` as the deliveries to write: each group's run of two or more records
-        on its own (so a consumer whose user code holds the run's head can hand out other
-        groups' deliveries meanwhile, kmq.consumer.gated_receive), the single records
-        together, cut where a gap is wide (:func:`_close_runs`); by first offset."""
+    def take_parts(self, key: Key, n: int, now_ms: int, run: int = 1,
+                   consumer: str | None = None) -> list[list]:
+        """:meth:`take` as the deliveries to write, each record carrying its run's id
+        (``kmq.run``): each group's records of two or more on their own (so a consumer
+        whose user code holds the run's head can hand out other groups' deliveries
+        meanwhile, kmq.consumer.gated_receive), the single records together, cut where a
+        gap is wide (:func:`_close_runs`); by first offset."""
         q = self._queues.get(key)
         if q is None or n <= 0:
             return []
         by_group: dict[bytes, list[int]] = {}
-        for offset, group in q.order.take(n, now_ms, run, ORDERED_MAX_GAP):
+        for offset, group in q.order.take(n, now_ms, run, ORDERED_MAX_GAP, consumer):
             by_group.setdefault(group, []).append(offset)
-        singles = sorted(o for offsets in by_group.values() if len(offsets) == 1 for o in offsets)
-        parts = [[q.records.pop(o) for o in offsets] for offsets in by_group.values() if len(offsets) > 1]
-        parts += _close_runs([q.records.pop(o) for o in singles], ORDERED_MAX_GAP)
+        parts, singles = [], []
+        for group, offsets in by_group.items():
+            chain = b"%d" % q.order.chain(group)
+            recs = [_InRun(q.records.pop(o), chain) for o in offsets]
+            if len(recs) > 1:
+                parts.append(recs)
+            else:
+                singles += recs
+        parts += _close_runs(sorted(singles, key=lambda r: r.offset()), ORDERED_MAX_GAP)
         # ACQUIREs in offset order: the first one sets the base of the handed-out bitmap
         # (kmq.protocol.handed), and an offset below the base is not remembered.
         return sorted(parts, key=lambda part: part[0].offset())
@@ -237,6 +245,7 @@ class OrderedQueues:
         """Records taken that no consumer had credit for after all."""
         q = self._queues[key]
         for rec in reversed(records):
+            rec = getattr(rec, "record", rec)
             q.records[rec.offset()] = rec
             heapq.heappush(q.heap, rec.offset())
             q.order.give_back(rec.offset())
@@ -307,12 +316,41 @@ class OrderedQueues:
         for slot, k in roster.share(roster.demand()):
             # A consumer gets whole runs of a group (it hands them to its user code one at a
             # time, kmq.consumer.group_gate): a group's run is one round trip, not one each.
-            parts = self.take_parts(key, k, now_ms, run=k)
+            parts = self.take_parts(key, k, now_ms, run=k, consumer=slot.consumer_id)
             if not parts:
                 break
             for part in parts:
                 runs.append((slot, roster.sent(slot, len(part)), part))
         return runs
+
+
+class _InRun:
+    """A record going out on a lane with its run's id (``kmq.run``): the consumer gives back
+    the rest of a run by it when one of the run's messages fails (kmq.consumer.group_gate)."""
+
+    __slots__ = ("record", "_headers")
+
+    def __init__(self, record: Any, chain: bytes) -> None:
+        self.record = record
+        self._headers = [*(record.headers() or []), (envelope.RUN, chain)]
+
+    def headers(self) -> list:
+        return self._headers
+
+    def offset(self) -> int:
+        return self.record.offset()
+
+    def key(self) -> bytes | None:
+        return self.record.key()
+
+    def value(self) -> bytes | None:
+        return self.record.value()
+
+    def timestamp(self) -> tuple[int, int]:
+        return self.record.timestamp()
+
+    def __len__(self) -> int:
+        return len(self.record)
 
 
 def _close_runs(records: list, max_gap: int) -> list[list]:

@@ -103,6 +103,12 @@ class Message(tuple):
         return raw.decode(errors="replace") if raw else None
 
     @property
+    def run(self) -> bytes | None:
+        """Which run of its group the dispatcher handed this message in (``kmq.run``; an
+        ordered queue's, docs/ordering.md), None without one."""
+        return self._split_headers()[0].get(envelope.RUN)
+
+    @property
     def delivery_count(self) -> int:
         """Deliveries of this message including this one (1 on first receipt)."""
         return envelope.int_header(self._split_headers()[0], envelope.DELIVERIES, 0) + 1

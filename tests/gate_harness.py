@@ -19,11 +19,13 @@ from kmq.queue_config import QueueConfig
 
 
 class Rec:
-    """A queue record as confluent-kafka gives it: headers with ``kmq.group`` or none."""
+    """A queue record as confluent-kafka gives it: headers with ``kmq.group`` or none, and
+    the dispatcher's ``kmq.run`` when given."""
 
-    def __init__(self, group: str | None, n: int) -> None:
+    def __init__(self, group: str | None, n: int, run: bytes | None = None) -> None:
         self.group, self.n = group, n
-        self._headers = [("kmq.id", f"m{n}".encode())] + ([("kmq.group", group.encode())] if group else [])
+        self._headers = [("kmq.id", f"m{n}".encode())] + ([("kmq.group", group.encode())] if group else []) \
+            + ([("kmq.run", run)] if run is not None else [])
 
     def headers(self):
         return self._headers
@@ -55,13 +57,14 @@ def consumer(visibility_s: float = 30.0, dead_letter_head: str = "continue",
     return c
 
 
-def deliver(c: Consumer, groups: list[str | None]):
-    """One delivery (one HeldRange) of records of these groups, in this order."""
+def deliver(c: Consumer, groups: list[str | None], run: bytes | None = None):
+    """One delivery (one HeldRange) of records of these groups, in this order (of the
+    dispatcher's run ``run``, when given)."""
     start = getattr(c, "_next_start", 0)
     c._next_start = start + len(groups) + 10
     ref = M.RangeRef("q", 0, start, start + len(groups))
     with c._lock:
-        return c._hold(ref, [Rec(g, start + i) for i, g in enumerate(groups)], range(len(groups)))
+        return c._hold(ref, [Rec(g, start + i, run) for i, g in enumerate(groups)], range(len(groups)))
 
 
 def returned(c: Consumer) -> list[tuple[object, int]]:

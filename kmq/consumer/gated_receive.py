@@ -69,9 +69,11 @@ class GatedReceive:
             pick = None
             for held in ready:  # the first range whose next message need not wait
                 i = held.handed
-                group = Message((held.recs[i], held, held.rels[i])).group
+                msg = Message((held.recs[i], held, held.rels[i]))
+                group = msg.group
+                run = None if group is None else msg.run or held
                 verdict = G.HAND if group is None else gate.decide(
-                    group, held, G.remaining_s(now, extended_at=held.extended_at,
+                    group, run, G.remaining_s(now, extended_at=held.extended_at,
                                                visibility_s=self.visibility_timeout_s),
                     margin, fate_of)
                 if verdict != G.WAIT:
@@ -96,10 +98,10 @@ class GatedReceive:
                 ready.remove(held)
             if verdict == G.GIVE_BACK:
                 self._return_message(m)
-                gate.given_back(group, held, m[2])
+                gate.given_back(group, held, m[2], run)
                 continue
             if group is not None:
-                gate.handed(group, held, m[2])
+                gate.handed(group, held, m[2], run)
             taken += 1
             if batch is None:
                 one = m

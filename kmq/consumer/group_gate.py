@@ -91,20 +91,23 @@ class _Group:
 
     def __init__(self, batch: int) -> None:
         self.batch = batch
-        self.before: list[tuple[Any, int]] = []  # handed out in earlier batches, still looked at
-        self.now: list[tuple[Any, int]] = []     # handed out in batch ``batch``
-        self.returned: list[Any] = []            # runs of the messages given back since
+        self.before: list[tuple[Any, int, Any]] = []  # (range, rel, run) handed out in earlier batches
+        self.now: list[tuple[Any, int, Any]] = []     # ... handed out in batch ``batch``
+        self.returned: list[tuple[Any, Any]] = []     # (run, range) of the messages given back since
 
 
 class GroupGate:
     """Per group, what :func:`verdict` looks at: the messages of its last hand-out (one
     ``receive``, or its part of one ``receive_batch``) and the runs it gave back since.
 
-    A message is an opaque ``(run, rel)`` pair (the consumer's ``HeldRange``, compared by
-    identity, and a relative offset); ``fate_of(run, rel)`` says what became of one
-    (:func:`fate`). Batches are begun by :meth:`new_batch`. A message handed out in the
-    current batch is pending like any other, so a batch holds at most one message of a
-    group (user code may settle a batch's messages in any order).
+    A message is a ``(range, rel)`` pair (the consumer's ``HeldRange`` and a relative
+    offset) and belongs to a *run*, a key compared by equality: the ``kmq.run`` header the
+    dispatcher puts on an ordered queue's records (the run goes on across deliveries when
+    the dispatcher hands more of the group to the same consumer), else its range.
+    ``fate_of(range, rel)`` says what became of one (:func:`fate`). Batches are begun by
+    :meth:`new_batch`. A message handed out in the current batch is pending like any
+    other, so a batch holds at most one message of a group (user code may settle a
+    batch's messages in any order).
     """
 
     __slots__ = ("_groups", "_batch", "_prune_at")
@@ -120,17 +123,17 @@ class GroupGate:
 
     def decide(self, group: str, run: Any, remaining: float, margin: float,
                fate_of: Callable[[Any, int], str]) -> str:
-        """HAND, WAIT or GIVE_BACK for the message of ``group`` in ``run`` next in line."""
+        """HAND, WAIT or GIVE_BACK for the message of ``group`` and ``run`` next in line."""
         g = self._groups.get(group)
         if g is None:
             return verdict((), remaining, margin)
-        if any(r is run for r in g.returned):
+        if any(r == run for r, _ in g.returned):
             return GIVE_BACK
         # What this batch took is in user code's hands too: one unsettled message per group.
         earlier = g.before + g.now
-        return verdict(((fate_of(r, rel), r is run) for r, rel in earlier), remaining, margin)
+        return verdict(((fate_of(h, rel), r == run) for h, rel, r in earlier), remaining, margin)
 
-    def handed(self, group: str, run: Any, rel: int) -> None:
+    def handed(self, group: str, held: Any, rel: int, run: Any) -> None:
         """The message reached user code. It replaces what decide() looked at: none of that
         was pending, nor failed in this run, and a run left behind (the front moved past
         it) has nothing more to hand out."""
@@ -139,25 +142,26 @@ class GroupGate:
             g = self._groups[group] = _Group(self._batch)
         else:  # after give-backs in this batch: what decide() just looked at is done with
             g.before, g.returned = [], []
-        g.now.append((run, rel))
+        g.now.append((held, rel, run))
 
-    def given_back(self, group: str, run: Any, rel: int) -> None:
+    def given_back(self, group: str, held: Any, rel: int, run: Any) -> None:
         """The message was given back (a failed one): the rest of its run follows it."""
         g = self._groups.get(group)
         if g is None:
             g = self._groups[group] = _Group(self._batch)
         elif g.batch != self._batch:
             g.before, g.now, g.batch = g.before + g.now, [], self._batch
-        if not any(r is run for r in g.returned):
-            g.returned.append(run)
+        if not any(r == run for r, _ in g.returned):
+            g.returned.append((run, held))
 
     def prune(self, alive: Callable[[Any], bool]) -> None:
-        """Forget groups none of whose messages lie in a run still ``alive``; does the work
+        """Forget groups none of whose messages lie in a range still ``alive``; does the work
         only when the groups doubled since the last time (amortised O(1) per hand-out)."""
         if len(self._groups) < self._prune_at:
             return
         self._groups = {k: g for k, g in self._groups.items()
-                        if any(alive(r) for r, _ in g.before + g.now) or any(map(alive, g.returned))}
+                        if any(alive(h) for h, _, _ in g.before + g.now)
+                        or any(alive(h) for _, h in g.returned)}
         self._prune_at = max(1024, 2 * len(self._groups))
 
     def __len__(self) -> int:

@@ -33,6 +33,7 @@ FIRST_DELIVERY_MS = "kmq.first-delivery-ms"
 ENQUEUED_MS = "kmq.enqueued-ms"
 GROUP = "kmq.group"
 DEDUP_ID = "kmq.dedup-id"
+RUN = "kmq.run"  # on a lane copy of an ordered queue's record: its group's run (docs/ordering.md)
 DLQ_REASON = "kmq.dlq.reason"
 DLQ_DETAIL = "kmq.dlq.detail"
 DLQ_LAST_DELIVERY_MS = "kmq.dlq.last-delivery-ms"

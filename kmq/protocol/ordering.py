@@ -59,6 +59,8 @@ class _Group:
     waiting: deque = field(default_factory=deque)  # (offset, msg_id) never handed out, in order
     run: list = field(default_factory=list)        # _Member in hand-out order, the head first
     since_ms: int = 0                              # when the current head was first offered
+    owner: str | None = None  # the consumer its run went to, while more may go there too
+    chain: int = -1           # the run's id for its consumer: its first record's offset
 
 
 class GroupOrder:
@@ -70,6 +72,7 @@ class GroupOrder:
         self._in_flight: dict[int, bytes] = {}  # offset -> group, at a consumer (or away unseen)
         self._known: set[int] = set()           # offsets waiting, back, or in flight
         self._offered_ms: dict[int, int] = {}   # offset -> when first offered (head age)
+        self._owned: dict[str, dict[bytes, None]] = {}  # consumer -> groups whose run goes on there
 
     def __len__(self) -> int:
         """Groups with a message waiting or in flight (what state is kept for)."""
@@ -131,6 +134,7 @@ class GroupOrder:
             self._known.add(offset)
             self._offered_ms[offset] = now_ms
             m.back, m.held = offset, False
+            self._disown(group, g)
             self._update(group, g)
             return "returned"
         self._known.add(offset)
@@ -168,37 +172,70 @@ class GroupOrder:
         order (the durable floor, docs/ordering.md). O(messages in runs)."""
         return min((m.first for g in self._groups.values() for m in g.run), default=None)
 
-    def take(self, n: int, now_ms: int, run: int = 1, max_gap: int | None = None) -> list[tuple[int, bytes]]:
+    def take(self, n: int, now_ms: int, run: int = 1, max_gap: int | None = None,
+             consumer: str | None = None) -> list[tuple[int, bytes]]:
         """Up to ``n`` records for one consumer: (offset, group), each group's in its order;
-        they are in flight from here on. A group gives its run's first message that came
-        back, alone, or up to ``run`` of its waiting records, no two more than ``max_gap``
-        offsets apart (one delivery holds a run whole)."""
+        they are in flight from here on. First, the groups whose run went to ``consumer``
+        and is all still there give it their next waiting records (the run goes on: it is
+        handled there in order, and a run broken there is given back whole, by its id,
+        :meth:`chain`). Then each ready group gives its run's first message that came
+        back, alone, or up to ``run`` of its waiting records, no two more than
+        ``max_gap`` offsets apart (one delivery holds a run whole)."""
         out: list[tuple[int, bytes]] = []
+        for group in list(self._owned.get(consumer, ())) if consumer is not None else ():
+            g = self._groups[group]
+            if len(out) >= n:
+                break
+            if g.waiting and all(m.offset is not None for m in g.run):
+                self._take_waiting(group, g, min(run, n - len(out)), max_gap, out)
         while len(out) < n and self._ready:
             group = next(iter(self._ready))
             del self._ready[group]
             g = self._groups[group]
-            if g.run:  # a message that came back goes out again alone
+            if g.run:  # a message that came back goes out again alone, a run of its own
                 m = g.run[0]
                 offset, m.back = m.back, None
                 m.offset = m.handed_from = offset
                 self._in_flight[offset] = group
+                g.chain = offset
                 out.append((offset, group))
                 continue
             g.since_ms = self._offered_ms.get(g.waiting[0][0], now_ms)
-            k = min(run, n - len(out))
-            last = None
-            while g.waiting and k > 0:
-                offset, msg_id = g.waiting[0]
-                if last is not None and max_gap is not None and offset - last > max_gap:
-                    break
-                g.waiting.popleft()
-                g.run.append(_Member(msg_id, offset, offset, offset))
-                self._in_flight[offset] = group
-                out.append((offset, group))
-                last = offset
-                k -= 1
+            g.chain = g.waiting[0][0]
+            if consumer is not None:
+                g.owner = consumer
+                self._owned.setdefault(consumer, {})[group] = None
+            self._take_waiting(group, g, min(run, n - len(out)), max_gap, out)
         return out
+
+    def _take_waiting(self, group: bytes, g: _Group, k: int, max_gap: int | None,
+                      out: list[tuple[int, bytes]]) -> None:
+        last = None
+        while g.waiting and k > 0:
+            offset, msg_id = g.waiting[0]
+            if last is not None and max_gap is not None and offset - last > max_gap:
+                break
+            g.waiting.popleft()
+            g.run.append(_Member(msg_id, offset, offset, offset))
+            self._in_flight[offset] = group
+            out.append((offset, group))
+            last = offset
+            k -= 1
+
+    def chain(self, group: bytes) -> int:
+        """The id of the run ``group``'s records last taken belong to (its consumer gives back
+        the rest of a run by it, kmq.consumer.group_gate)."""
+        return self._groups[group].chain
+
+    def _disown(self, group: bytes, g: _Group) -> None:
+        """The run no longer goes on at its consumer (over, or some of it went away)."""
+        if g.owner is not None:
+            owned = self._owned.get(g.owner)
+            if owned is not None:
+                owned.pop(group, None)
+                if not owned:
+                    del self._owned[g.owner]
+            g.owner = None
 
     def give_back(self, offset: int) -> None:
         """A taken record that could not be handed out after all: as it was before the take
@@ -211,6 +248,8 @@ class GroupOrder:
         if m is g.run[-1] and not any(x.back is not None or x.held for x in g.run):
             g.run.pop()  # a fresh record: waiting again, first
             g.waiting.appendleft((offset, m.msg_id))
+            if not g.run:
+                self._disown(group, g)
         else:  # a copy: back again
             m.offset, m.back = None, offset
         self._update(group, g)
@@ -227,6 +266,8 @@ class GroupOrder:
         g = self._groups[group]
         head = g.run[0].offset == offset
         g.run = [m for m in g.run if m.offset != offset]
+        if not g.run:
+            self._disown(group, g)
         if not g.run and not g.waiting:
             del self._groups[group]  # O(active groups): an idle group costs nothing
             self._ready.pop(group, None)
@@ -249,6 +290,7 @@ class GroupOrder:
         g = self._groups[group]
         m = next(x for x in g.run if x.offset == offset)
         m.offset, m.held = None, True
+        self._disown(group, g)
         self._update(group, g)
         return True
 
@@ -283,6 +325,8 @@ class GroupOrder:
                     run.append(m)
                     continue
                 dropped += 1
+            if len(run) < len(g.run) or not run:
+                self._disown(group, g)
             g.run = run
             if not run and not kept:
                 self._ready.pop(group, None)

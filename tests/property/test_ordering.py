@@ -44,7 +44,7 @@ class OrderedQueue(RuleBasedStateMachine):
         self.settled: set[str] = set()      # acked, or dead-lettered with "continue"
         self.held: dict[bytes, str] = {}    # group -> dead-lettered head (policy "hold")
         self.in_flight: dict[int, tuple[str, bytes, int]] = {}  # offset -> (id, group, consumer)
-        self.away: list[tuple[str, bytes, int]] = []  # went away: (id, group, old offset)
+        self.away: list[tuple[str, bytes, int, int]] = []  # went away: (id, group, old offset, consumer)
         self.handed: list[tuple[bytes, str]] = []  # every hand-out, in order
         self.record_of: dict[str, int] = {}  # message -> offset of its latest record
         self.id_at: dict[int, str] = {}      # offset -> message
@@ -72,17 +72,26 @@ class OrderedQueue(RuleBasedStateMachine):
     @rule(n=st.integers(1, 8), consumer=st.integers(0, 2), ms=st.integers(0, 50), run=st.integers(1, 4))
     def take(self, n, consumer, ms, run):
         self.now += ms
-        taken = self.order.take(n, self.now, run)
+        taken = self.order.take(n, self.now, run, consumer=str(consumer))
         assert len(taken) <= n
-        busy = {g for _, g, _ in self.in_flight.values()}
+        # What the dispatcher may believe is at each consumer: in flight, or gone away
+        # unseen (its copy not read yet)
+        there: dict[bytes, dict[int, list[str]]] = {}
+        for msg_id, group, c in [*self.in_flight.values(), *[(a[0], a[1], a[3]) for a in self.away]]:
+            there.setdefault(group, {}).setdefault(c, []).append(msg_id)
         by_group: dict[bytes, list[str]] = {}
         for offset, group in taken:
             by_group.setdefault(group, []).append(self.id_at[offset])
-            assert group not in busy, "a group handed out while some of it is at a consumer"
         for group, ids in by_group.items():
             assert len(ids) <= run
+            elsewhere = {c for c in there.get(group, {}) if c != consumer}
+            assert not elsewhere, f"group {group!r} handed to {consumer} while some of it is at {elsewhere}"
+            mine = there.get(group, {}).get(consumer, [])
             pending = self._pending(group)
-            assert ids == pending[:len(ids)], f"{ids} handed out, but {pending[:len(ids)]} are next"
+            before = [m for m in pending if m in mine]
+            assert before == pending[:len(before)], f"{ids} handed after a gap in {pending}"
+            nxt = pending[len(before):len(before) + len(ids)]
+            assert ids == nxt, f"{ids} handed out, but {nxt} are next"
             assert not any(m in self.settled or m in self.purged for m in ids)
         for offset, group in taken:
             self.in_flight[offset] = (self.id_at[offset], group, consumer)
@@ -114,19 +123,19 @@ class OrderedQueue(RuleBasedStateMachine):
         later (``give_back_rest``: it timed out while its consumer worked on the head)."""
         heads = self._heads_at_consumers()
         offset = heads[i % len(heads)]
-        msg_id, group, _ = self.in_flight.pop(offset)
-        self.away.append((msg_id, group, offset))  # the dispatcher is told nothing until it returns
+        msg_id, group, c = self.in_flight.pop(offset)
+        self.away.append((msg_id, group, offset, c))  # the dispatcher is told nothing until it returns
         if rest:
             self.give_back_rest()
 
     @rule()
     def give_back_rest(self):
         """Messages at a consumer behind a head that is not there: the consumer gives them back."""
-        for offset, (msg_id, group, _) in sorted(self.in_flight.items()):
+        for offset, (msg_id, group, c) in sorted(self.in_flight.items()):
             pending = self._pending(group)
             if pending and pending[0] not in {v[0] for v in self.in_flight.values()}:
                 del self.in_flight[offset]
-                self.away.append((msg_id, group, offset))
+                self.away.append((msg_id, group, offset, c))
 
     @precondition(lambda self: self.in_flight)
     @rule(consumer=st.integers(0, 2))
@@ -134,7 +143,7 @@ class OrderedQueue(RuleBasedStateMachine):
         for offset, (msg_id, group, c) in list(self.in_flight.items()):
             if c == consumer:
                 del self.in_flight[offset]
-                self.away.append((msg_id, group, offset))
+                self.away.append((msg_id, group, offset, c))
 
     @precondition(lambda self: self._heads_at_consumers())
     @rule(i=st.integers(0, 100))
@@ -151,7 +160,7 @@ class OrderedQueue(RuleBasedStateMachine):
     @precondition(lambda self: self.away)
     @rule(i=st.integers(0, 100))
     def republish(self, i):
-        msg_id, group, _ = self.away.pop(i % len(self.away))
+        msg_id, group, _, _ = self.away.pop(i % len(self.away))
         assert self.order.offer(self.next_offset, msg_id, group, self.now) == "returned"
         self.record_of[msg_id] = self.next_offset
         self.id_at[self.next_offset] = msg_id
@@ -182,10 +191,10 @@ class OrderedQueue(RuleBasedStateMachine):
     @invariant()
     def a_group_is_at_one_consumer(self):
         where: dict[bytes, int] = {}
-        for _, group, consumer in self.in_flight.values():
+        for _, group, consumer in [*self.in_flight.values(), *[(a[0], a[1], a[3]) for a in self.away]]:
             assert where.setdefault(group, consumer) == consumer, f"group {group!r} at two consumers"
         # a message that went away stays in flight until it is read again (or settled)
-        assert set(self.order.in_flight()) == set(self.in_flight) | {o for _, _, o in self.away}
+        assert set(self.order.in_flight()) == set(self.in_flight) | {o for _, _, o, _ in self.away}
 
     @invariant()
     def state_only_for_active_groups(self):

@@ -244,3 +244,13 @@ def test_a_receive_that_waits_reads_what_arrives_meanwhile():
     c._fetch_waiting = lambda: fetched.append(deliver(c, ["b"])) if not fetched else None
     assert c.receive(0.2).value == b"12"  # held while a1 waited, then handed out
     assert len(fetched) == 1 and a0.settled is None
+
+
+def test_a_run_that_goes_on_in_a_later_delivery_is_given_back_whole():
+    c = consumer()
+    first = deliver(c, ["a", "a"], run=b"7")
+    more = deliver(c, ["a", "a"], run=b"7")   # the dispatcher handed more of the run
+    deliver(c, ["a"], run=b"24")              # a run after the copies came back
+    c.receive(0).release(0)
+    assert c.receive(0).value == b"24"        # the rest of run 7 went back first
+    assert returned(c) == [(first, 1), (more, 0), (more, 1)]
