@@ -341,7 +341,7 @@ def ordering(results: dict[str, dict]) -> list[str]:
            "partition order, 2.2 s in key order with 100 keys, 2.8 s unordered.", ""]
     for r in runs:
         by = {row["run"]: row for row in r["results"]}
-        out += [_source(r), "",
+        out += [_source(r) + (f" {r['note']}" if r.get("note") else ""), "",
                 "| run | consumers | messages | seconds | msgs/s | per msg x unordered | per msg x serial |",
                 "|---|---|---|---|---|---|---|"]
         for row in r["results"]:

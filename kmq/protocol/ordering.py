@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from kmq.protocol.group_purge import PurgeAndGauges
 from kmq.protocol.dedup import (DEFAULT_DEDUP_WINDOW_S, MAX_DEDUP_ENTRIES, MAX_DEDUP_ID_BYTES,  # noqa: F401
                                 Dedup, dedup_message_id, valid_dedup_id)
 
@@ -63,7 +64,7 @@ class _Group:
     chain: int = -1           # the run's id for its consumer: its first record's offset
 
 
-class GroupOrder:
+class GroupOrder(PurgeAndGauges):
     """The groups of one ordered queue partition (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -294,49 +295,6 @@ class GroupOrder:
         self._update(group, g)
         return True
 
-    def purge_below(self, offset: int) -> int:
-        """The queue was purged below ``offset`` (its purge point): forget those records.
-
-        Records waiting below it are never handed out. A message handed out (at a consumer,
-        or gone to be republished) or dead-lettered and held from below it leaves its run:
-        the tracker forgot it at the purge, so no settle and no republish comes. A copy
-        read at or above the point stays, as does every record at or above it (sent after
-        the purge), with their order. Returns how many records and messages were dropped."""
-        dropped = 0
-        for group, g in list(self._groups.items()):
-            kept: deque = deque()
-            for o, msg_id in g.waiting:
-                if o >= offset:
-                    kept.append((o, msg_id))
-                else:
-                    self._forget(o)
-                    dropped += 1
-            g.waiting = kept
-            run = []
-            for m in g.run:
-                if m.offset is not None and m.offset < offset:
-                    del self._in_flight[m.offset]
-                    self._forget(m.offset)
-                elif m.back is not None and m.back < offset:
-                    self._forget(m.back)
-                elif m.held and m.handed_from < offset:
-                    pass
-                else:
-                    run.append(m)
-                    continue
-                dropped += 1
-            if len(run) < len(g.run) or not run:
-                self._disown(group, g)
-            g.run = run
-            if not run and not kept:
-                self._ready.pop(group, None)
-                del self._groups[group]
-                continue
-            if not run:
-                g.since_ms = self._offered_ms.get(kept[0][0], 0)
-            self._update(group, g)
-        return dropped
-
     def _forget(self, offset: int) -> None:
         self._known.discard(offset)
         self._offered_ms.pop(offset, None)
@@ -344,18 +302,3 @@ class GroupOrder:
     def in_flight(self) -> dict[int, bytes]:
         """Messages handed out and not settled, not known to be away: offset -> group."""
         return dict(self._in_flight)
-
-    def gauges(self, now_ms: int) -> dict[str, int]:
-        """Groups with messages waiting, groups in flight (a run not over), and the oldest
-        head's age in ms (0: none)."""
-        waiting = in_flight = 0
-        oldest = None
-        for g in self._groups.values():
-            if g.run:
-                in_flight += 1
-            elif g.waiting:
-                waiting += 1
-            if oldest is None or g.since_ms < oldest:
-                oldest = g.since_ms
-        return {"groups_waiting": waiting, "groups_in_flight": in_flight,
-                "oldest_head_age_ms": 0 if oldest is None else max(0, now_ms - oldest)}

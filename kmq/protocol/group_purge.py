@@ -1,0 +1,73 @@
+"""What a queue purge does to an ordered queue partition's groups, and their gauges: the
+part of :class:`kmq.protocol.ordering.GroupOrder` that reads or drops whole groups (a
+mixin; pure, like it)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.protocol.ordering import GroupOrder
+
+
+class PurgeAndGauges:
+    """:meth:`purge_below` and :meth:`gauges` of :class:`~kmq.protocol.ordering.GroupOrder`."""
+
+    def purge_below(self: "GroupOrder", offset: int) -> int:
+        """The queue was purged below ``offset`` (its purge point): forget those records.
+
+        Records waiting below it are never handed out. A message handed out (at a consumer,
+        or gone to be republished) or dead-lettered and held from below it leaves its run:
+        the tracker forgot it at the purge, so no settle and no republish comes. A copy
+        read at or above the point stays, as does every record at or above it (sent after
+        the purge), with their order. Returns how many records and messages were dropped."""
+        dropped = 0
+        for group, g in list(self._groups.items()):
+            kept: deque = deque()
+            for o, msg_id in g.waiting:
+                if o >= offset:
+                    kept.append((o, msg_id))
+                else:
+                    self._forget(o)
+                    dropped += 1
+            g.waiting = kept
+            run = []
+            for m in g.run:
+                if m.offset is not None and m.offset < offset:
+                    del self._in_flight[m.offset]
+                    self._forget(m.offset)
+                elif m.back is not None and m.back < offset:
+                    self._forget(m.back)
+                elif m.held and m.handed_from < offset:
+                    pass
+                else:
+                    run.append(m)
+                    continue
+                dropped += 1
+            if len(run) < len(g.run) or not run:
+                self._disown(group, g)
+            g.run = run
+            if not run and not kept:
+                self._ready.pop(group, None)
+                del self._groups[group]
+                continue
+            if not run:
+                g.since_ms = self._offered_ms.get(kept[0][0], 0)
+            self._update(group, g)
+        return dropped
+
+    def gauges(self: "GroupOrder", now_ms: int) -> dict[str, int]:
+        """Groups with messages waiting, groups in flight (a run not over), and the oldest
+        head's age in ms (0: none)."""
+        waiting = in_flight = 0
+        oldest = None
+        for g in self._groups.values():
+            if g.run:
+                in_flight += 1
+            elif g.waiting:
+                waiting += 1
+            if oldest is None or g.since_ms < oldest:
+                oldest = g.since_ms
+        return {"groups_waiting": waiting, "groups_in_flight": in_flight,
+                "oldest_head_age_ms": 0 if oldest is None else max(0, now_ms - oldest)}
