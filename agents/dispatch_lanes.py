@@ -50,10 +50,11 @@ class Batch:
 
 
 def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, seq: int,
-                ahead: Lookahead) -> Batch:
+                ahead: Lookahead, copy: bool = False) -> Batch:
     """One consumer's share (``run``, records of ``queue`` on partition ``p`` in offset order)
     as a delivery: by reference where the queue dominates what the consumer's reader would
-    fetch for it (the range and its read-ahead), else as copies."""
+    fetch for it (the range and its read-ahead), else, or if ``copy`` (an ordered queue's:
+    its records carry their run's id, docs/ordering.md), as copies."""
     start, end = run[0].offset(), run[-1].offset() + 1
     ref = M.RangeRef(queue, p, start, end)
     contiguous = len(run) == end - start
@@ -64,7 +65,7 @@ def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, s
     range_bytes = run_bytes if contiguous else ahead.bytes_between(start, end)
     own_after, all_after = ahead.bytes_from(end, run[0].key(), D.REFERENCE_READ_AHEAD_BYTES - range_bytes)
     # Records of the range the read-ahead no longer holds cannot be counted: copy.
-    held = bool(ahead.offsets) and ahead.offsets[0] <= start
+    held = not copy and bool(ahead.offsets) and ahead.offsets[0] <= start
     by_ref = held and refer(run_bytes + own_after, range_bytes + all_after, D.REFERENCE_MIN_SHARE)
     d = D.Delivery(D.REFERENCE if by_ref else D.COPY, epoch, seq, slot.timeout_ms, ref, mask)
     return Batch(slot.consumer_id, slot.lane, d, [] if by_ref else run)

@@ -252,6 +252,8 @@ class Harness:
         (self.work / "events.json").write_text(json.dumps(self.events, indent=1))
         if not result["ok"]:  # what the markers say, to read the violation by
             result["markers_diagnosis"] = self._diagnose()
+            if self.groups:  # an ordered queue's groups, to read rule 4 by
+                (self.work / "groups.json").write_text(json.dumps(self.groups))
         return result
 
     def _diagnose(self) -> dict:

@@ -1,0 +1,77 @@
+"""How an ordered queue's records go out (agents.ordered, agents.dispatch_lanes): each run of
+a group a delivery of its own, every record carrying its run's id, always as copies."""
+
+from __future__ import annotations
+
+from agents.dispatch_lanes import delivery_of
+from agents.ordered import OrderedQueues
+from kmq.protocol import deliveries as D
+from kmq.protocol import envelope as V
+from kmq.protocol.dispatch import ConsumerSlot, Lookahead
+
+KEY = (0, "q", 0)
+
+
+class Rec:
+    """A queue record as confluent-kafka gives it."""
+
+    def __init__(self, offset: int, group: bytes) -> None:
+        self._o, self._h = offset, [(V.ID, f"m{offset}".encode()), (V.GROUP, group)]
+
+    def offset(self):
+        return self._o
+
+    def headers(self):
+        return self._h
+
+    def key(self):
+        return b"q"
+
+    def value(self):
+        return b"x" * 100
+
+    def timestamp(self):
+        return (1, 1000)
+
+    def __len__(self):
+        return 100
+
+
+def fed(groups: list[bytes]) -> tuple[OrderedQueues, list[Rec]]:
+    oq = OrderedQueues()
+    recs = [Rec(o, g) for o, g in enumerate(groups)]
+    oq.feed(KEY, recs, 300_000, 0)
+    return oq, recs
+
+
+def run_ids(part: list) -> set[bytes]:
+    return {dict(r.headers())[V.RUN] for r in part}
+
+
+def test_runs_are_deliveries_of_their_own_and_singles_go_together():
+    oq, _ = fed([b"a", b"b", b"a", b"c", b"a"])
+    parts = oq.take_parts(KEY, 10, 0, run=10, consumer="c1")
+    assert [[r.offset() for r in part] for part in parts] == [[0, 2, 4], [1, 3]]
+    assert run_ids(parts[0]) == {b"0"}                       # a's run: its first offset
+    assert [dict(r.headers())[V.RUN] for r in parts[1]] == [b"1", b"3"]
+
+
+def test_a_run_goes_on_at_its_consumer_with_the_same_id_and_nowhere_else():
+    oq, recs = fed([b"a", b"a", b"a", b"a"])
+    [first] = oq.take_parts(KEY, 2, 0, run=2, consumer="c1")
+    assert oq.take_parts(KEY, 2, 0, run=2, consumer="c2") == []  # a is at c1
+    [more] = oq.take_parts(KEY, 2, 0, run=2, consumer="c1")
+    assert [r.offset() for r in more] == [2, 3] and run_ids(first) == run_ids(more) == {b"0"}
+
+
+def test_an_ordered_queues_records_always_go_out_as_copies():
+    oq, recs = fed([b"a"] * 8)
+    ahead = Lookahead()
+    ahead.plan(0)
+    ahead.add(recs)  # the queue dominates what was read: an unordered queue's would go by reference
+    [part] = oq.take_parts(KEY, 8, 0, run=8, consumer="c1")
+    slot = ConsumerSlot("c1", 0, 30_000)
+    assert delivery_of(list(recs), "q", 0, 1, slot, 1, ahead).delivery.kind == D.REFERENCE
+    batch = delivery_of(part, "q", 0, 1, slot, 1, ahead, copy=True)
+    assert batch.delivery.kind == D.COPY and len(batch.records) == 8
+    assert all(dict(r.headers())[V.RUN] == b"0" for r in batch.records)
