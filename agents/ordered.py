@@ -312,16 +312,19 @@ class OrderedQueues:
         self.feed(key, taken, dedup_window_ms, now_ms)
         if not self.caught_up(key, w.cursor):
             return []
-        runs = []
+        shares = []
         for slot, k in roster.share(roster.demand()):
             # A consumer gets whole runs of a group (it hands them to its user code one at a
             # time, kmq.consumer.group_gate): a group's run is one round trip, not one each.
             parts = self.take_parts(key, k, now_ms, run=k, consumer=slot.consumer_id)
             if not parts:
                 break
-            for part in parts:
-                runs.append((slot, roster.sent(slot, len(part)), part))
-        return runs
+            shares += [(slot, part) for part in parts]
+        # ACQUIREs in offset order across consumers too: the first sets the base of the
+        # handed-out bitmap, below which an offset is not remembered (a successor would
+        # hand it out again, acked or not).
+        shares.sort(key=lambda share: share[1][0].offset())
+        return [(slot, roster.sent(slot, len(part)), part) for slot, part in shares]
 
 
 class _InRun:

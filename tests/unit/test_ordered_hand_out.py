@@ -75,3 +75,19 @@ def test_an_ordered_queues_records_always_go_out_as_copies():
     batch = delivery_of(part, "q", 0, 1, slot, 1, ahead, copy=True)
     assert batch.delivery.kind == D.COPY and len(batch.records) == 8
     assert all(dict(r.headers())[V.RUN] == b"0" for r in batch.records)
+
+
+def test_a_rounds_deliveries_are_in_offset_order_across_consumers():
+    from kmq.protocol.dispatch import Roster, Want
+    from kmq.protocol.markers import Credit
+    for turn in (0, 1):  # whichever consumer is served first
+        oq = OrderedQueues()
+        roster = Roster(1)
+        roster.credit(Credit("q", "c1", 0, 1, 0, 2, 30_000, 30_000), 0)  # room for two
+        # c1 takes a's first record; then b (1) and a's next (2) are read
+        oq.hand_out(KEY, Want("q", 0, 3, [Rec(0, b"a")]), roster, 300_000, 0)
+        roster.credit(Credit("q", "c2", 0, 1, 0, 3, 30_000, 30_000), 0)
+        roster._turn = turn
+        runs = oq.hand_out(KEY, Want("q", 1, 6, [Rec(1, b"b"), Rec(2, b"a")]), roster, 300_000, 0)
+        got = [(slot.consumer_id, [r.offset() for r in part]) for slot, _, part in runs]
+        assert sorted(got, key=lambda x: x[1]) == got and ("c1", [2]) in got and ("c2", [1]) in got
