@@ -53,7 +53,7 @@ def consumer(visibility_s: float = 30.0, dead_letter_head: str = "continue",
     c.stats = {}
     c._follow_ordering()
     c._receive_into_buffer = lambda timeout_s: 0  # nothing more arrives
-    c._fetch_waiting = lambda: None
+    c._fetch_waiting = lambda now: None
     return c
 
 

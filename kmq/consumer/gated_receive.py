@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kmq.consumer.facade import Consumer
 
 GATE_TICK_S = 0.02  # how often a receive held back by its group looks again (the flusher's tick)
+LANE_READ_EVERY_S = 0.05  # how often the lane is read while there are ready messages (_fetch_waiting)
 
 
 class GatedReceive:
@@ -40,6 +41,7 @@ class GatedReceive:
         elif getattr(self, "_gate", None) is None:
             self._gate = G.GroupGate()
             self._only_group: dict = {}
+            self._lane_read_at = 0.0
 
     def _receive_gated(self: "Consumer", max_messages: int, timeout_s: float | None,
                        batch: MessageBatch | None) -> Message | None:
@@ -66,6 +68,8 @@ class GatedReceive:
                 self._on_receiving_thread()
                 continue
             now = time.monotonic()
+            if now - self._lane_read_at >= LANE_READ_EVERY_S:
+                self._fetch_waiting(now)
             pick = None
             for held in ready:  # the first range whose next message need not wait
                 i = held.handed
@@ -89,7 +93,7 @@ class GatedReceive:
                     break
                 # Read what was delivered meanwhile: held, it is kept alive by the keepalive;
                 # left unread on the lane, it would time out while its group waits here.
-                self._fetch_waiting()
+                self._fetch_waiting(now)
                 self._stop.wait(GATE_TICK_S if deadline is None else min(GATE_TICK_S, deadline - now))
                 continue
             held = pick
@@ -132,11 +136,14 @@ class GatedReceive:
             cache[key] = got
         return got
 
-    def _fetch_waiting(self: "Consumer") -> None:
-        """Hold what the lane brought while every ready message waits for its group."""
-        room = min(self.batch_size, self.max_in_flight - self._in_flight)
-        if room > 0:
-            self.stats["received"] += self._source.fetch(room, 0.0)
+    def _fetch_waiting(self: "Consumer", now: float) -> None:
+        """Hold what the lane brought (the dispatcher sent it against this consumer's credit)
+        while ready messages wait for their groups or a long run is handled: held, it is
+        kept alive by the keepalive; left unread on the lane, it times out (measured: a
+        run of one group handled for 4 s left a delivery unread past its visibility, and
+        its message came again after its ack)."""
+        self._lane_read_at = now
+        self.stats["received"] += self._source.fetch(self.batch_size, 0.0)
 
     def _return_message(self: "Consumer", m: Message) -> bool:
         """Give ``m`` back uncounted (it never reached user code); False if it was settled

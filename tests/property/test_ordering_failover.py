@@ -26,6 +26,7 @@ from kmq.protocol import envelope as V
 from kmq.protocol import handed as H
 from kmq.protocol import entries as E
 from kmq.protocol import markers as M
+from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.state import PartitionState
 from kmq.protocol.store import MemoryStore
 
@@ -61,6 +62,9 @@ class FailingOver(RuleBasedStateMachine):
         self.sent: dict[bytes, list[str]] = {g: [] for g in self.groups}
         self.acked: set[str] = set()
         self.out: dict[str, int] = {}   # id -> offset handed out, not acked nor republished
+        self.holder: dict[str, str] = {}  # id -> the consumer it was handed to
+        self.range_of: dict[str, M.RangeRef] = {}  # id -> its delivery's range
+        self.gone: dict[str, tuple[str, int]] = {}  # id -> (consumer that gave it back, copy offset)
         self.next_id = 0
         self.now = 0
         self._begin()
@@ -93,6 +97,11 @@ class FailingOver(RuleBasedStateMachine):
         self.oq.feed(KEY, recs, WINDOW_MS, self.now)
         self.cursor = min(len(self.log), self.cursor + k)
 
+    def _settle(self, msg_id: str, o: int) -> None:
+        rng = self.range_of[msg_id]
+        applied = self.state.apply(M.Ack(rng, 1 << (o - rng.start)), self.now)
+        assert applied is None or applied.what != "unknown-range", (msg_id, rng, applied)
+
     def _pending(self, group: bytes) -> list[str]:
         return [i for i in self.sent[group] if i not in self.acked]
 
@@ -101,25 +110,47 @@ class FailingOver(RuleBasedStateMachine):
         consumer handles a run one at a time, in order)."""
         return sorted(p[0] for p in map(self._pending, self.groups) if p and p[0] in self.out)
 
-    @rule(n=st.integers(1, 4), run=st.integers(1, 3))
-    def hand_out(self, n, run):
+    @rule(n=st.integers(1, 4), consumers=st.integers(1, 2))
+    def hand_out(self, n, consumers):
+        """A dispatch round as the dispatcher does it: each consumer's credit ``n``, runs and
+        runs going on, the round's ACQUIREs in its order, then its FLOOR."""
         self.now += 1
-        if not self.oq.caught_up(KEY, self.cursor):
-            return
-        busy = {g for g in self.groups if any(i in self.out for i in self.sent[g])}
-        taken = self.oq.take(KEY, n, self.now, run)
+        roster = Roster(1)
+        for c in range(consumers):
+            roster.credit(M.Credit(Q, f"c{c}", 0, 0, 0, n, 30_000, 30_000), self.now)
+        busy = {}
+        for msg_id, o in self.out.items():
+            busy[self.log[o].headers()[1][1]] = self.holder[msg_id]
+        runs = self.oq.hand_out(KEY, Want(Q, self.cursor, n, []), roster, WINDOW_MS, self.now)
         by_group: dict[bytes, list[str]] = {}
-        for rec in taken:
-            o = rec.offset()
-            msg_id, group = rec.headers()[0][1].decode(), rec.headers()[1][1]
-            assert msg_id not in self.acked, f"{msg_id} handed out again after its ack"
-            assert group not in busy, f"{msg_id} handed out while some of its group are in flight"
-            by_group.setdefault(group, []).append(msg_id)
-            self.out[msg_id] = o
-            self.state.apply(M.Acquire(M.RangeRef(Q, 0, o, o + 1), 30_000, 1, self.epoch, True), self.now)
+        for slot, _, part in runs:
+            for rec in part:
+                o = rec.offset()
+                msg_id, group = rec.headers()[0][1].decode(), rec.headers()[1][1]
+                assert msg_id not in self.acked, f"{msg_id} handed out again after its ack"
+                assert busy.get(group, slot.consumer_id) == slot.consumer_id, \
+                    f"{msg_id} handed to {slot.consumer_id} while some of its group are at {busy[group]}"
+                by_group.setdefault(group, []).append(msg_id)
+                self.out[msg_id] = o
+                self.holder[msg_id] = slot.consumer_id
+            mask = M.offsets_mask(part[0].offset(), [r.offset() for r in part])
+            rng = M.RangeRef(Q, 0, part[0].offset(), part[-1].offset() + 1)
+            for rec in part:  # the consumer settles by its delivery's range
+                self.range_of[rec.headers()[0][1].decode()] = rng
+            self.state.apply(M.Acquire(rng, 30_000, mask, self.epoch, True), self.now)
         for group, ids in by_group.items():
-            assert ids == self._pending(group)[:len(ids)], f"{ids} overtook an earlier one of their group"
-        if taken:
+            pending = self._pending(group)
+            c = self.holder[ids[0]]
+            # earlier ones at that consumer, or given back there unseen (a copy not read yet)
+            before = [i for i in pending if i not in ids and (
+                i in self.out or self.gone.get(i, (None, -1))[0] == c and self.gone[i][1] >= self.cursor)]
+            assert ids == pending[len(before):len(before) + len(ids)], \
+                f"{ids} overtook an earlier one of their group"
+            if any(i in self.gone for i in before):
+                # More of a run its consumer gave back (the dispatcher had not read the copy
+                # yet): the consumer gives these back too, by the run's id.
+                self._give_back(group, ids)
+        if runs:
             floor = self.oq.durable_floor(KEY, self.cursor)
             self.state.apply(M.Floor(Q, 0, floor, self.epoch), self.now)
 
@@ -129,7 +160,7 @@ class FailingOver(RuleBasedStateMachine):
         heads = self._heads_out()
         msg_id = heads[i % len(heads)]
         o = self.out.pop(msg_id)
-        self.state.apply(M.Ack(M.RangeRef(Q, 0, o, o + 1), 1), self.now)
+        self._settle(msg_id, o)
         self.acked.add(msg_id)
         self.oq.settled(KEY, [o])
 
@@ -141,11 +172,15 @@ class FailingOver(RuleBasedStateMachine):
         heads = self._heads_out()
         group = self.log[self.out[heads[i % len(heads)]]].headers()[1][1]
         ids = [m for m in self.sent[group] if m in self.out]
-        for msg_id in reversed(ids) if reverse else ids:
+        self._give_back(group, list(reversed(ids)) if reverse else ids)
+
+    def _give_back(self, group: bytes, ids: list[str]) -> None:
+        for msg_id in ids:
             o = self.out.pop(msg_id)
             self._append(msg_id, group)
+            self.gone[msg_id] = (self.holder[msg_id], len(self.log) - 1)
             # Republished, then forgotten (as an ack would remove it); the dispatcher hears nothing.
-            self.state.apply(M.Ack(M.RangeRef(Q, 0, o, o + 1), 1), self.now)
+            self._settle(msg_id, o)
 
     @rule()
     def fail_over(self):

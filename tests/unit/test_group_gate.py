@@ -241,7 +241,7 @@ def test_a_receive_that_waits_reads_what_arrives_meanwhile():
     deliver(c, ["a", "a"])
     a0 = c.receive(0)
     fetched = []
-    c._fetch_waiting = lambda: fetched.append(deliver(c, ["b"])) if not fetched else None
+    c._fetch_waiting = lambda now: fetched.append(deliver(c, ["b"])) if not fetched else None
     assert c.receive(0.2).value == b"12"  # held while a1 waited, then handed out
     assert len(fetched) == 1 and a0.settled is None
 
@@ -254,3 +254,17 @@ def test_a_run_that_goes_on_in_a_later_delivery_is_given_back_whole():
     c.receive(0).release(0)
     assert c.receive(0).value == b"24"        # the rest of run 7 went back first
     assert returned(c) == [(first, 1), (more, 0), (more, 1)]
+
+
+def test_the_lane_is_read_while_a_run_is_handled_not_only_when_nothing_is_ready():
+    c = consumer()
+    deliver(c, ["a", "a", "a"])
+    reads = []
+    c._fetch_waiting = lambda now: reads.append(now)
+    c._lane_read_at = time.monotonic() - 1.0   # last read long ago
+    a0 = c.receive(0)
+    assert len(reads) == 1                     # read although a run was ready
+    c._lane_read_at = time.monotonic()         # just read
+    a0.ack()
+    c.receive(0)
+    assert len(reads) == 1
