@@ -25,6 +25,9 @@ And heartbeats: aiokafka keeps no record of when its group membership was last
 confirmed; the dispatcher of shared queues needs it (``app.membership``), so each
 heartbeat answered with no error is noted there.
 
+And changelog records Faust fetched and dropped (a standby replica lost its first
+fetch so): fetched again (``app.changelog_refetch``).
+
 And table partitions coming back to this worker: Faust resumes each from its
 RocksDB, however old; one last written longer ago than the changelog keeps
 tombstones is dropped first (``app.data_dir``), so Faust restores it.
@@ -38,7 +41,7 @@ import asyncio
 import time
 from typing import Any
 
-from app import data_dir, membership
+from app import changelog_refetch, data_dir, membership
 from app.unreadable import unreadable_batches
 from kmq.kafka.offsets import true_end_offsets
 from kmq.settings import Settings
@@ -86,6 +89,7 @@ def apply(settings: Settings) -> None:
     _note_heartbeats()
     _rebuild_stale_partitions()
     skip_unreadable_batches(settings.markers_topic)
+    changelog_refetch.install()
 
 
 class _LastBatch:

@@ -117,6 +117,30 @@ def test_the_batch_reader_app_consumer_tuning_wraps_has_the_shape_it_assumes():
     assert "self._records_iterator = self._unpack_records()" in inspect.getsource(PartitionRecords.__init__)
 
 
+def test_the_fetch_app_changelog_refetch_wraps_still_drops_what_it_says():
+    from aiokafka.consumer.subscription_state import TopicPartitionState
+    from faust.tables.manager import TableManager
+    from faust.transport.consumer import Consumer
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    # Faust's own (app.changelog_refetch keeps them aside when it wraps them)
+    getmany = Consumer.__dict__.get("_kmq_getmany") or Consumer.__dict__["getmany"]
+    wait = Consumer.__dict__.get("_kmq_wait_next_records") or Consumer.__dict__["_wait_next_records"]
+    assert inspect.isasyncgenfunction(getmany) and list(inspect.signature(getmany).parameters) == ["self", "timeout"]
+    assert inspect.iscoroutinefunction(wait) and list(inspect.signature(wait).parameters) == ["self", "timeout"]
+    source = inspect.getsource(getmany)
+    # The drops it mends: records fetched, then given up when the flow stopped or the
+    # generation changed (a seek back to committed offsets, which changelogs have none of).
+    assert "records, active_partitions = await self._wait_next_records(timeout)" in source
+    assert "if not self.flow_active:" in source and "await self.perform_seek()" in source
+    assert "return records, active_partitions" in inspect.getsource(wait)
+    # What it uses to seek back on the consumer's thread.
+    assert inspect.iscoroutinefunction(AIOKafkaConsumerThread.call_thread)
+    assert "_ensure_consumer" in AIOKafkaConsumerThread.__dict__
+    assert isinstance(TableManager.__dict__["changelog_topics"], property)
+    assert {"has_valid_position", "position"} <= set(TopicPartitionState.__dict__)
+
+
 def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
     from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.protocol.group import HeartbeatRequest

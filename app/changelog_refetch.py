@@ -1,0 +1,96 @@
+"""Changelog records Faust fetched but never handed to table recovery are fetched again.
+
+faust-streaming 0.15.3's ``Consumer.getmany`` drops records it fetched when the flow
+stopped or the generation changed while they were on their way, or mid-batch (recovery
+pauses the flow at each phase and rebalance). For stream topics it then seeks back to
+the committed offsets; a changelog partition has none, so aiokafka's position stays past
+the dropped records and nothing reads them again. A standby replica started from an
+empty table lost its whole first fetch that way: it held only what the changelog got
+after it started, and a worker promoted from it knew nothing of the messages in flight
+before (the shared chaos run lost 20 of them: their ACQUIREs' entries were in the
+changelog, in the other worker's replica, and not in the new owner's table).
+
+So each ``getmany`` call notes the changelog records it fetched and the ones it handed
+on; a partition with records dropped is sought back to the first of them, unless
+something moved it since (a rebalance's recovery seeks it itself).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+log = logging.getLogger("kmq.tracker.tables")
+
+Key = tuple[str, int]  # (topic, partition)
+
+
+def dropped(fetched: Mapping[Key, list[int]], handed: Mapping[Key, int]) -> dict[Key, tuple[int, int]]:
+    """Per partition with records fetched and not handed on: (the first of them, the
+    position the fetch left the partition at). ``fetched``: the offsets of one fetch, in
+    order, per partition; ``handed``: the last offset handed on per partition (records of
+    a partition are handed on in offset order, so the rest were dropped)."""
+    out = {}
+    for key, offsets in fetched.items():
+        if not offsets:
+            continue
+        last = handed.get(key)
+        rest = offsets if last is None else [o for o in offsets if o > last]
+        if rest:
+            out[key] = (rest[0], offsets[-1] + 1)
+    return out
+
+
+def install() -> None:
+    """Wrap Faust's ``Consumer.getmany`` (once per process)."""
+    from faust.transport.consumer import Consumer
+
+    if getattr(Consumer, "_kmq_refetch", False):
+        return
+    # Faust's own, kept aside (tests/unit/test_dependencies.py checks their shape).
+    original_wait = Consumer._kmq_wait_next_records = Consumer._wait_next_records
+    original_getmany = Consumer._kmq_getmany = Consumer.getmany
+
+    async def _wait_next_records(self: Any, timeout: float) -> Any:
+        records, active = await original_wait(self, timeout)
+        self._kmq_fetched = records
+        return records, active
+
+    async def getmany(self: Any, timeout: float) -> Any:
+        self._kmq_fetched = None
+        handed: dict[Key, int] = {}
+        async for tp, message in original_getmany(self, timeout):
+            handed[(tp.topic, tp.partition)] = message.offset
+            yield tp, message
+        changelogs = self.app.tables.changelog_topics
+        fetched = {(tp.topic, tp.partition): [r.offset for r in recs]
+                   for tp, recs in (self._kmq_fetched or {}).items() if tp.topic in changelogs}
+        self._kmq_fetched = None
+        lost = dropped(fetched, handed)
+        if lost and getattr(self, "_thread", None) is not None:
+            for (topic, partition), first in (await self._thread.call_thread(_seek_back, self._thread, lost)).items():
+                log.info("%s[%d]: records from offset %d were fetched and not handed to table recovery; "
+                         "fetching them again (app.changelog_refetch)", topic, partition, first)
+
+    Consumer._wait_next_records = _wait_next_records
+    Consumer.getmany = getmany
+    Consumer._kmq_refetch = True
+
+
+async def _seek_back(thread: Any, lost: dict[Key, tuple[int, int]]) -> dict[Key, int]:
+    """On the consumer's thread: seek each partition to its first dropped record if it is
+    still assigned and where the fetch left it. Returns the partitions sought."""
+    from aiokafka import TopicPartition
+
+    consumer = thread._ensure_consumer()
+    subscription = consumer._subscription.subscription
+    assignment = None if subscription is None else subscription.assignment
+    done = {}
+    for (topic, partition), (first, after) in lost.items():
+        tp = TopicPartition(topic, partition)
+        state = None if assignment is None else assignment.state_value(tp)
+        if state is None or not state.has_valid_position or state.position != after:
+            continue  # revoked, or sought since: whoever moved it knows where to read
+        consumer.seek(tp, first)
+        done[(topic, partition)] = first
+    return done
