@@ -21,6 +21,8 @@ from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.dedup import Dedup, valid_dedup_id
 from kmq.protocol.ordering import GroupOrder, valid_group
+from agents.ordered_recovery import Recovering, _Recovery
+from agents.ordered_records import InRun, close_runs
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 
@@ -41,33 +43,24 @@ class _Queue:
     # every dispatch round: a min() over the records cost the tracker's GIL per round)
     heap: list[int] = field(default_factory=list)
     ordered: bool = False  # fed as an ordered queue (else only deduplicated)
-    recovery: "_Recovery | None" = None  # what a predecessor handed out (docs/ordering.md)
+    recovery: _Recovery | None = None  # what a predecessor handed out (docs/ordering.md)
 
 
-@dataclass
-class _Recovery:
-    """What a dispatcher that began learned of its predecessors' hand-outs (BEGIN)."""
-
-    handed: H.HandedOut
-    pending: set[int]   # handed out and still in flight in the tracker's table
-    until: int          # the partition's end as of BEGIN: read to here before handing out
-    catching_up: bool = True
-    # message id -> (group, offset of its first record) of records handed out and settled:
-    # a copy read later (republished before BEGIN) is in its group's run, placed there
-    settled: dict[str, tuple[bytes, int]] = field(default_factory=dict)
-
-
-class OrderedQueues:
+class OrderedQueues(Recovering):
     """Ordered queue partitions of one dispatcher (see the module docstring)."""
 
     def __init__(self) -> None:
         self._queues: dict[Key, _Queue] = {}
         self.stats = {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0}
 
-    def _get(self, key: Key, dedup_window_ms: int) -> _Queue:
+    def _queue(self, key: Key) -> _Queue:
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = _Queue()
+        return q
+
+    def _get(self, key: Key, dedup_window_ms: int) -> _Queue:
+        q = self._queue(key)
         if q.dedup is None or q.dedup.window_ms != dedup_window_ms:
             q.dedup = Dedup(dedup_window_ms)  # a changed window starts afresh
         return q
@@ -79,42 +72,6 @@ class OrderedQueues:
             self.dead_lettered(key, offsets, dead_letter_head == "hold")
         else:
             self.settled(key, offsets)
-
-    def recover_partition(self, m: int, handed: dict, end_offset: Any) -> None:
-        """BEGIN on markers partition ``m``: its ordered queue partitions resume from what the
-        predecessor handed out (``(queue, p) -> (HandedOut, pending)``); ``end_offset(p,
-        default)`` reads a queue partition's end."""
-        for (q, p), (h, pending) in handed.items():
-            # Everything republished before BEGIN is below this end (the tracker settles
-            # after republishing), so a returned head is read before its group goes on.
-            until = end_offset(p, default=h.end)
-            self.recover((m, q, p), h, pending, until)
-            log.info("markers partition %d: ordered queue %s/%d resumes with %d handed out above "
-                     "its floor (%d in flight), reading to %d first", m, q, p, h.mask.bit_count(),
-                     len(pending), until)
-
-    def recover(self, key: Key, handed: H.HandedOut, pending: frozenset[int], until: int) -> None:
-        """A new epoch begins: its predecessors handed out ``handed`` (``pending`` of it
-        still in flight); nothing of the queue goes out before it is read up to ``until``
-        (the partition's end as of BEGIN), so a head republished before is seen first."""
-        q = self._queues.get(key)
-        if q is None:
-            q = self._queues[key] = _Queue()
-        q.ordered = True
-        q.recovery = _Recovery(handed, set(pending), until)
-
-    def caught_up(self, key: Key, read_cursor: int) -> bool:
-        """Whether heads may go out: after a BEGIN, only once the queue is read up to the
-        partition's end as of BEGIN (or its window is full)."""
-        q = self._queues.get(key)
-        r = None if q is None else q.recovery
-        if r is None:
-            return True
-        if r.catching_up and (read_cursor >= r.until or self.room(key, read_cursor) == 0):
-            r.catching_up = False
-        if read_cursor >= max(r.until, r.handed.end):
-            q.recovery = None  # nothing a predecessor handed out is left to read
-        return not r.catching_up
 
     def durable_floor(self, key: Key, read_cursor: int) -> int:
         """Where a successor must read from (FLOOR): the oldest record waiting, or lower, the
@@ -221,7 +178,7 @@ class OrderedQueues:
         (``kmq.run``): each group's records of two or more on their own (so a consumer
         whose user code holds the run's head can hand out other groups' deliveries
         meanwhile, kmq.consumer.gated_receive), the single records together, cut where a
-        gap is wide (:func:`_close_runs`); by first offset."""
+        gap is wide (:func:`agents.ordered_records.close_runs`); by first offset."""
         q = self._queues.get(key)
         if q is None or n <= 0:
             return []
@@ -231,12 +188,12 @@ class OrderedQueues:
         parts, singles = [], []
         for group, offsets in by_group.items():
             chain = b"%d" % q.order.chain(group)
-            recs = [_InRun(q.records.pop(o), chain) for o in offsets]
+            recs = [InRun(q.records.pop(o), chain) for o in offsets]
             if len(recs) > 1:
                 parts.append(recs)
             else:
                 singles += recs
-        parts += _close_runs(sorted(singles, key=lambda r: r.offset()), ORDERED_MAX_GAP)
+        parts += close_runs(sorted(singles, key=lambda r: r.offset()), ORDERED_MAX_GAP)
         # ACQUIREs in offset order: the first one sets the base of the handed-out bitmap
         # (kmq.protocol.handed), and an offset below the base is not remembered.
         return sorted(parts, key=lambda part: part[0].offset())
@@ -325,43 +282,3 @@ class OrderedQueues:
         # hand it out again, acked or not).
         shares.sort(key=lambda share: share[1][0].offset())
         return [(slot, roster.sent(slot, len(part)), part) for slot, part in shares]
-
-
-class _InRun:
-    """A record going out on a lane with its run's id (``kmq.run``): the consumer gives back
-    the rest of a run by it when one of the run's messages fails (kmq.consumer.group_gate)."""
-
-    __slots__ = ("record", "_headers")
-
-    def __init__(self, record: Any, chain: bytes) -> None:
-        self.record = record
-        self._headers = [*(record.headers() or []), (envelope.RUN, chain)]
-
-    def headers(self) -> list:
-        return self._headers
-
-    def offset(self) -> int:
-        return self.record.offset()
-
-    def key(self) -> bytes | None:
-        return self.record.key()
-
-    def value(self) -> bytes | None:
-        return self.record.value()
-
-    def timestamp(self) -> tuple[int, int]:
-        return self.record.timestamp()
-
-    def __len__(self) -> int:
-        return len(self.record)
-
-
-def _close_runs(records: list, max_gap: int) -> list[list]:
-    """Records in offset order cut where more than ``max_gap`` offsets lie between two."""
-    out: list[list] = []
-    for rec in records:
-        if out and rec.offset() - out[-1][-1].offset() <= max_gap:
-            out[-1].append(rec)
-        else:
-            out.append([rec])
-    return out

@@ -1,0 +1,70 @@
+"""An ordered queue partition's recovery when its dispatcher begins (docs/ordering.md,
+"Failover"): what the predecessors handed out, and reading up to the partition's end as
+of BEGIN before anything goes out. Part of :class:`agents.ordered.OrderedQueues` (a mixin;
+runs in the dispatcher's thread only)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kmq.protocol import handed as H
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agents.ordered import Key, OrderedQueues
+
+log = logging.getLogger("kmq.tracker.dispatcher")
+
+
+@dataclass
+class _Recovery:
+    """What a dispatcher that began learned of its predecessors' hand-outs (BEGIN)."""
+
+    handed: H.HandedOut
+    pending: set[int]   # handed out and still in flight in the tracker's table
+    until: int          # the partition's end as of BEGIN: read to here before handing out
+    catching_up: bool = True
+    # message id -> (group, offset of its first record) of records handed out and settled:
+    # a copy read later (republished before BEGIN) is in its group's run, placed there
+    settled: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+
+
+class Recovering:
+    """:meth:`recover_partition`, :meth:`recover` and :meth:`caught_up` of
+    :class:`~agents.ordered.OrderedQueues`."""
+
+    def recover_partition(self: "OrderedQueues", m: int, handed: dict, end_offset: Any) -> None:
+        """BEGIN on markers partition ``m``: its ordered queue partitions resume from what the
+        predecessor handed out (``(queue, p) -> (HandedOut, pending)``); ``end_offset(p,
+        default)`` reads a queue partition's end."""
+        for (q, p), (h, pending) in handed.items():
+            # Everything republished before BEGIN is below this end (the tracker settles
+            # after republishing), so a returned head is read before its group goes on.
+            until = end_offset(p, default=h.end)
+            self.recover((m, q, p), h, pending, until)
+            log.info("markers partition %d: ordered queue %s/%d resumes with %d handed out above "
+                     "its floor (%d in flight), reading to %d first", m, q, p, h.mask.bit_count(),
+                     len(pending), until)
+
+    def recover(self: "OrderedQueues", key: "Key", handed: H.HandedOut, pending: frozenset[int], until: int) -> None:
+        """A new epoch begins: its predecessors handed out ``handed`` (``pending`` of it
+        still in flight); nothing of the queue goes out before it is read up to ``until``
+        (the partition's end as of BEGIN), so a head republished before is seen first."""
+        q = self._queue(key)
+        q.ordered = True
+        q.recovery = _Recovery(handed, set(pending), until)
+
+    def caught_up(self: "OrderedQueues", key: "Key", read_cursor: int) -> bool:
+        """Whether heads may go out: after a BEGIN, only once the queue is read up to the
+        partition's end as of BEGIN (or its window is full)."""
+        q = self._queues.get(key)
+        r = None if q is None else q.recovery
+        if r is None:
+            return True
+        if r.catching_up and (read_cursor >= r.until or self.room(key, read_cursor) == 0):
+            r.catching_up = False
+        if read_cursor >= max(r.until, r.handed.end):
+            q.recovery = None  # nothing a predecessor handed out is left to read
+        return not r.catching_up
+
