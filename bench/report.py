@@ -361,7 +361,8 @@ def ordering(results: dict[str, dict]) -> list[str]:
         out += [f"Tracker RSS while {v['groups']:,} messages, each of its own group, passed through an "
                 f"ordered queue ({v['consumers']} consumers, no work, {v['seconds']} s): "
                 f"{v['rss_before_mb']} MB before, {v['rss_peak_mb']} MB at most, {v['rss_after_mb']} MB "
-                f"after (goal for 1M groups: under 512 MB). " + _source(r), ""]
+                f"after (goal for 1M groups: under 512 MB). " + _source(r)
+                + (f" {r['note']}" if r.get("note") else ""), ""]
     return out
 
 
