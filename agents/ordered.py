@@ -198,15 +198,6 @@ class OrderedQueues(Recovering):
         # (kmq.protocol.handed), and an offset below the base is not remembered.
         return sorted(parts, key=lambda part: part[0].offset())
 
-    def give_back(self, key: Key, records: list) -> None:
-        """Records taken that no consumer had credit for after all."""
-        q = self._queues[key]
-        for rec in reversed(records):
-            rec = getattr(rec, "record", rec)
-            q.records[rec.offset()] = rec
-            heapq.heappush(q.heap, rec.offset())
-            q.order.give_back(rec.offset())
-
     def settled(self, key: Key, offsets: list[int]) -> bool:
         q = self._queues.get(key)
         if q is not None and q.recovery is not None:  # ended before it was read: settled

@@ -48,6 +48,7 @@ class PurgeAndGauges:
             if len(run) < len(g.run) or not run:
                 self._disown(group, g)
             g.run = run
+            g.ids = {m.msg_id: m for m in run}
             if not run and not kept:
                 self._ready.pop(group, None)
                 del self._groups[group]

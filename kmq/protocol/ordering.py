@@ -59,6 +59,7 @@ class _Member:
 class _Group:
     waiting: deque = field(default_factory=deque)  # (offset, msg_id) never handed out, in order
     run: list = field(default_factory=list)        # _Member in hand-out order, the head first
+    ids: dict = field(default_factory=dict)        # msg_id -> its _Member in run (a copy's lookup)
     since_ms: int = 0                              # when the current head was first offered
     owner: str | None = None  # the consumer its run went to, while more may go there too
     chain: int = -1           # the run's id for its consumer: its first record's offset
@@ -86,11 +87,20 @@ class GroupOrder(PurgeAndGauges):
     def waiting_records(self) -> int:
         return len(self._known) - len(self._in_flight)
 
-    def _member(self, g: _Group, msg_id: str) -> _Member | None:
-        for m in g.run:
-            if m.msg_id == msg_id:
-                return m
-        return None
+    @staticmethod
+    def _join(g: _Group, m: _Member) -> None:
+        """``m`` joins its group's run, placed by its first record."""
+        at = next((i for i, x in enumerate(g.run) if x.first > m.first), len(g.run))
+        g.run.insert(at, m)
+        g.ids[m.msg_id] = m
+
+    @staticmethod
+    def _leave(g: _Group, m: _Member) -> None:
+        if g.run[0] is m:
+            del g.run[0]  # the usual case: the head settles
+        else:
+            g.run.remove(m)
+        del g.ids[m.msg_id]
 
     def _update(self, group: bytes, g: _Group) -> None:
         """Whether ``group`` can give something: nothing of it at a consumer, and its run's
@@ -117,12 +127,11 @@ class GroupOrder(PurgeAndGauges):
         g = self._groups.get(group)
         if g is None:
             g = self._groups[group] = _Group()
-        m = self._member(g, msg_id)
+        m = g.ids.get(msg_id)
         if m is None and returned_from is not None:
             m = _Member(msg_id, None, returned_from, returned_from)
-            at = next((i for i, x in enumerate(g.run) if x.first > returned_from), len(g.run))
-            g.run.insert(at, m)
-            if at == 0:
+            self._join(g, m)
+            if g.run[0] is m:
                 g.since_ms = now_ms
         if m is not None:
             if m.back is not None:
@@ -159,10 +168,9 @@ class GroupOrder(PurgeAndGauges):
         self._known.add(offset)
         self._offered_ms[offset] = now_ms
         self._in_flight[offset] = group
-        first = offset if first is None else first
-        at = next((i for i, x in enumerate(g.run) if x.first > first), len(g.run))
-        g.run.insert(at, _Member(msg_id, offset, offset, first))
-        if at == 0:
+        m = _Member(msg_id, offset, offset, offset if first is None else first)
+        self._join(g, m)
+        if g.run[0] is m:
             g.since_ms = now_ms
         self._update(group, g)
         return True
@@ -217,7 +225,8 @@ class GroupOrder(PurgeAndGauges):
             if last is not None and max_gap is not None and offset - last > max_gap:
                 break
             g.waiting.popleft()
-            g.run.append(_Member(msg_id, offset, offset, offset))
+            m = g.ids[msg_id] = _Member(msg_id, offset, offset, offset)
+            g.run.append(m)
             self._in_flight[offset] = group
             out.append((offset, group))
             last = offset
@@ -238,25 +247,6 @@ class GroupOrder(PurgeAndGauges):
                     del self._owned[g.owner]
             g.owner = None
 
-    def give_back(self, offset: int) -> None:
-        """A taken record that could not be handed out after all: as it was before the take
-        (give back a take's records last first)."""
-        group = self._in_flight.pop(offset, None)
-        if group is None:
-            return
-        g = self._groups[group]
-        m = next(x for x in g.run if x.offset == offset)
-        if m is g.run[-1] and not any(x.back is not None or x.held for x in g.run):
-            g.run.pop()  # a fresh record: waiting again, first
-            g.waiting.appendleft((offset, m.msg_id))
-            if not g.run:
-                self._disown(group, g)
-        else:  # a copy: back again
-            m.offset, m.back = None, offset
-        self._update(group, g)
-        if group in self._ready:
-            self._ready = {group: None, **self._ready}
-
     def settled(self, offset: int) -> bool:
         """The message at ``offset`` was acked (or dropped): it leaves its run; the group goes
         on when the run is over. False if it was not in flight (ignored)."""
@@ -266,7 +256,7 @@ class GroupOrder(PurgeAndGauges):
         self._forget(offset)
         g = self._groups[group]
         head = g.run[0].offset == offset
-        g.run = [m for m in g.run if m.offset != offset]
+        self._leave(g, g.run[0] if head else next(x for x in g.run if x.offset == offset))
         if not g.run:
             self._disown(group, g)
         if not g.run and not g.waiting:

@@ -32,25 +32,17 @@ def test_check_at_start_on_the_embedded_broker_reads_the_changelog_and_refuses_n
 
 def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_stale_tables(
         make_settings, artifacts, queue):
-    import json
     import time
-    import urllib.request
 
     import kmq
     from app import data_dir as D
     from kmq.dev.devstack import TrackerProcess
     from kmq.kafka.acls import changelog_topic
     from tests.conftest import wait_for
+    from tests.integration.views import scheduled
 
     s = make_settings(markers_retention_ms=3 * 86_400_000, max_delay_s=86_400.0)
     log = artifacts / f"tracker-stale-{s.app_id}.log"
-
-    def scheduled(t: TrackerProcess) -> int | None:
-        try:
-            with urllib.request.urlopen(f"{t.url}/kmq/api/queues/{queue}", timeout=10) as r:
-                return json.loads(r.read())["scheduled"]
-        except OSError:
-            return None
 
     with TrackerProcess(s, log) as t:
         with kmq.Client(settings=s) as client:
@@ -60,7 +52,7 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_stale_ta
                           what="the changelog")
         assert config["delete.retention.ms"] == str(3 * 86_400_000)
         wait_for(lambda: D.table_dirs(s.data_dir), 30, what="the tables on disk")
-        wait_for(lambda: scheduled(t) == 1, 30, what="the delayed send in the table")
+        wait_for(lambda: scheduled(t, queue) == 1, 30, what="the delayed send in the table")
     # The worker stamped its data dir; pretend it last ran 4 days ago (> 90% of 3 days).
     D.stamp(s.data_dir, time.time() - 4 * 86_400)
     with TrackerProcess(s, log) as t:
@@ -68,7 +60,7 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_stale_ta
         assert text.count("its tables are rebuilt from the changelog") == 1
         assert time.time() - D.last_seen_s(s.data_dir) < 600, "stamped again at start"
         # Restored from the changelog alone: the delayed send is still there.
-        wait_for(lambda: scheduled(t) == 1, 30, what="the delayed send restored")
+        wait_for(lambda: scheduled(t, queue) == 1, 30, what="the delayed send restored")
     # A worker that ran all along (fresh stamp) but held no copy of its partitions for 4
     # days (given to other workers, back now): each partition is rebuilt as it opens.
     for partition in D.table_dirs(s.data_dir)[0].glob("tracker-*.db"):
@@ -76,7 +68,7 @@ def test_a_worker_creates_its_changelog_keeping_tombstones_and_rebuilds_stale_ta
             os.utime(f, (time.time() - 4 * 86_400,) * 2)
     D.stamp(s.data_dir)
     with TrackerProcess(s, log) as t:
-        wait_for(lambda: scheduled(t) == 1, 30, what="the delayed send restored again")
+        wait_for(lambda: scheduled(t, queue) == 1, 30, what="the delayed send restored again")
         text = log.read_text()
         assert text.count("its tables are rebuilt from the changelog") == 1, "not the whole data dir"
         assert text.count("it is rebuilt from the changelog") == s.markers_partitions

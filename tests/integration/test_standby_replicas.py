@@ -15,9 +15,7 @@ B logging "fetching them again" each time.
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 
 import pytest
 
@@ -26,18 +24,10 @@ from kmq.dev.devstack import TrackerProcess
 from kmq.dev.embedded import free_port
 from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
+from tests.integration.views import scheduled
 
 QUEUES = 12  # spread over the 4 markers partitions
 EACH = 50    # delayed sends per queue: a standby's first fetch is a long batch
-
-
-def scheduled(t: TrackerProcess, queue: str) -> int | None:
-    """How many delayed sends of ``queue`` the worker's table holds (None: it does not know the queue)."""
-    try:
-        with urllib.request.urlopen(f"{t.url}/kmq/api/queues/{queue}", timeout=10) as r:
-            return json.loads(r.read())["scheduled"]
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def owned(t: TrackerProcess) -> set[int]:

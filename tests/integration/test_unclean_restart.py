@@ -7,24 +7,15 @@ them again (app/data_dir.py). After a clean stop the data dir is reused as it is
 
 from __future__ import annotations
 
-import json
-import urllib.request
 
 import pytest
 
 import kmq
 from kmq.dev.devstack import TrackerProcess
 from tests.conftest import wait_for
+from tests.integration.views import scheduled
 
 UNCLEAN = "did not stop cleanly"
-
-
-def scheduled(t: TrackerProcess, queue: str) -> int | None:
-    try:
-        with urllib.request.urlopen(f"{t.url}/kmq/api/queues/{queue}", timeout=10) as r:
-            return json.loads(r.read())["scheduled"]
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 @pytest.mark.slow

@@ -258,15 +258,6 @@ def test_hot_group_does_not_block_others():
     assert order.gauges(5) == {"groups_waiting": 0, "groups_in_flight": 11, "oldest_head_age_ms": 5}
 
 
-def test_give_back_makes_a_taken_head_first_again():
-    order = GroupOrder()
-    order.offer(0, "a0", b"a", 0)
-    order.offer(1, "a1", b"a", 0)
-    [(offset, _)] = order.take(1, 0)
-    order.give_back(offset)
-    assert order.take(5, 0) == [(0, b"a")]
-
-
 def test_read_twice_is_ignored():
     order = GroupOrder()
     assert order.offer(0, "a0", b"a", 0) == "queued"
