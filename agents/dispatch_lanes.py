@@ -31,7 +31,8 @@ from kmq.kafka.backpressure import produce_when_room
 from kmq.protocol import deliveries as D
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
-from kmq.protocol.dispatch import ConsumerSlot, Lookahead, refer
+from kmq.protocol.dispatch import ConsumerSlot, refer
+from kmq.protocol.lookahead import Lookahead
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
@@ -64,8 +65,8 @@ def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, s
     run_bytes = sum(len(r) for r in run)
     range_bytes = run_bytes if contiguous else ahead.bytes_between(start, end)
     own_after, all_after = ahead.bytes_from(end, run[0].key(), D.REFERENCE_READ_AHEAD_BYTES - range_bytes)
-    # Records of the range the read-ahead no longer holds cannot be counted: copy.
-    held = not copy and bool(ahead.offsets) and ahead.offsets[0] <= start
+    # Records of the range the read-ahead's index no longer spans cannot be counted: copy.
+    held = not copy and ahead.indexed(start)
     by_ref = held and refer(run_bytes + own_after, range_bytes + all_after, D.REFERENCE_MIN_SHARE)
     d = D.Delivery(D.REFERENCE if by_ref else D.COPY, epoch, seq, slot.timeout_ms, ref, mask)
     return Batch(slot.consumer_id, slot.lane, d, [] if by_ref else run)
@@ -91,6 +92,7 @@ class LaneWriter:
         })
         # ACQUIRE records the broker took (when, monotonic s; their batches): lanes to write
         self._acked: list[tuple[float, list[Batch]]] = []
+        self._acquires_in_flight = 0  # ACQUIRE records written, not yet acknowledged or failed
 
     def adopt(self, old: "LaneWriter") -> None:
         """Take over the lanes a failed writer still owed (their ACQUIREs are in the log)."""
@@ -103,7 +105,8 @@ class LaneWriter:
 
     @property
     def lanes_waiting(self) -> bool:
-        return bool(self._acked)
+        """ACQUIREs are on their way to the broker, or acknowledged with lanes to write."""
+        return bool(self._acked) or self._acquires_in_flight > 0
 
     def begin(self, m: int, epoch: int, on_error: Callable[[int, int, Any], None]) -> None:
         """BEGIN(epoch) on markers partition ``m``, after everything written before."""
@@ -132,6 +135,7 @@ class LaneWriter:
                                          for b in chunk] + tail)
 
             def done(err: Any, _msg: Any, chunk: list[Batch] = chunk) -> None:
+                self._acquires_in_flight -= 1
                 if err is None:
                     self._acked.append((time.monotonic(), chunk))
                 else:
@@ -140,6 +144,7 @@ class LaneWriter:
 
             produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
                               on_delivery=done)
+            self._acquires_in_flight += 1
 
     def write_lanes(self, epochs: set[int]) -> bool:
         """Write the deliveries of acknowledged ACQUIREs of ``epochs`` (still this worker's)."""

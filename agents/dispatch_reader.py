@@ -2,8 +2,9 @@
 shared queue that wants records from it (agents/dispatcher.py, step 3).
 
 One unsubscribed librdkafka consumer, in the dispatcher's thread. Per queue partition a
-:class:`~kmq.protocol.dispatch.Lookahead` keeps what was read and not yet taken, so a
-small credit does not seek back; a partition nobody wanted for a while is let go.
+:class:`~kmq.protocol.lookahead.Lookahead` keeps what was read and not yet taken, per
+queue, so a small credit does not seek back and a neighbour's backlog does not hold a
+small queue up; a partition nobody wanted for a while is let go.
 What each queue takes of the records is decided by ``kmq.protocol.dispatch.select``.
 """
 
@@ -15,7 +16,8 @@ import time
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kmq.kafka import profiles
-from kmq.protocol.dispatch import Lookahead, Want, read_from, select
+from kmq.protocol.dispatch import Want
+from kmq.protocol.lookahead import Lookahead
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
@@ -50,33 +52,43 @@ class QueueReader:
     def close(self) -> None:
         self._consumer.close()
 
-    def read(self, wants: dict[int, dict[bytes, Want]], ordered: set[str], lanes_waiting: bool) -> int:
+    def read(self, wants: dict[int, dict[bytes, Want]], ordered: set[str], lanes_waiting: bool,
+             kept: dict[int, set[bytes]] | None = None) -> int:
         """Fill each Want from what was read ahead, then from one fetch; returns records read.
 
-        ``ordered`` names the queues with ordering="group": one read to the partition's
-        end waits for acks, not records, so it does not make the fetch wait.
-        ``lanes_waiting``: acknowledged ACQUIREs wait for their lanes; wait briefly.
+        ``kept``: per partition, the queues whose records are kept read ahead (those with
+        consumers; the wanting ones are added). ``ordered`` names the queues with
+        ordering="group": one read to the partition's end waits for acks, not records, so
+        it does not make the fetch wait. ``lanes_waiting``: acknowledged ACQUIREs wait for
+        their lanes; wait briefly.
         """
         hungry = block = False
         for p, ws in wants.items():  # first from what was read ahead
             ahead = self.ahead.setdefault(p, Lookahead())
-            start = read_from(ws.values())
-            if start is None:
-                continue  # only ordered queues with a full window: nothing to read
-            seek_to = ahead.plan(start)
+            wanting, seek_to = ahead.serve(ws)
+            if not wanting:
+                continue  # served from what was held, or only ordered queues with a full window
             if seek_to is not None:
                 self._point(p, seek_to)
-            select(ahead.records, ahead.position, ws)
-            hungry |= any(w.demand > 0 for w in ws.values())
+            hungry = True
             block |= any(w.demand > 0 and (w.queue not in ordered or w.cursor < self._ends.get(p, NO_END))
                          for w in ws.values())
         if not hungry:
             return 0
-        # Heads of ordered groups freed by an ack go out now, not after a fetch wait.
+        # Heads of ordered groups freed by an ack go out now, not after a fetch wait; an
+        # ACQUIRE's lanes go out when it is acknowledged, not after one either.
         wait_s = 0.0 if not block else 0.005 if lanes_waiting else 0.05
-        records = self._consumer.consume(CHUNK_RECORDS, wait_s)
+        # What is there now, else the first record to come: librdkafka's batch consume waits
+        # the whole timeout for a full chunk (a backlog's tail waited 50 ms a round).
+        records = self._consumer.consume(CHUNK_RECORDS, 0)
+        if not records and wait_s > 0:
+            records = self._consumer.consume(1, wait_s)
+            if records:
+                records += self._consumer.consume(CHUNK_RECORDS - 1, 0)
         if self._trace:
-            log.info("TRACE read %d %s", len(records), {p: (a.position, len(a.records)) for p, a in self.ahead.items()})
+            log.info("TRACE read %d %s", len(records), {p: (a.position, {k: (q.start, q.end, len(q.records))
+                                                                          for k, q in a.queues.items()})
+                                                         for p, a in self.ahead.items()})
         by_part: dict[int, list] = {}
         for rec in records:
             if rec.error() is None:
@@ -89,10 +101,16 @@ class QueueReader:
             ahead = self.ahead.get(p)
             if ahead is None or ahead.position is None or recs[0].offset() < ahead.position:
                 continue  # fetched before a seek
-            ahead.add(recs)  # read ahead, also for a partition without demand this moment
-            if p in wants:
-                select(recs, ahead.position, wants[p])
+            # read ahead, also for the queues without demand this moment
+            ahead.take(recs, (kept or {}).get(p, set()), wants.get(p, {}))
         return len(records)
+
+    def trim(self, p: int, ws: dict[bytes, Want]) -> None:
+        """What each queue handed out (below its cursor) is no longer kept."""
+        ahead = self.ahead.get(p)
+        if ahead is not None:
+            for key, w in ws.items():
+                ahead.trim(key, w.cursor)
 
     def end_offset(self, p: int, default: int) -> int:
         """Partition ``p``'s end now (a broker round trip), or ``default`` if not known."""

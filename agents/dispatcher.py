@@ -32,7 +32,8 @@ from agents.dispatch_reader import QueueReader
 from agents.ordered import OrderedQueues
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
-from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out
+from kmq.protocol.dispatch import Roster, Want, hand_out
+from kmq.protocol.lookahead import Lookahead
 from kmq.protocol.placement import queue_partitions
 from kmq.queue_config import QueueConfig
 from kmq.ops.queues_topic import QueueConfigs
@@ -324,18 +325,22 @@ class Dispatcher:
             return False  # its lanes could not be written (app.membership)
         wants: dict[int, dict[bytes, Want]] = {}   # queue partition -> queue key -> Want
         owners: dict[str, tuple[OwnedPartition, int]] = {}
+        kept: dict[int, set[bytes]] = {}           # queue partition -> keys of queues with consumers
         for m, part in self._parts.items():
             if not part.ready:
                 continue
             for q, roster in part.rosters.items():
-                demand = roster.demand()
-                if demand <= 0:
-                    continue
                 cfg = self._dispatchable(q)
                 if cfg is None:
                     continue
+                parts = queue_partitions(q, self._queue_parts, cfg.spread)
+                for p in parts:  # its records are kept read ahead while it has consumers
+                    kept.setdefault(p, set()).add(q.encode())
+                demand = roster.demand()
+                if demand <= 0:
+                    continue
                 owners[q] = (part, m, cfg)
-                for p in queue_partitions(q, self._queue_parts, cfg.spread):
+                for p in parts:
                     floor = max(cfg.purged_before.get(p, 0), cfg.partition_starts.get(p, 0))
                     cursor = max(part.cursors.get((q, p), 0), floor)
                     if cfg.ordering == "group":  # read ahead of the heads, within the window
@@ -348,10 +353,10 @@ class Dispatcher:
             return False
         out: dict[int, list[Batch]] = {}
         ordered_q = {q for q, (_, _, cfg) in owners.items() if cfg.ordering == "group"}
-        records_read = self._reader.read(wants, ordered_q, self._lanes.lanes_waiting)
+        records_read = self._reader.read(wants, ordered_q, self._lanes.lanes_waiting, kept)
         for p, ws in wants.items():
             self._take(p, ws, owners, out, self._reader.ahead[p])
-            self._reader.ahead[p].trim(min(w.cursor for w in ws.values()))
+            self._reader.trim(p, ws)
         for m in set(out) | set(self._floors):
             self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed)
         return bool(out) or bool(records_read)

@@ -292,27 +292,48 @@ def shared_scaling(r: dict) -> list[str]:
     return out + [""]
 
 
-def shared_throughput(r: dict) -> list[str]:
+def shared_throughput(results: dict[str, dict]) -> list[str]:
+    """Every run: ``shared_throughput`` (the latest) and ``shared_throughput-*`` (each with
+    a ``note`` naming the code it measured)."""
+    runs = sorted((r for name, r in results.items()
+                   if name == "shared_throughput" or name.startswith("shared_throughput-")),
+                  key=lambda r: r["when"])
+    if not runs:
+        return []
     out = ["## Shared queues: raw throughput without work", "",
            "4 shared consumer processes against one partition-mode consumer on the same number of",
            "records (batch receive, batch ack, no work), alternating which goes first. Goal 0.7:",
-           "see docs/shared-queues.md for why it is not met on this machine. " + _source(r), "",
-           "| size | partition x1 msgs/s | shared x4 msgs/s | ratio (runs) |", "|---|---|---|---|"]
-    for size, v in r["results"].items():
-        out.append(f"| {size} B | {_k(v['partition_1_msgs_s']['median'])} | {_k(v['shared_4_msgs_s']['median'])} | "
-                   f"**{v['ratio']['median']:.2f}** ({_runs(v['ratio'])}) |")
+           "see docs/shared-queues.md for why it is not met on this machine. Every run, oldest first.", "",
+           "| run | size | partition x1 msgs/s | shared x4 msgs/s | ratio (runs) |", "|---|---|---|---|---|"]
+    for r in runs:
+        for size, v in r["results"].items():
+            out.append(f"| {r['when']}: {r.get('note', 'latest')} | {size} B | "
+                       f"{_k(v['partition_1_msgs_s']['median'])} | {_k(v['shared_4_msgs_s']['median'])} | "
+                       f"**{v['ratio']['median']:.2f}** ({_runs(v['ratio'])}) |")
+    out.append("")
+    out += [f"Source ({r.get('note', 'latest')}): {_source(r)}" for r in runs]
     return out + [""]
 
 
-def shared_latency(r: dict) -> list[str]:
+def shared_latency(results: dict[str, dict]) -> list[str]:
+    """Every latency run: ``shared_latency`` (the latest) and ``shared_latency-*`` (earlier
+    code, each with a ``note`` naming it)."""
+    runs = [r for name, r in sorted(results.items())
+            if name == "shared_latency" or name.startswith("shared_latency-")]
+    if not runs:
+        return []
     out = ["## Shared queues: send -> receive latency", "",
            "A message every 20 ms to an idle consumer; then again while another queue on the same",
            "queue-topic partition is flooded (and drained). Partition mode's p99 includes its first",
-           "group join. " + _source(r), "",
-           "| mode | idle p50 / p99 ms | flooded neighbour p50 / p99 ms |", "|---|---|---|"]
-    for mode, v in r["results"].items():
-        out.append(f"| {mode} | {v['idle']['p50_ms']} / {v['idle']['p99_ms']} | "
-                   f"{v['flood_same_partition']['p50_ms']} / {v['flood_same_partition']['p99_ms']} |")
+           "group join. Every run, oldest first.", "",
+           "| run | mode | idle p50 / p99 ms | flooded neighbour p50 / p99 ms |", "|---|---|---|---|"]
+    for r in sorted(runs, key=lambda r: r["when"]):
+        for mode, v in r["results"].items():
+            out.append(f"| {r['when']}: {r.get('note', 'latest')} | {mode} | "
+                       f"{v['idle']['p50_ms']} / {v['idle']['p99_ms']} | "
+                       f"{v['flood_same_partition']['p50_ms']} / {v['flood_same_partition']['p99_ms']} |")
+    out.append("")
+    out += [f"Source ({r.get('note', 'latest')}): {_source(r)}" for r in sorted(runs, key=lambda r: r["when"])]
     return out + [""]
 
 
@@ -378,7 +399,7 @@ def render(results: dict[str, dict]) -> str:
                 ("chaos_ordered", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
-                ("shared_throughput", shared_throughput), ("shared_latency", shared_latency),
+                (None, shared_throughput), (None, shared_latency),
                 ("shared_first_message", shared_first), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:

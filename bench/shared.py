@@ -302,8 +302,9 @@ def latency(args) -> None:
                 "flood_same_partition": {"n": len(loaded), "p50_ms": _pct(loaded, 0.5),
                                          "p99_ms": _pct(loaded, 0.99)}}
             print(mode, results[mode], flush=True)
-    path = save("shared_latency", {"command": "python -m bench.shared latency " + _argv(args),
-                                   "results": results})
+    path = save("shared_latency" + (f"-{args.name}" if args.name else ""),
+                {"command": "python -m bench.shared latency " + _argv(args), "results": results,
+                 **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 
@@ -340,7 +341,8 @@ def first(args) -> None:
 
 
 def _argv(args) -> str:
-    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "func")
+    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+                    if k not in ("func", "name", "note") and v != "")
 
 
 def main() -> None:
@@ -360,6 +362,8 @@ def main() -> None:
     p = sub.add_parser("latency")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--flood", type=int, default=300_000)
+    p.add_argument("--name", default="", help="save as shared_latency-NAME (an earlier code's run)")
+    p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=latency)
     p = sub.add_parser("first")
     p.add_argument("--tries", type=int, default=20)

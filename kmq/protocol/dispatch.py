@@ -20,7 +20,6 @@ Time is an argument (``now_ms``, the dispatcher's monotonic milliseconds).
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
@@ -184,88 +183,6 @@ def hand_out(want: Want, roster: Roster) -> list[tuple[ConsumerSlot, int, list]]
     if i < len(taken):
         want.cursor = taken[i].offset()
     return runs
-
-
-def read_from(wants: Iterable[Want]) -> int | None:
-    """Where a partition must be read from for these wants (the lowest cursor with demand)."""
-    return min((w.cursor for w in wants if w.demand > 0), default=None)
-
-
-
-class Lookahead:
-    """Records of one queue partition read but not yet taken, from the lowest wanting cursor.
-
-    Demand comes in small steps (a consumer acks one message, asks for one more); without
-    this buffer every step would seek back and read the partition again from that
-    queue's cursor. ``position`` is the next offset the reader returns. At most
-    ``max_records`` are kept: a queue whose cursor falls below them is read again.
-    """
-
-    __slots__ = ("records", "offsets", "position", "max_records")
-
-    def __init__(self, max_records: int = 20_000) -> None:
-        self.records: list = []
-        self.offsets: list[int] = []
-        self.position: int | None = None
-        self.max_records = max_records
-
-    def plan(self, start: int) -> int | None:
-        """Get ready to serve reads from ``start``: the offset to seek the reader to, or None."""
-        lowest = self.offsets[0] if self.offsets else self.position
-        if self.position is None or start < lowest or start > self.position:
-            self.records.clear()
-            self.offsets.clear()
-            self.position = start
-            return start
-        self.trim(start)
-        return None
-
-    def add(self, records: list) -> None:
-        """Records the reader returned, in offset order, continuing at ``position``."""
-        if not records:
-            return
-        self.records += records
-        self.offsets += [r.offset() for r in records]
-        self.position = self.offsets[-1] + 1
-        if len(self.records) > self.max_records:
-            del self.records[:len(self.records) - self.max_records]
-            del self.offsets[:len(self.offsets) - self.max_records]
-
-    def reached(self, end: int) -> None:
-        """The reader says the partition ends at ``end`` (nothing more to read yet)."""
-        if self.position is not None and end > self.position and not self.records:
-            self.position = end
-
-    def forget_position(self) -> None:
-        """The reader let the partition go: the next :meth:`plan` points it anew."""
-        self.records.clear()
-        self.offsets.clear()
-        self.position = None
-
-    def bytes_between(self, lo: int, hi: int) -> int:
-        """Payload bytes of the records held at offsets ``[lo, hi)`` (every queue's)."""
-        i, j = bisect_left(self.offsets, lo), bisect_left(self.offsets, hi)
-        return sum(len(r) for r in self.records[i:j])
-
-    def bytes_from(self, start: int, key: bytes, window_bytes: int) -> tuple[int, int]:
-        """Payload bytes of the records held from ``start`` on until ``window_bytes`` are
-        counted: (those of ``key``'s records, all). What a reader pointed at ``start`` fetches."""
-        own = total = 0
-        for r in self.records[bisect_left(self.offsets, start):]:
-            if total >= window_bytes:
-                break
-            n = len(r)
-            total += n
-            if r.key() == key:
-                own += n
-        return own, total
-
-    def trim(self, floor: int) -> None:
-        """Forget records below ``floor`` (no wanting queue looks there any more)."""
-        cut = bisect_left(self.offsets, floor)
-        if cut:
-            del self.records[:cut]
-            del self.offsets[:cut]
 
 
 def refer(own_bytes: int, range_bytes: int, min_share: float) -> bool:

@@ -13,15 +13,19 @@ from collections import deque
 from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kmq.protocol.dispatch import Lookahead, Roster, Want, hand_out, read_from, select
+from kmq.protocol.dispatch import Roster, Want, hand_out
+from kmq.protocol.lookahead import Lookahead
 from kmq.protocol.markers import Credit
 
 
 class Rec:
-    __slots__ = ("_o", "_k")
+    __slots__ = ("_o", "_k", "_n")
 
-    def __init__(self, offset, key):
-        self._o, self._k = offset, key
+    def __init__(self, offset, key, size=10):
+        self._o, self._k, self._n = offset, key, size
+
+    def __len__(self):
+        return self._n
 
     def offset(self):
         return self._o
@@ -37,16 +41,20 @@ def credit(consumer, free, epoch=0, seq=0, queue="q", lease_ms=5000):
 @settings(max_examples=300, deadline=None)
 @given(keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"x"]), max_size=200),
        gaps=st.lists(st.integers(1, 3), min_size=200, max_size=200),
+       sizes=st.lists(st.integers(0, 30), min_size=200, max_size=200),
        steps=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 7), st.integers(1, 40),
-                                st.booleans()), min_size=1, max_size=300),
-       bound=st.integers(1, 50))
-def test_every_record_of_every_queue_is_handed_out_once_in_order(keys, gaps, steps, bound):
+                                st.booleans(), st.booleans()), min_size=1, max_size=300),
+       bound=st.integers(1, 50), max_bytes=st.integers(0, 400), max_index=st.integers(1, 100))
+def test_every_record_of_every_queue_is_handed_out_once_in_order(keys, gaps, sizes, steps, bound,
+                                                                 max_bytes, max_index):
+    """The reader's loop (QueueReader.read) over a log with gaps: per-queue and byte bounds
+    of any size, queues with and without consumers, credit taken elsewhere meanwhile."""
     log, off = [], 0
-    for k, g in zip(keys, gaps):
-        log.append(Rec(off, k))
+    for k, g, n in zip(keys, gaps, sizes):
+        log.append(Rec(off, k, n))
         off += g  # offsets may have gaps (transaction markers)
-    end = off
-    ahead, position = Lookahead(max_records=bound), 0
+    ahead = Lookahead(max_records=bound, max_bytes=max_bytes, max_index=max_index)
+    position = 0
     cursors = {q: 0 for q in "abc"}
     out = {q: [] for q in "abc"}
     rosters = {q: Roster(epoch=1) for q in "abc"}
@@ -56,34 +64,53 @@ def test_every_record_of_every_queue_is_handed_out_once_in_order(keys, gaps, ste
     def read(chunk):
         nonlocal position
         recs = [r for r in log if position <= r.offset()][:chunk]
-        position = recs[-1].offset() + 1 if recs else max(position, end)
+        position = recs[-1].offset() + 1 if recs else position
         return recs
 
-    for q, demand, chunk, short in steps + [(q, 10_000, 1_000, False) for q in "abc" for _ in range(3)]:
+    final = [(q, 10_000, 1_000, False, True) for q in "abc" for _ in range(3)]
+    for q, demand, chunk, short, kept_all in steps + final:
         roster = rosters[q]
         roster.credit(credit("c-" + q, demand + roster.slots["c-" + q].outstanding(), queue=q), now_ms=0)
         if short:  # the credit is taken elsewhere between the read and the share
             roster.slots["c-" + q].available = max(0, demand // 2)
         wants = {q.encode(): Want(q, cursors[q], demand)}
-        seek = ahead.plan(read_from(wants.values()) if demand else cursors[q])
+        wanting, seek = ahead.serve(wants)
         if seek is not None:
             position = seek
-        select(ahead.records, ahead.position, wants)
-        if any(w.demand > 0 for w in wants.values()):
-            recs = read(chunk)
-            ahead.add(recs)
-            if not recs:
-                ahead.position = position
-            select(recs, ahead.position, wants)
+        if wanting:
+            ahead.take(read(chunk), {b"a", b"b", b"c"} if kept_all else set(), wants)
         w = wants[q.encode()]
         for _slot, _seq, run in hand_out(w, roster):
             out[q] += [r.offset() for r in run]
         cursors[q] = w.cursor
-        ahead.trim(min(cursors.values()))
+        ahead.trim(q.encode(), w.cursor)
         roster.slots["c-" + q].unconfirmed.clear()  # the consumer received and acked it all
+        assert sum(qa.bytes for qa in ahead.queues.values()) <= max_bytes
+        assert all(len(qa.records) <= bound for qa in ahead.queues.values())
     for q in "abc":
         want = [r.offset() for r in log if r.key() == q.encode()]
         assert out[q] == want, f"queue {q}: handed out {out[q]}, wanted {want}"
+
+
+def test_a_neighbours_backlog_does_not_hold_a_small_queue_up():
+    """A flood of ``f`` with a few ``p`` records among it, read while only p had demand:
+    f keeps its first 100, p keeps all of its own, and p's next credit is served from
+    what was held, with no read going back into the flood."""
+    log = [Rec(o, b"p" if o % 500 == 250 else b"f") for o in range(5000)]
+    ahead = Lookahead(max_records=100)
+    p = Want("p", 0, 1)
+    assert ahead.serve({b"p": p}) == (True, 0)
+    ahead.take(log, {b"f"}, {b"p": p})
+    assert [r.offset() for r in p.taken] == [250] and ahead.position == 5000
+    ahead.trim(b"p", p.cursor)
+    f_held = ahead.queues[b"f"]
+    assert (len(f_held.records), f_held.end) == (100, 100)  # the flood is complete to 100 only
+    p = Want("p", p.cursor, 100)
+    assert ahead.serve({b"p": p}) == (True, None)  # p's rest was held; it needs the head only
+    assert [r.offset() for r in p.taken] == list(range(750, 5000, 500)) and p.cursor == 5000
+    f = Want("f", 0, 1000)
+    wanting, seek = ahead.serve({b"f": f, b"p": Want("p", 5000, 1)})
+    assert len(f.taken) == 100 and seek == 100  # only the flood goes back, for itself
 
 
 class CreditVsConsumer(RuleBasedStateMachine):

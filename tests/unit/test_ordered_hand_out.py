@@ -7,7 +7,8 @@ from agents.dispatch_lanes import delivery_of
 from agents.ordered import OrderedQueues
 from kmq.protocol import deliveries as D
 from kmq.protocol import envelope as V
-from kmq.protocol.dispatch import ConsumerSlot, Lookahead
+from kmq.protocol.dispatch import ConsumerSlot
+from kmq.protocol.lookahead import Lookahead
 
 KEY = (0, "q", 0)
 
@@ -67,8 +68,8 @@ def test_a_run_goes_on_at_its_consumer_with_the_same_id_and_nowhere_else():
 def test_an_ordered_queues_records_always_go_out_as_copies():
     oq, recs = fed([b"a"] * 8)
     ahead = Lookahead()
-    ahead.plan(0)
-    ahead.add(recs)  # the queue dominates what was read: an unordered queue's would go by reference
+    ahead.plan([0])
+    ahead.add(recs, {b"q"})  # the queue dominates what was read: an unordered queue's would go by reference
     [part] = oq.take_parts(KEY, 8, 0, run=8, consumer="c1")
     slot = ConsumerSlot("c1", 0, 30_000)
     assert delivery_of(list(recs), "q", 0, 1, slot, 1, ahead).delivery.kind == D.REFERENCE

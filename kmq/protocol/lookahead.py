@@ -1,0 +1,240 @@
+"""What the dispatcher read of one queue partition and did not hand out yet, per queue; pure.
+
+Demand comes in small steps (a consumer acks one message, asks for one more); without
+a buffer every step would seek back and read the partition again from that queue's
+cursor. One buffer for the whole partition (as before) made every queue on it wait for
+the slowest: a neighbour's backlog filled it, a small queue's records in between were
+dropped with it, and the reader went back to the backlog's cursor and read it all
+again before it reached the small queue's new records (a flooded neighbour put 600 ms
+on the small queue's p99, docs/shared-queues.md).
+
+So records are kept **per queue**: :class:`QueueAhead` holds *every* record of its
+queue in ``[start, end)``, at most ``max_records`` of them; a backlog that fills its
+buffer stops growing there (its ``end``), and only that queue needs the partition read
+again from there. The reader reads from the lowest offset a wanting queue *needs*
+(:meth:`Lookahead.need`), which is a queue's ``end`` when its cursor is inside what it
+holds: a small queue never pulls the reader back, a backlog does only for itself.
+All the held records together stay under ``max_bytes`` (the queue holding most is cut).
+
+An *index* of every record read (offset, bytes, which queue) over a contiguous window
+answers what a consumer's reader would fetch around a range (references, dispatch_lanes).
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from typing import Iterable
+
+from kmq.protocol.dispatch import Want, select
+
+QUEUE_AHEAD_RECORDS = 20_000     # records of one queue kept read ahead, at most
+AHEAD_BYTES = 16 * 1024 * 1024   # payload bytes kept read ahead per queue partition (as librdkafka's queue)
+INDEX_RECORDS = 1 << 18          # records of every queue the index spans, at most
+OTHER = -1                       # the index's owner of a record of a queue nobody wants here
+
+
+class QueueAhead:
+    """Every record of one queue at offsets ``[start, end)`` (read, not yet handed out)."""
+
+    __slots__ = ("records", "offsets", "start", "end", "bytes")
+
+    def __init__(self, at: int) -> None:
+        self.records: list = []
+        self.offsets: list[int] = []
+        self.start = self.end = at
+        self.bytes = 0
+
+    def reset(self, at: int) -> None:
+        self.records.clear()
+        self.offsets.clear()
+        self.start = self.end = at
+        self.bytes = 0
+
+    def holds(self, cursor: int) -> bool:
+        return self.start <= cursor <= self.end
+
+    def trim(self, cursor: int) -> None:
+        """Forget records below ``cursor`` (handed out, or the queue looks past them)."""
+        if cursor > self.end:
+            self.reset(cursor)
+            return
+        cut = bisect_left(self.offsets, cursor)
+        if cut:
+            self.bytes -= sum(len(r) for r in self.records[:cut])
+            del self.records[:cut]
+            del self.offsets[:cut]
+        self.start = max(self.start, cursor)
+
+    def cut_to(self, n: int) -> None:
+        """Keep the oldest ``n`` records; ``end`` becomes the first one dropped."""
+        if n < len(self.records):
+            self.end = self.offsets[n]
+            self.bytes -= sum(len(r) for r in self.records[n:])
+            del self.records[n:]
+            del self.offsets[n:]
+
+
+class Lookahead:
+    """One queue partition's records read ahead, per queue (see the module docstring)."""
+
+    __slots__ = ("position", "queues", "max_records", "max_bytes", "max_index",
+                 "_ids", "_idx_start", "_idx_end", "_idx_offsets", "_idx_bytes", "_idx_owner")
+
+    def __init__(self, max_records: int = QUEUE_AHEAD_RECORDS, max_bytes: int = AHEAD_BYTES,
+                 max_index: int = INDEX_RECORDS) -> None:
+        self.position: int | None = None  # the next offset the reader returns
+        self.queues: dict[bytes, QueueAhead] = {}
+        self.max_records, self.max_bytes, self.max_index = max_records, max_bytes, max_index
+        self._ids: dict[bytes, int] = {}  # queue key -> owner id in the index
+        self._idx_start = self._idx_end = 0
+        self._idx_offsets, self._idx_bytes, self._idx_owner = array("q"), array("q"), array("l")
+
+    # -- where to read ----------------------------------------------------------------------
+
+    def need(self, key: bytes, cursor: int) -> int:
+        """The first offset the reader must return for this queue to see past ``cursor``."""
+        qa = self.queues.get(key)
+        return qa.end if qa is not None and qa.holds(cursor) else cursor
+
+    def plan(self, needs: Iterable[int]) -> int | None:
+        """Where the reader must go for these needs: the offset to seek to, or None (on)."""
+        start = min(needs, default=None)
+        if start is None or start == self.position:
+            return None
+        self.position = start
+        return start
+
+    def held(self, key: bytes, cursor: int) -> tuple[list, int] | None:
+        """``key``'s records held from ``cursor`` on and the offset they are complete to."""
+        qa = self.queues.get(key)
+        if qa is None or not qa.holds(cursor):
+            return None
+        return qa.records[bisect_left(qa.offsets, cursor):], qa.end
+
+    def serve(self, wants: dict[bytes, Want]) -> tuple[bool, int | None]:
+        """Fill each want from what its queue holds; (any demand left, offset to seek to)."""
+        needs = []
+        for key, w in wants.items():
+            if w.demand > 0:
+                held = self.held(key, w.cursor)
+                if held is not None:
+                    select(held[0], held[1], {key: w})
+                if w.demand > 0:
+                    needs.append(self.need(key, w.cursor))
+        return bool(needs), self.plan(needs)
+
+    def take(self, records: list, kept: set[bytes], wants: dict[bytes, Want]) -> None:
+        """A chunk read from ``position`` on: kept for the queues with consumers (``kept``
+        and the wanting ones), and taken by the wants."""
+        self.add(records, kept | set(wants))
+        select(records, self.position, wants)
+
+    # -- what was read ----------------------------------------------------------------------
+
+    def add(self, records: list, wanted: set[bytes], end: int | None = None) -> None:
+        """A chunk the reader returned from ``position`` on, in offset order; ``end``: the
+        offset after it if known to be more (transaction markers, the partition's end).
+        Kept for the ``wanted`` queues only; other queues' held records are dropped."""
+        if self.position is None:
+            return
+        chunk_start = self.position
+        chunk_end = max(records[-1].offset() + 1 if records else chunk_start, end or 0)
+        for k in [k for k in self.queues if k not in wanted]:
+            del self.queues[k]
+        grow = {}
+        for k in wanted:
+            qa = self.queues.get(k)
+            if qa is None:
+                qa = self.queues[k] = QueueAhead(chunk_start)
+            if chunk_start < qa.start or (chunk_start > qa.end and not qa.records):
+                qa.reset(chunk_start)  # read again from below it, or after a jump past nothing
+            if qa.start <= chunk_start <= qa.end and len(qa.records) < self.max_records:
+                grow[k] = qa
+        self._index_from(chunk_start)
+        ids, idx_end = self._ids, self._idx_end
+        offsets, sizes, owners = self._idx_offsets, self._idx_bytes, self._idx_owner
+        for rec in records:
+            k, o, n = rec.key(), rec.offset(), len(rec)
+            if o >= idx_end:
+                owner = ids.get(k)
+                if owner is None:
+                    owner = ids.setdefault(k, len(ids)) if k in self.queues else OTHER
+                offsets.append(o)
+                sizes.append(n)
+                owners.append(owner)
+            qa = grow.get(k)
+            if qa is not None and o >= qa.end:
+                if len(qa.records) >= self.max_records:
+                    qa.end = o  # full: complete to here, read again from here
+                    del grow[k]
+                    continue
+                qa.records.append(rec)
+                qa.offsets.append(o)
+                qa.bytes += n
+        self._idx_end = max(idx_end, chunk_end)
+        self._index_within_bound()
+        for qa in grow.values():
+            qa.end = max(qa.end, chunk_end)
+        self.position = chunk_end
+        self._keep_within_bytes()
+
+    def trim(self, key: bytes, cursor: int) -> None:
+        qa = self.queues.get(key)
+        if qa is not None:
+            qa.trim(cursor)
+
+    def forget_position(self) -> None:
+        """The reader let the partition go: the next :meth:`plan` points it anew."""
+        self.position = None
+        self.queues.clear()
+        self._ids.clear()
+        self._idx_start = self._idx_end = 0
+        del self._idx_offsets[:], self._idx_bytes[:], self._idx_owner[:]
+
+    def _keep_within_bytes(self) -> None:
+        total = sum(qa.bytes for qa in self.queues.values())
+        while total > self.max_bytes:
+            qa = max(self.queues.values(), key=lambda q: q.bytes)
+            before = qa.bytes
+            qa.cut_to(len(qa.records) // 2)
+            total -= before - qa.bytes
+
+    # -- what a consumer's reader would fetch (references) -------------------------------
+
+    def _index_from(self, chunk_start: int) -> None:
+        """The index goes on at ``chunk_start`` if it spans it, else starts anew there."""
+        if not self._idx_start <= chunk_start <= self._idx_end or not self._idx_offsets:
+            del self._idx_offsets[:], self._idx_bytes[:], self._idx_owner[:]
+            self._idx_start = self._idx_end = chunk_start
+
+    def _index_within_bound(self) -> None:
+        over = len(self._idx_offsets) - self.max_index
+        if over > 0:
+            del self._idx_offsets[:over], self._idx_bytes[:over], self._idx_owner[:over]
+            self._idx_start = self._idx_offsets[0]
+
+    def indexed(self, start: int) -> bool:
+        """The index spans what a reader pointed at ``start`` fetches from there on."""
+        return bool(self._idx_offsets) and self._idx_start <= start < self._idx_end
+
+    def bytes_between(self, lo: int, hi: int) -> int:
+        """Payload bytes of every queue's records at offsets ``[lo, hi)`` (as indexed)."""
+        i, j = bisect_left(self._idx_offsets, lo), bisect_left(self._idx_offsets, hi)
+        return sum(self._idx_bytes[i:j])
+
+    def bytes_from(self, start: int, key: bytes, window_bytes: int) -> tuple[int, int]:
+        """Payload bytes of the records indexed from ``start`` on until ``window_bytes`` are
+        counted: (those of ``key``'s records, all). What a reader pointed at ``start`` fetches."""
+        own = total = 0
+        me = self._ids.get(key)
+        sizes, owners = self._idx_bytes, self._idx_owner
+        for i in range(bisect_left(self._idx_offsets, start), len(sizes)):
+            if total >= window_bytes:
+                break
+            n = sizes[i]
+            total += n
+            if owners[i] == me:
+                own += n
+        return own, total
+
