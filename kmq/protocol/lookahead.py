@@ -30,7 +30,7 @@ from kmq.protocol.dispatch import Want, select
 
 QUEUE_AHEAD_RECORDS = 20_000     # records of one queue kept read ahead, at most
 AHEAD_BYTES = 16 * 1024 * 1024   # payload bytes kept read ahead per queue partition (as librdkafka's queue)
-INDEX_RECORDS = 1 << 18          # records of every queue the index spans, at most
+INDEX_RECORDS = 1 << 17          # records of every queue the index spans, at most (16 B each)
 OTHER = -1                       # the index's owner of a record of a queue nobody wants here
 
 
@@ -88,7 +88,7 @@ class Lookahead:
         self.max_records, self.max_bytes, self.max_index = max_records, max_bytes, max_index
         self._ids: dict[bytes, int] = {}  # queue key -> owner id in the index
         self._idx_start = self._idx_end = 0
-        self._idx_offsets, self._idx_bytes, self._idx_owner = array("q"), array("q"), array("l")
+        self._idx_offsets, self._idx_bytes, self._idx_owner = array("q"), array("i"), array("i")
 
     # -- where to read ----------------------------------------------------------------------
 
