@@ -16,8 +16,9 @@ Any number of consumers share a shared queue; none joins a group. Each consumer
 
 It asks only for a small read-ahead beyond what user code holds (``prefetch``), so the
 consumers that start first do not take a backlog away from the ones that start a moment
-later. Unless ``prefetch`` is given, the read-ahead starts at :data:`PREFETCH_START` and
-grows eightfold (up to ``max_in_flight``) each time user code emptied it after receiving all it
+later. Unless ``prefetch`` is given, the read-ahead starts at ``PREFETCH_START`` and
+grows (``kmq.consumer.read_ahead``: up to eightfold, up to what user code settles in half a
+second, up to ``max_in_flight``) each time user code emptied it after receiving all it
 asked for: fast consumers soon ask for thousands, slow ones keep a few.
 
 A consumer never holds more than it asked for: a delivery beyond its free room (possible
@@ -39,6 +40,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.consumer.marker_writer import RetryTransaction
+from kmq.consumer import read_ahead
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
@@ -50,8 +52,6 @@ log = logging.getLogger("kmq.consumer")
 
 HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
 LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
-PREFETCH_START = 10  # messages kept ready beyond user code's, to begin with
-PREFETCH_GROWTH = 8  # ... multiplied by this each time user code emptied it
 
 
 class SharedSource:
@@ -63,8 +63,9 @@ class SharedSource:
                  prefetch: int | None = None) -> None:
         c = self._c = consumer
         self._fixed_prefetch = prefetch is not None
-        self.prefetch = prefetch if prefetch is not None else min(PREFETCH_START, c.max_in_flight)
+        self.prefetch = prefetch if prefetch is not None else min(read_ahead.PREFETCH_START, c.max_in_flight)
         self._received_since_grow = 0
+        self._grown_at = time.monotonic()  # when the read-ahead last changed
         s = c._settings
         self.consumer_id = uuid.uuid4().hex
         self._key = self.consumer_id.encode()
@@ -283,8 +284,11 @@ class SharedSource:
     def on_empty(self) -> None:
         """User code found nothing ready: read further ahead if it took all we asked for."""
         if not self._fixed_prefetch and self._received_since_grow >= self.prefetch:
-            self.prefetch = min(self._c.max_in_flight, self.prefetch * PREFETCH_GROWTH)
+            now = time.monotonic()
+            self.prefetch = read_ahead.grown(self.prefetch, self._received_since_grow, now - self._grown_at,
+                                             self._c.max_in_flight)
             self._received_since_grow = 0
+            self._grown_at = now
             self._c._log.wake_at = self._refill_at()
 
     def _hold(self) -> int:
