@@ -44,6 +44,7 @@ TRACE = bool(__import__("os").environ.get("KMQ_DISPATCH_TRACE"))
 LAPSE_LOG_S = 10.0  # a lapsed lease is logged at most this often
 
 IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be done
+ACQUIRE_POLL_S = 0.005    # ... and how long it waits for an ACQUIRE's acknowledgement
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
 QUIESCE_FLUSH_S = 4.0  # how long a revocation waits for the ACQUIREs in flight to land
@@ -175,7 +176,11 @@ class Dispatcher:
                 log.exception("dispatch round failed")
                 busy = False
                 self._stop.wait(0.5)
-            if not busy:
+            if not busy and self._lanes.lanes_waiting:
+                # An ACQUIRE on its way: its lane goes out when the broker has it, not a
+                # whole idle wait later (callbacks run in poll; returns at the first).
+                self._lanes.producer.poll(ACQUIRE_POLL_S)
+            elif not busy:
                 self._wake.wait(IDLE_WAIT_S)
                 self._wake.clear()
         self._lanes.producer.flush(10)

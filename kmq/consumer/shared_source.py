@@ -66,6 +66,8 @@ class SharedSource:
         self.prefetch = prefetch if prefetch is not None else min(read_ahead.PREFETCH_START, c.max_in_flight)
         self._received_since_grow = 0
         self._grown_at = time.monotonic()  # when the read-ahead last changed
+        self._waited_s = 0.0  # since then, how long user code waited for deliveries
+        self._wait_began: float | None = None  # user code found nothing ready then
         s = c._settings
         self.consumer_id = uuid.uuid4().hex
         self._key = self.consumer_id.encode()
@@ -253,7 +255,7 @@ class SharedSource:
             return 0
         with self._c._lock:
             self._c._hold(r, keep, [rec.offset() - r.start for rec in keep])
-        self._received_since_grow += len(keep)
+        self._received(len(keep))
         return len(keep)
 
     def _point_refs(self, partition: int, offset: int) -> None:
@@ -283,13 +285,23 @@ class SharedSource:
 
     def on_empty(self) -> None:
         """User code found nothing ready: read further ahead if it took all we asked for."""
+        now = time.monotonic()
         if not self._fixed_prefetch and self._received_since_grow >= self.prefetch:
-            now = time.monotonic()
-            self.prefetch = read_ahead.grown(self.prefetch, self._received_since_grow, now - self._grown_at,
+            busy_s = now - self._grown_at - self._waited_s  # user code's own time
+            self.prefetch = read_ahead.grown(self.prefetch, self._received_since_grow, busy_s,
                                              self._c.max_in_flight)
             self._received_since_grow = 0
-            self._grown_at = now
+            self._grown_at, self._waited_s = now, 0.0
             self._c._log.wake_at = self._refill_at()
+        if self._wait_began is None:
+            self._wait_began = now
+
+    def _received(self, n: int) -> None:
+        """Deliveries held for user code: its wait for them, if it waited, is over."""
+        self._received_since_grow += n
+        if self._wait_began is not None:
+            self._waited_s += time.monotonic() - self._wait_began
+            self._wait_began = None
 
     def _hold(self) -> int:
         """Hold the pending delivery's copies (offsets in mask order); return how many.
@@ -318,7 +330,7 @@ class SharedSource:
                 markers.append(M.Release(r, rels_mask(extra, r.length), 0, counted=False))
             if keep:
                 c._hold(r, copies[purged:purged + len(keep)], keep)
-                self._received_since_grow += len(keep)
+                self._received(len(keep))
             if markers:
                 c._writer.send(markers, [], on_confirmed=_nothing)
         return len(keep)

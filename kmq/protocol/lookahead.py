@@ -29,7 +29,7 @@ from typing import Iterable
 from kmq.protocol.dispatch import Want, select
 
 QUEUE_AHEAD_RECORDS = 20_000     # records of one queue kept read ahead, at most
-AHEAD_BYTES = 16 * 1024 * 1024   # payload bytes kept read ahead per queue partition (as librdkafka's queue)
+AHEAD_BYTES = 32 * 1024 * 1024   # payload bytes kept read ahead per queue partition, at most
 INDEX_RECORDS = 1 << 17          # records of every queue the index spans, at most (16 B each)
 OTHER = -1                       # the index's owner of a record of a queue nobody wants here
 

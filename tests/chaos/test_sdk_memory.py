@@ -29,6 +29,7 @@ RSS_GROWTH_BOUND_MB = 64  # (measured: 30-36)
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("tracker")  # a shared queue (the default) is served by its dispatcher
 def test_a_consumer_never_holds_more_than_max_in_flight_and_its_memory_stays_bounded(shared_settings, queue):
     s = shared_settings
     p = Producer({**s.client_config(), "linger.ms": 50, "batch.size": 1_000_000,
