@@ -29,6 +29,7 @@ from agents.dispatch_epochs import Epochs, OwnedPartition
 from agents.dispatch_handover import hand_over_switched
 from agents.dispatch_lanes import Batch, LaneWriter, delivery_of
 from agents.dispatch_reader import QueueReader
+from agents.dispatch_views import DispatcherViews
 from agents.ordered import OrderedQueues
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
@@ -50,7 +51,7 @@ ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at mo
 QUIESCE_FLUSH_S = 4.0  # how long a revocation waits for the ACQUIREs in flight to land
 
 
-class Dispatcher:
+class Dispatcher(DispatcherViews):
     """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
 
     def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs],
@@ -141,21 +142,6 @@ class Dispatcher:
     def on_purged(self, markers_partition: int, queue: str, purged_before: dict[int, int]) -> None:
         """``queue`` was purged below ``purged_before``: its groups forget those records."""
         self._post(("purged", markers_partition, queue, dict(purged_before)))
-
-    def snapshot(self) -> dict:
-        """Live consumers per shared queue and the dispatcher's counters (views; any thread)."""
-        consumers = {}
-        for part in list(self._parts.values()):
-            for q, roster in list(part.rosters.items()):
-                consumers[q] = len(roster.slots)
-        return {"consumers": consumers, **self.stats, **self._ordered.stats}
-
-    def group_gauges(self) -> dict[str, dict[str, int]]:
-        """Per ordered queue: groups waiting, in flight, oldest head age (ms); any thread."""
-        try:
-            return self._ordered.gauges(int(time.monotonic() * 1000))
-        except RuntimeError:  # changed while we looked: the next call sees it
-            return {}
 
     def _post(self, event: tuple) -> None:
         self._inbox.put(event)
