@@ -27,6 +27,7 @@ from typing import Any, Callable
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from agents.payloads import PayloadReader
+from app.startup import until_done
 from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
@@ -122,9 +123,8 @@ class Redeliverer:
         return self.payloads.list_end(topic, partition)  # a lower bound is all we need
 
     async def warm_up(self) -> None:
-        """Create the clients and read the queue configs now."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._warm_up)
+        """Create the clients and read the queue configs now (again until it works)."""
+        await until_done("the redeliverer's warm-up", self._warm_up, self._executor)
 
     def _warm_up(self) -> None:
         self._get_producer().list_topics(self.settings.queue_topic, timeout=10)

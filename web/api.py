@@ -30,6 +30,7 @@ from web.queue_scan import QueueScanner
 from web.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
 from agents.runtime import runtime
 from app import app, settings
+from app.startup import until_done
 from app.topics import markers_topic
 from app.unreadable import unreadable_batches
 from kmq.protocol import envelope
@@ -69,8 +70,7 @@ _state = {"routes_warm": False, "configs": False}
 @app.task
 async def start_views() -> None:
     """Load the queue settings view, warm the producer's metadata for routing, start the scanner."""
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, runtime().config, "warm-up")
+    await until_done("the views' queue settings", lambda: runtime().config("warm-up"))
     _state["configs"] = True
     while not _state["routes_warm"]:
         try:
@@ -199,7 +199,7 @@ async def _peer_page(url: str, caller: Caller, p: dict[str, Any]) -> dict[str, A
 async def health(web, request):
     """Liveness and what this worker owns (open: no queue names or counts)."""
     owned = runtime().owned
-    return web.json({"status": "ok", "partitions": sorted(owned), "ready": _ready(),
+    return web.json({"status": "ok", "partitions": sorted(owned), "ready": _ready(), "waiting_for": _waiting_for(),
                      "malformed_markers": sum(p.malformed for p in owned.values()),
                      "set_aside": owned.set_aside(),
                      "replayed_markers": sum(p.replayed for p in owned.values()),
@@ -210,9 +210,14 @@ async def health(web, request):
                                  "error": scanner.last_error}})
 
 
+def _waiting_for() -> list[str]:
+    """What this worker still waits for before it is ready (empty once it is)."""
+    return [what for what, done in (("queue-settings", _state["configs"]), ("routing-metadata", _state["routes_warm"]),
+                                    ("table-recovery", app.tables.recovery.completed.is_set())) if not done]
+
+
 def _ready() -> bool:
-    return bool(_state["routes_warm"] and _state["configs"]
-                and app.tables.recovery.completed.is_set())
+    return not _waiting_for()
 
 
 @app.page("/kmq/ready")

@@ -222,7 +222,7 @@ def test_auth_tenants_see_only_their_queues_and_foreign_ones_look_missing(deploy
     assert get(t.url + "/metrics", tokens["acme"])[0] == 403  # metrics name every queue: admin only
     assert get(t.url + "/kmq/stats", tokens["acme"])[0] == 403
     status, health = get(t.url + "/kmq/health")
-    assert status == 200 and health["partitions"] == [0, 1, 2, 3] and health["ready"]
+    assert status == 200 and health["partitions"] == [0, 1, 2, 3] and health["ready"] and health["waiting_for"] == []
     assert get(t.url + "/kmq/ready")[0] == 200
 
 
