@@ -18,11 +18,11 @@ from tests.chaos.conftest import run_chaos_in_ci
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 def test_nothing_is_lost_under_kills_restarts_and_rebalances(make_settings, artifacts):
     settings = make_settings(queue_partitions=4, markers_partitions=4, dispatch="partition")  # groups, rebalances
     cfg = ChaosConfig(queues=5, consumers_per_queue=2, trackers=3, messages_per_queue=720,
-                      kills=52, chaos_s=45.0, queue_kill_gap_s=4.0,
+                      kills=52, chaos_s=45.0, chaos_limit_s=180.0, queue_kill_gap_s=4.0,
                       tracker_kills=[(0.2, "keep"), (0.55, "wipe")],
                       rebalances=2, visibility_s=4.0, quiet_s=6.0, transactional_queues=0)
     result = run_chaos_in_ci(settings, cfg, artifacts, "chaos-ci")

@@ -21,11 +21,11 @@ from tests.chaos.conftest import run_chaos_in_ci
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(400)
 def test_ordered_groups_keep_their_order_and_lose_nothing_under_consumer_kills(make_settings, artifacts):
     settings = make_settings(queue_partitions=4, markers_partitions=4, dispatch="shared")
     cfg = ChaosConfig(queues=2, ordered_queues=2, groups_per_queue=10, consumers_per_queue=3,
-                      trackers=2, messages_per_queue=400, kills=20, chaos_s=30.0, tracker_kills=[],
+                      trackers=2, messages_per_queue=400, kills=20, chaos_s=30.0, chaos_limit_s=90.0, tracker_kills=[],
                       rebalances=2, visibility_s=4.0, quiet_s=5.0, transactional_queues=0,
                       work_ms=100.0, dispatch="shared", prefix="chaos-ordered")
     result = run_chaos_in_ci(settings, cfg, artifacts, "chaos-ordered-ci")

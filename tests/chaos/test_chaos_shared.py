@@ -17,11 +17,11 @@ from tests.chaos.conftest import run_chaos_in_ci
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(500)
 def test_shared_queues_lose_nothing_under_unpaced_kills_restarts_joins_and_leaves(make_settings, artifacts):
     settings = make_settings(queue_partitions=4, markers_partitions=4, dispatch="shared")
     cfg = ChaosConfig(queues=4, consumers_per_queue=3, trackers=3, messages_per_queue=600,
-                      kills=40, chaos_s=40.0, queue_kill_gap_s=0.0,
+                      kills=40, chaos_s=40.0, chaos_limit_s=120.0, queue_kill_gap_s=0.0,
                       tracker_kills=[(0.25, "keep"), (0.6, "wipe")],
                       rebalances=3, visibility_s=4.0, quiet_s=6.0, transactional_queues=0,
                       dispatch="shared", prefix="chaos-shared")
