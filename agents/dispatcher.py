@@ -31,6 +31,8 @@ from agents.dispatch_lanes import Batch, LaneWriter, delivery_of
 from agents.dispatch_reader import QueueReader
 from agents.dispatch_views import DispatcherViews
 from agents.ordered import OrderedQueues
+from app import startup
+from kmq.backoff import compute_backoff
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Roster, Want, hand_out
@@ -74,6 +76,9 @@ class Dispatcher(DispatcherViews):
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
         self._next_config_scan = 0.0
+        self._lanes: LaneWriter | None = None  # the thread's clients (_set_up)
+        self._reader: QueueReader | None = None
+        self._set_up_done = threading.Event()
 
     # -- called from the event loop (the agent, the tick timer) -------------------------
 
@@ -114,12 +119,14 @@ class Dispatcher(DispatcherViews):
         return self._handled("drain", timeout_s)
 
     def _handled(self, kind: str, timeout_s: float) -> bool:
-        """Post ``kind`` and wait until the thread has handled it (at once if none runs)."""
+        """Post ``kind`` and wait until the thread has handled it (at once if none runs).
+        A quiesce of a thread still setting up is not waited for: it wrote nothing, and it
+        handles the event before its first round."""
         if self._thread is None or not self._thread.is_alive():
             return True
         done = threading.Event()
         self._post((kind, done))
-        return done.wait(timeout_s)
+        return (kind == "quiesce" and not self._set_up_done.is_set()) or done.wait(timeout_s)
 
     def on_credit(self, markers_partition: int, credit: M.Credit) -> None:
         self._post(("credit", markers_partition, credit))
@@ -149,12 +156,33 @@ class Dispatcher(DispatcherViews):
 
     # -- the dispatcher thread -------------------------------------------------------------
 
+    def _set_up(self) -> bool:
+        """The thread's clients and views, tried again until the broker answers (a thread
+        that died here left the worker's shared queues without a dispatcher for good).
+        False if stopped first."""
+        attempt = 0
+        while not self._stop.is_set():
+            attempt += 1
+            try:
+                if self._lanes is None:
+                    self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
+                if self._reader is None:
+                    self._reader = QueueReader(self.settings, TRACE)
+                self._configs = self._configs_factory()
+                self._queue_parts = len(self._lanes.producer.list_topics(self.settings.queue_topic, timeout=10)
+                                        .topics[self.settings.queue_topic].partitions)
+                self._set_up_done.set()
+                return True
+            except Exception as exc:  # the broker not answering yet: anything it raises
+                pause_s = compute_backoff(startup.RETRY, attempt)
+                log.warning("dispatcher start-up failed (attempt %d: %s); trying again in %.1f s",
+                            attempt, exc, pause_s)
+                self._stop.wait(pause_s)
+        return False
+
     def _run(self) -> None:
-        self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
-        self._reader = QueueReader(self.settings, TRACE)
-        self._configs = self._configs_factory()
-        self._queue_parts = len(self._lanes.producer.list_topics(self.settings.queue_topic, timeout=10)
-                                .topics[self.settings.queue_topic].partitions)
+        if not self._set_up():
+            return
         while not self._stop.is_set():
             try:
                 busy = self._round()

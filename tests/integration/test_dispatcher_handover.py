@@ -157,3 +157,34 @@ def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(ma
                     if isinstance(x, D.Delivery) and x.epoch == epoch
                     for o in M.mask_offsets(x.range.start, x.mask)}
         assert not handed(first) & handed(begins[0]) and len(handed(first) | handed(begins[0])) == 10
+
+
+def test_a_dispatcher_whose_start_up_fails_tries_again_and_then_dispatches(make_settings, queue):
+    """A broker that does not answer at first (here: the settings view failing twice) must
+    not leave the worker's shared queues without a dispatcher for good."""
+    settings = make_settings(dispatch="shared")
+    attempts = []
+
+    def configs() -> QueueConfigs:
+        attempts.append(1)
+        if len(attempts) <= 2:
+            raise kmq.BrokerUnavailableError("no broker answered (test)")
+        return QueueConfigs(settings, follow=True)
+
+    d = Dispatcher(settings, configs=configs)
+    d.start()
+    client = kmq.Client(settings=settings)
+    try:
+        client.send(queue, b"m0")
+        client.flush()
+        m = markers_partition(queue, settings.markers_partitions)
+        d.owned({m})  # the tick timer says so every tick; the first may come before set-up
+        begins = wait_for(lambda: d.owned({m}) or [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])
+        assert len(attempts) == 3
+        d.on_begin(m, begins[-1].epoch, {})
+        d.on_credit(m, M.Credit(queue, "c1", 0, 0, 0, 5, 60_000, 30_000))
+        got = wait_for(lambda: [x for x in _deliveries(settings, 0, "c1") if isinstance(x, D.Delivery)])
+        assert sum(x.count for x in got) == 1
+    finally:
+        d.stop()
+        client.close()
