@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kmq.protocol import entries as E
 from kmq.protocol.clock import PartitionClock
-from kmq.protocol.gaps import Rewinds
+from kmq.protocol.gaps import Gaps
 from kmq.protocol.outcomes import SET_ASIDE, Outcome
 from kmq.stats.gauges import GaugedStore, QueueGauges
 from kmq.stats.rates import RateWindow
@@ -92,7 +92,7 @@ class OwnedPartitions(dict):
     def __init__(self, num_partitions: int) -> None:
         super().__init__()
         self.num_partitions = num_partitions
-        self.rewinds = Rewinds()  # offsets the agent was not handed are fetched again
+        self.gaps = Gaps()  # offsets the agent was not handed: read from the log
 
     def get_or_create(self, partition: int) -> OwnedPartition:
         part = self.get(partition)
@@ -107,7 +107,7 @@ class OwnedPartitions(dict):
         """After a rebalance: another worker may have changed a partition while it was not
         ours, so gauges are rebuilt on its next event and its applied offset read again
         from the (recovered) table."""
-        self.rewinds.forget()
+        self.gaps.forget()
         for part in list(self.values()):
             part.gauges_built = False
             part.applied_offset = None

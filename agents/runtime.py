@@ -3,8 +3,9 @@
 One :class:`TrackerRuntime` per worker process, built here and nowhere else, and
 registered on the app as a mode Service (``app.service``): what this worker owns of
 each markers partition (:class:`~agents.partitions.OwnedPartitions`), the
-:class:`~agents.redeliver.Redeliverer` (and through it the queue settings view), and
-the :class:`~agents.dispatcher.Dispatcher` of shared queues. Agents, timers and web
+:class:`~agents.redeliver.Redeliverer` (and through it the queue settings view),
+the :class:`~agents.dispatcher.Dispatcher` of shared queues, and the markers agent's
+:class:`~agents.gap_reader.GapReader`. Agents, timers and web
 views reach it through :func:`runtime`, never through another module's globals
 (tests/unit/test_import_boundaries.py). It lives in ``agents/`` because it builds
 agents' classes; ``app/`` comes before ``agents/`` in the import order.
@@ -32,6 +33,7 @@ from typing import Any
 from mode import Service
 
 from agents.dispatcher import Dispatcher
+from agents.gap_reader import GapReader
 from agents.partitions import OwnedPartitions
 from agents.redeliver import Redeliverer
 from app import app, membership, settings
@@ -45,11 +47,12 @@ class TrackerRuntime(Service):
     """A worker's owned partitions, redeliverer and dispatcher, and their start and stop."""
 
     def __init__(self, owned: OwnedPartitions, redeliverer: Redeliverer, dispatcher: Dispatcher,
-                 **kwargs: Any) -> None:
+                 gap_reader: GapReader | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.owned = owned
         self.redeliverer = redeliverer
         self.dispatcher = dispatcher
+        self.gap_reader = gap_reader  # offsets the markers agent was not handed, read from the log
 
     def connect(self, faust_app: Any) -> TrackerRuntime:
         """Register with ``faust_app``: started with it, told of rebalances and shutdown."""
@@ -114,7 +117,8 @@ def _build() -> TrackerRuntime:
                                                                      control_token=control_token))
     dispatcher = Dispatcher(settings, configs=redeliverer.configs,
                             membership=membership.of_group(app.conf.id).valid_until)
-    return TrackerRuntime(OwnedPartitions(settings.markers_partitions), redeliverer, dispatcher).connect(app)
+    return TrackerRuntime(OwnedPartitions(settings.markers_partitions), redeliverer, dispatcher,
+                          GapReader(settings)).connect(app)
 
 
 _runtime = _build()

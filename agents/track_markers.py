@@ -27,7 +27,7 @@ from agents.redeliver import Execution
 from agents.runtime import TrackerRuntime, runtime
 from app import app, settings
 from app.topics import markers_topic
-from kmq.protocol import expiry, gaps
+from kmq.protocol import expiry
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
@@ -50,33 +50,40 @@ async def track_markers(stream):
             part.build_gauges()  # after (re)assignment: the table is recovered now
             log.info("markers partition %d: resuming at offset %d; the table holds records up to %d",
                      msg.partition, msg.offset, part.applied_upto())
-        rewinds = rt.owned.rewinds
-        found = rewinds.found
-        step = rewinds.handed(msg.partition, msg.offset)
-        if step is gaps.Step.DROP:
-            continue  # on its way from before a rewind: it comes again
-        if rewinds.found != found:
-            log.warning("markers partition %d: offset %d had not been handed to the agent; fetched again "
-                        "(%d such records so far, kmq.protocol.gaps)", msg.partition, msg.offset, rewinds.found)
-        if step is gaps.Step.REWIND:  # records before this one were not handed to us: fetch them again
-            log.info("markers partition %d: offsets %d..%d not handed to the agent (a transaction's "
-                     "commit marker, or a skipped record); fetching them again", msg.partition,
-                     rewinds.rewind_to, msg.offset - 1)
-            try:
-                await app.consumer.seek(msg.tp, rewinds.rewind_to)
-                continue
-            except Exception:  # never drop records waiting for a seek that did not happen
-                log.exception("markers partition %d: the rewind failed; applying on", msg.partition)
-                rewinds.cancel(msg.partition)
-                rewinds.handed(msg.partition, msg.offset)
-        if msg.offset <= part.applied_upto():
-            part.replayed += 1  # its changes are in the table already
-            continue
-        writes = part.state.store.writes
-        await _apply(rt, part, event)
-        if part.state.store.writes != writes:  # a record that changed nothing may be applied again
-            part.mark_applied(msg.offset)
+        gap = rt.owned.gaps.handed(msg.partition, msg.offset)
+        if gap is not None:  # offsets we were not handed: read and applied first, in order
+            await _fill(rt, part, *gap)
+        await _apply_once(rt, part, event)
 
+
+async def _fill(rt: TrackerRuntime, part, start: int, end: int) -> None:
+    """Apply what the log holds at ``[start, end)`` (kmq.protocol.gaps)."""
+    gaps = rt.owned.gaps
+    records = await rt.gap_reader.read(part.partition, start, end)
+    if records is None:
+        gaps.unread += 1
+        log.error("markers partition %d: offsets %d..%d could not be read within the bound; going on "
+                  "without them (%d gaps so far)", part.partition, start, end - 1, gaps.unread)
+        return
+    gaps.filled(len(records))
+    if records:
+        log.warning("markers partition %d: offsets %s had not been handed to the agent; read from the log "
+                    "(%d such records so far, kmq.protocol.gaps)", part.partition,
+                    [r.offset for r in records][:10], gaps.found)
+    for rec in records:
+        await _apply_once(rt, part, rec)
+
+
+async def _apply_once(rt: TrackerRuntime, part, event) -> None:
+    """Apply a record unless the table holds its changes already (a replay)."""
+    msg = event.message
+    if msg.offset <= part.applied_upto():
+        part.replayed += 1  # its changes are in the table already
+        return
+    writes = part.state.store.writes
+    await _apply(rt, part, event)
+    if part.state.store.writes != writes:  # a record that changed nothing may be applied again
+        part.mark_applied(msg.offset)
 
 async def _apply(rt: TrackerRuntime, part, event) -> None:
     """Apply one marker record of ``part``: what cannot be used is set aside, never raised."""

@@ -204,6 +204,7 @@ async def health(web, request):
                      "set_aside": owned.set_aside(),
                      "replayed_markers": sum(p.replayed for p in owned.values()),
                      "unreadable_batches": unreadable_batches().as_json(),
+                     "marker_gaps": owned.gaps.as_json(),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "dlq_passes": scanner.dead_letters.passes,
                                  "dlq_records_read": scanner.dead_letters.records_read,

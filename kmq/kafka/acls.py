@@ -113,7 +113,7 @@ def grants(s: Settings) -> dict[str, list[Grant]]:
         Grant("Topic", f"{app}-", True, ("Read", "Write", "Describe", "Create", "DescribeConfigs"),
               f"Faust's internal topics: `{changelog_topic(s)}`, `{app}-__assignor-__leader`"),
         Grant("Group", app, True, ("Read", "Describe"),
-              f"Faust's group `{app}`; readers `{app}-payload-reader`, `-dispatcher`, "
+              f"Faust's group `{app}`; readers `{app}-payload-reader`, `-dispatcher`, `-gap-reader`, "
               "`-end-offsets`, `-queue-configs`, `-dlq-reader` and the views' (assign only)"),
         Grant("Group", prefix, True, ("Describe",),
               "the views read queues' group offsets (partition-mode depth)"),

@@ -1,4 +1,4 @@
-"""Records the tracker's consumer skipped: fetched again before anything after them is applied.
+"""Offsets the markers agent was not handed: read from the log before anything after them.
 
 The markers agent is handed a partition's records in offset order; an offset it is
 not handed is normally a record that carries nothing for it (a transaction's commit
@@ -8,34 +8,21 @@ worker's Kafka client (aiokafka under Faust) did not hand over a consumer's ACK 
 that came right after a dispatcher's ACQUIRE record, while librdkafka read it there;
 the acked message came back one visibility timeout later.
 
-So a gap makes the agent rewind: the consumer is sought back to the gap's first offset
-and every record of that partition already on its way past the gap is dropped (it
-comes again). Fetched again from the gap's start, the skipped record is the first of
-its fetch and is handed over; a gap that holds nothing for us (commit markers, aborted
-records: the client's own filtering stays the judge) comes back as the same gap, and is
-then accepted. Pure: what to do with each offset handed.
+So before the agent applies a record that follows a gap, the gap is read straight from
+the log (``agents/gap_reader.py``, read_committed like the agent's client) and what it
+holds is applied first, in order; a gap that holds nothing (commit markers, aborted
+records) costs that one read. Reading it beside Faust's consumer rather than seeking
+that consumer back matters: a seek raced Faust's fetch loop, which went on handing the
+records of the batch on their way and so set its read offset past the gap again, then
+dropped the records fetched anew as already seen, and the agent waited for them for
+good (tests/integration/test_marker_gaps.py). Pure: which offsets to read, and counts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
 
-
-class Step(Enum):
-    APPLY = "apply"      # apply the record
-    DROP = "drop"        # on its way from before a rewind: it comes again
-    REWIND = "rewind"    # seek the partition back to ``Rewinds.rewind_to`` and drop the record
-
-
-@dataclass
-class _Pending:
-    start: int  # the gap's first offset (sought back to)
-    end: int    # the record that showed the gap
-
-
-class Rewinds:
-    """Per markers partition: the next offset expected, and a rewind under way (in memory).
+class Gaps:
+    """Per markers partition: the next offset the agent expects (in memory), and counts.
 
     After an assignment nothing is expected: Faust starts a partition at its committed
     offset, and what lies before it is in the table already or carried nothing.
@@ -43,41 +30,25 @@ class Rewinds:
 
     def __init__(self) -> None:
         self._next: dict[int, int] = {}
-        self._pending: dict[int, _Pending] = {}
-        self.rewind_to = -1  # where the last REWIND seeks to
-        self.rewinds = 0     # gaps fetched again
-        self.accepted = 0    # of them, gaps that held nothing for us
-        self.found = 0       # of them, gaps that held records the client had skipped
+        self.read = 0     # gaps read from the log
+        self.found = 0    # records found in them (the client had not handed them over)
+        self.unread = 0   # gaps given up on: the log did not answer within the read's bound
 
     def forget(self) -> None:
         """A rebalance: every partition starts anew from wherever it is resumed."""
         self._next.clear()
-        self._pending.clear()
 
-    def cancel(self, partition: int) -> None:
-        """The seek of a REWIND failed: accept the gap rather than drop records forever."""
-        pending = self._pending.pop(partition, None)
-        if pending is not None:
-            self._next[partition] = pending.end
-
-    def handed(self, partition: int, offset: int) -> Step:
-        """What to do with the record at ``offset`` the agent is handed."""
-        pending = self._pending.get(partition)
-        if pending is not None:
-            if offset > pending.end:
-                return Step.DROP  # fetched before the rewind; it comes again
-            if offset == pending.end:
-                self.accepted += 1  # fetched again, the gap held nothing the client hands over
-            elif offset >= pending.start:
-                self.found += 1  # a record the client had skipped
-            del self._pending[partition]
-            self._next[partition] = offset + 1
-            return Step.APPLY
+    def handed(self, partition: int, offset: int) -> tuple[int, int] | None:
+        """The agent is handed the record at ``offset``: the offsets ``[start, offset)`` to
+        read and apply before it, or None."""
         nxt = self._next.get(partition)
-        if nxt is not None and offset > nxt:
-            self._pending[partition] = _Pending(nxt, offset)
-            self.rewind_to = nxt
-            self.rewinds += 1
-            return Step.REWIND
         self._next[partition] = max(offset + 1, nxt or 0)
-        return Step.APPLY
+        return (nxt, offset) if nxt is not None and offset > nxt else None
+
+    def filled(self, records_found: int) -> None:
+        """A gap was read; it held ``records_found`` records."""
+        self.read += 1
+        self.found += records_found
+
+    def as_json(self) -> dict[str, int]:
+        return {"read": self.read, "found": self.found, "unread": self.unread}

@@ -1,0 +1,65 @@
+"""A markers backlog full of offsets the agent is not handed is applied to its end.
+
+Every transaction a consumer commits leaves a commit marker in the markers partition:
+an offset that carries no record. The agent reads each offset it was not handed
+straight from the log before going on (agents/gap_reader.py). Its earlier way, seeking
+Faust's consumer back to the gap, raced Faust's fetch loop: records of the batch already
+on their way set Faust's read offset past the gap again, Faust then dropped the records
+fetched anew as already seen, and the agent waited for them for good (a tracker
+restarted on a backlog stopped applying that partition: no BEGIN, no TICK).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kmq.dev.devstack import TrackerProcess
+from kmq.protocol import envelope, marker_codec
+from kmq.protocol import markers as M
+from kmq.protocol.placement import markers_partition
+from tests.conftest import wait_for
+
+SCHEDULED = 300
+
+
+def _published_ids(settings, queue: str) -> set[str]:
+    """Ids of the queue's records on the queue topic, read to its end."""
+    c = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"gaps-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        parts = c.list_topics(settings.queue_topic, timeout=10).topics[settings.queue_topic].partitions
+        c.assign([TopicPartition(settings.queue_topic, p, 0) for p in parts])
+        ids, eof = set(), set()
+        while len(eof) < len(parts):
+            msg = c.poll(10)
+            assert msg is not None, "the queue topic's end not reached within 10 s"
+            if msg.error():
+                eof.add(msg.partition())
+            elif msg.key() == queue.encode():
+                ids.add(dict(msg.headers() or [])[envelope.ID].decode())
+        return ids
+    finally:
+        c.close()
+
+
+def test_a_backlog_of_transactional_markers_is_applied_to_its_end_after_a_restart(make_settings, queue,
+                                                                                  artifacts):
+    settings = make_settings(markers_partitions=1, dispatch="partition")
+    m = markers_partition(queue, settings.markers_partitions)
+    producer = Producer({"bootstrap.servers": settings.bootstrap_servers,
+                         "transactional.id": f"gaps-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(10)
+    now_ms = int(time.time() * 1000)
+    for i in range(SCHEDULED):  # one transaction each: a commit marker after every record
+        producer.begin_transaction()
+        marker = M.Schedule(queue, f"gap-{i}", now_ms, b"due", ())
+        producer.produce(settings.markers_topic, marker_codec.encode([marker]), key=queue, partition=m)
+        producer.commit_transaction(10)
+    with TrackerProcess(settings, artifacts / "tracker-marker-gaps.log"):
+        # Each SCHEDULE is published once the agent applied it and a TICK came after it.
+        wait_for(lambda: len(_published_ids(settings, queue)) == SCHEDULED, 90,
+                 what=f"all {SCHEDULED} delayed sends published")
+    assert _published_ids(settings, queue) == {f"gap-{i}" for i in range(SCHEDULED)}
