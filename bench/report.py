@@ -68,6 +68,33 @@ def throughput(r: dict) -> list[str]:
     return out
 
 
+def throughput_runs(results: dict[str, dict]) -> list[str]:
+    """Every invocation of the throughput benchmark, oldest first: ``throughput`` (the
+    latest, above) and ``throughput-*`` (each with a ``note`` naming the code it measured).
+    Goal of issue 14: the kmq consumer's CPU per message within 2x of the plain loop's."""
+    runs = sorted((r for name, r in results.items() if name == "throughput" or name.startswith("throughput-")),
+                  key=lambda r: r["when"])
+    if len(runs) < 2:
+        return []
+    out = ["### Every run, oldest first", "",
+           "Medians of each invocation's runs; kmq CPU x plain is the kmq consumer's CPU per message over "
+           "the plain loop's, each run's own (goal <= 2).", "",
+           "| invocation ended | code | size | plain msgs/s | kmq msgs/s | ratio (runs) | "
+           "CPU s / 100k: plain, kmq consumer, tracker | kmq CPU x plain (runs) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        for size, v in r["results"].items():
+            cpu = [k / p for k, p in zip(v["kmq_consumer_cpu_s_per_100k"]["runs"], v["plain_cpu_s_per_100k"]["runs"])]
+            out.append(f"| {r['when']} | {r.get('note', 'latest')} | {size} B | {_k(v['plain_msgs_s']['median'])} | "
+                       f"{_k(v['kmq_msgs_s']['median'])} | {v['ratio']['median']:.2f} ({_runs(v['ratio'])}) | "
+                       f"{v['plain_cpu_s_per_100k']['median']:.2f}, {v['kmq_consumer_cpu_s_per_100k']['median']:.2f}, "
+                       f"{v['kmq_tracker_cpu_s_per_100k']['median']:.2f} | "
+                       f"**{statistics.median(cpu):.2f}** ({', '.join(f'{x:.2f}' for x in cpu)}) |")
+    out.append("")
+    out += [f"Source ({r.get('note', 'latest')}): {_source(r)}" for r in runs if r is not results.get("throughput")]
+    return out + [""]
+
+
 def lateness(results: dict[str, dict]) -> list[str]:
     rows = [(k, v) for k, v in results.items() if k.startswith("lateness")]
     if not rows:
@@ -395,7 +422,7 @@ def render(results: dict[str, dict]) -> str:
            "same run are the figures to trust, absolute rates move with the neighbours. The sections",
            "before the shared-queue ones measure partition-mode queues (`dispatch=\"partition\"`).", ""]
     # A named section renders its result file; an unnamed one gathers several files.
-    sections = [("throughput", throughput), (None, lateness), ("chaos", chaos), ("chaos_shared", chaos),
+    sections = [("throughput", throughput), (None, throughput_runs), (None, lateness), ("chaos", chaos), ("chaos_shared", chaos),
                 ("chaos_ordered", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
