@@ -18,7 +18,8 @@ from confluent_kafka import Message as KafkaMessage
 
 from kmq.protocol import markers as M
 
-_key, _offset = KafkaMessage.key, KafkaMessage.offset  # unbound: map() calls them in C
+# Unbound: map() calls them in C.
+_key, _offset, _partition = KafkaMessage.key, KafkaMessage.offset, KafkaMessage.partition
 
 
 def split(recs: list, qkey: bytes, assigned: set[int],
@@ -28,27 +29,26 @@ def split(recs: list, qkey: bytes, assigned: set[int],
     Records below a partition's purge floor count as others: never delivered, committed
     past like other queues' records.
     """
+    keys = list(map(_key, recs))
+    if keys.count(qkey) == len(recs):
+        ours, others = recs, []
+    else:
+        ours = list(compress(recs, map(eq, keys, repeat(qkey))))
+        others = list(compress(recs, map(ne, keys, repeat(qkey))))
     if len(assigned) == 1:  # spread 1: every record is from that partition
-        keys = list(map(_key, recs))
-        if keys.count(qkey) == len(recs):
-            ours, others = recs, []
-        else:
-            ours = list(compress(recs, map(eq, keys, repeat(qkey))))
-            others = list(compress(recs, map(ne, keys, repeat(qkey))))
         ours_by_part = {next(iter(assigned)): ours}
     else:
-        ours_by_part = {}
-        others = []
-        for rec in recs:
-            if rec.key() == qkey:
-                p = rec.partition()
+        parts = list(map(_partition, ours))
+        if parts and parts.count(parts[0]) == len(parts):
+            ours_by_part = {parts[0]: ours}
+        else:  # several partitions in one fetch: each one's records keep their order
+            ours_by_part = {}
+            for p, rec in zip(parts, ours):
                 lst = ours_by_part.get(p)
                 if lst is None:
                     ours_by_part[p] = [rec]
                 else:
                     lst.append(rec)
-            else:
-                others.append(rec)
     if purged_before:
         for p, ours in list(ours_by_part.items()):
             floor = purged_before.get(p, 0)
