@@ -1,7 +1,12 @@
 """Throughput: kmq receive -> ack (tracker running) vs a plain consumer-group consume+commit loop.
 
 Both loops read *the same records*: a queue's partition of the queue topic,
-filled once by the SDK (``send_batch``, whose rate is reported too). The
+filled once by the SDK (``send_batch``, whose rate is reported too). Every queue of an
+invocation has a partition of its own (names picked by their placement on a queue topic
+with enough partitions): a new group starts at its partition's beginning, so on a
+partition shared with an earlier queue the kmq loop read through the other queue's
+records to find its n (and the plain loop, which counts every record, read the other
+queue's). The
 plain loop is a consumer group that commits every batch asynchronously; the
 kmq loop receives, acks every message and waits until the acks are durable.
 Runs alternate which goes first (A B, B A, ...), so the ratio holds on a
@@ -10,11 +15,13 @@ and the broker are reported per 100k messages: that is kmq's real cost,
 visible even where the broker's fetch rate is the bottleneck.
 
     python -m bench.throughput [--messages 300000] [--runs 3] [--sizes 100,1024] [--compression lz4] [--payload random]
+        [--note "what code"] [--save-as throughput-before]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import time
@@ -101,6 +108,18 @@ def kmq_consume(client: kmq.Client, queue: str, n: int, batch_ack: bool = False)
     return (n - 1) / elapsed
 
 
+def own_partition(name: str, partitions: int, used: set[int]) -> str:
+    """``name``, or ``name-1``, ``name-2`` ...: the first on a queue partition not in ``used``
+    (added to it), so each loop reads its own records and nothing else."""
+    for i in itertools.count():
+        queue = f"{name}-{i}" if i else name
+        (p,) = queue_partitions(queue, partitions)
+        if p not in used:
+            used.add(p)
+            return queue
+    raise AssertionError("unreachable")
+
+
 def timed(fn, procs):
     before = [cpu_self()] + [cpu_of(p) for p in procs]
     rate = fn()
@@ -117,20 +136,27 @@ def main() -> None:
                     help="payload bytes: one repeated byte (compresses to almost nothing) or random")
     ap.add_argument("--compression", default="", help="KMQ_COMPRESSION of the SDK's and tracker's producers "
                     "(default: the profile's)")
+    ap.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
+    ap.add_argument("--save-as", default="throughput",
+                    help="result file bench/results/NAME.json (an earlier run's: throughput-...)")
     args = ap.parse_args()
     n = args.messages
+    sizes = [int(s) for s in args.sizes.split(",")]
     results = {}
-    with stack(compression=args.compression, dispatch="partition") as (settings, tracker_proc, broker_proc):
+    with stack(compression=args.compression, dispatch="partition",
+               queue_partitions=max(8, 2 * 3 * args.runs * len(sizes))) as (settings, tracker_proc, broker_proc):
         client = kmq.Client(settings=settings)
+        used: set[int] = set()
         procs = [psutil.Process(tracker_proc.process.pid), psutil.Process(broker_proc.process.pid)]
-        for size in [int(s) for s in args.sizes.split(",")]:
+        for size in sizes:
             payload = b"x" * size if args.payload == "repeated" else os.urandom(size)
             rows: dict[str, list] = {k: [] for k in (
                 "plain_msgs_s", "kmq_msgs_s", "kmq_batch_ack_msgs_s", "ratio", "ratio_batch_ack",
                 "send_msgs_s", "plain_cpu_s_per_100k", "kmq_consumer_cpu_s_per_100k",
                 "kmq_batch_ack_consumer_cpu_s_per_100k", "kmq_tracker_cpu_s_per_100k")}
             for run in range(args.runs):
-                queues = {w: f"bench-{size}-{run}-{w}" for w in ("plain", "kmq", "batch")}
+                queues = {w: own_partition(f"bench-{size}-{run}-{w}", settings.queue_partitions, used)
+                          for w in ("plain", "kmq", "batch")}
                 t0 = time.perf_counter()
                 for q in queues.values():
                     client.send_batch(q, [payload] * n)
@@ -171,8 +197,9 @@ def main() -> None:
                   f"kmq batch-ack {r['kmq_batch_ack_msgs_s']['median']:,.0f}/s "
                   f"({r['ratio_batch_ack']['median']:.2f})  "
                   f"send {r['send_msgs_s']['median']:,.0f}/s", flush=True)
-    path = save("throughput", {"command": "python -m bench.throughput " + " ".join(
-        f"--{k} {v}" for k, v in vars(args).items()), "results": results})
+    path = save(args.save_as, {"command": "python -m bench.throughput " + " ".join(
+        f"--{k} {v}" for k, v in vars(args).items() if k not in ("note", "save_as")), "results": results,
+        **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 

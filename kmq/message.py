@@ -164,7 +164,10 @@ class Message(tuple):
             # The first since the last flush (the flusher counts from now), or enough to
             # ask for more work now (a shared consumer's refill).
             held.log.wake.set()
-        acks.append(self)
+        # The range, not this message: the state byte says which offset, and the message
+        # dies with user code's reference (kept here, it lived to the next flush and
+        # cost cyclic-GC passes over every message in flight).
+        acks.append(held)
 
     def release(self, delay_s: float | None = None) -> None:
         """Not processed: deliver again after ``delay_s`` seconds, counting this delivery.

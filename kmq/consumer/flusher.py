@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from kmq.consumer.held import HeldRange
 from kmq.consumer.keepalive import keepalive_round
@@ -42,11 +43,12 @@ class Flusher:
             self._source.on_settled(counts["settled"])
         return markers
 
-    def _settled_in(self, held: HeldRange, rels: list[int] | range) -> int:
-        """Count settled messages out of ``held``; lapsed ones were counted when they lapsed."""
-        n = len(rels)
+    def _settled_in(self, held: HeldRange, mask: int) -> int:
+        """Count the settled messages of ``mask`` out of ``held``; lapsed ones were counted
+        when they lapsed."""
+        n = mask.bit_count()
         if held.lapsed:
-            n -= sum(1 for r in held.lapsed if r in rels)
+            n -= sum(1 for r in held.lapsed if mask >> r & 1)
         held.outstanding -= n
         if held.outstanding <= 0:
             self._held.pop(held.ref, None)
@@ -115,12 +117,10 @@ class Flusher:
                     # user thread's polls would starve us. Commits happen on the
                     # receiving thread (fetch, rebalance callbacks, close).
                     now = time.monotonic()
-                    if log_:
-                        if flush_at is None:
-                            flush_at = now + self.flush_interval_s
-                        if now >= flush_at or self._source.starving():
-                            self._flush_settlements()
-                            flush_at = None
+                    send, flush_at = flush_due(bool(log_), flush_at, now, self.flush_interval_s,
+                                               self._source.starving)
+                    if send:
+                        self._flush_settlements()
                     self._source.flusher_work()
                     if now >= next_config:
                         next_config = now + CONFIG_CHECK_S
@@ -144,6 +144,25 @@ class Flusher:
         out this member's session."""
         self._stop_flusher()
         self._source.close()
+
+
+def flush_due(pending: bool, flush_at: float | None, now: float, interval_s: float,
+              starving: Callable[[], bool]) -> tuple[bool, float | None]:
+    """Whether to send the recorded verbs now, and when the ones left must go out.
+
+    ``flush_at`` is the deadline set at the first verb after a flush (None: no verb
+    waits). Nothing pending means another thread sent them meanwhile (a fetch takes them
+    along with its START, a ``flush()``, a full ``max_in_flight``): the deadline goes with
+    them. Kept, a past deadline woke the flusher at once, again and again, until the next
+    verb (measured: 13% of a partition consumer's busy samples, between its fetches).
+    """
+    if not pending:
+        return False, None
+    if flush_at is None:
+        flush_at = now + interval_s
+    if now >= flush_at or starving():
+        return True, None
+    return False, flush_at
 
 
 def _nothing() -> None:

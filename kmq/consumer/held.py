@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from kmq.consumer.settlement import SettlementLog
 
 ACKED_RUN = bytes([ACKED])
+# A range's state bytes as binary digits: "1" where acked (int(..., 2) reads them in C).
+_ACKED_DIGITS = bytes(0x31 if v == ACKED else 0x30 for v in range(256))
 
 
 class HeldRange:
@@ -29,13 +31,14 @@ class HeldRange:
     ``recs[i]`` is the record at offset ``ref.start + rels[i]``. Records are
     handed out in order, so ``recs[:handed]`` reached user code; ``handouts``
     holds ``(upto, monotonic time)`` checkpoints of that progress. Message
-    objects are built only at hand-out, so they die young (cheap for the GC).
+    objects are built only at hand-out, and no log keeps them (an ack is a state
+    byte), so they die with user code's reference: young, cheap for the GC.
     Rare per-message state (lapsed, explicit extends, parsed headers) lives
     here rather than on each Message.
     """
 
     __slots__ = ("ref", "consumer", "log", "acks", "recs", "rels", "state", "outstanding", "handed",
-                 "handouts", "lapsed", "holds", "meta", "extended_at")
+                 "handouts", "lapsed", "holds", "meta", "extended_at", "acks_sent")
 
     def __init__(self, ref: M.RangeRef, consumer: "Consumer", log: "SettlementLog") -> None:
         self.ref = ref
@@ -54,6 +57,7 @@ class HeldRange:
         # When the tracker last heard to keep what is not handed out invisible (monotonic s):
         # its arrival, then each keepalive round (the group gate's visibility estimate).
         self.extended_at = time.monotonic()
+        self.acks_sent = 0  # mask of the acks already turned into markers (take_acks)
 
     def hand_out(self, n: int) -> list[Message]:
         """The next ``n`` messages, recorded as handed out now."""
@@ -68,6 +72,17 @@ class HeldRange:
         else:
             h.append((j, now))
         return out
+
+    def take_acks(self) -> int:
+        """The mask of offsets acked since the last call (the drain's, lock held).
+
+        Read from the state bytes in one C-level pass, so an ack costs no Python step
+        here; an ack recorded while this runs is in this mask or the next.
+        """
+        acked = int(self.state.translate(_ACKED_DIGITS)[::-1], 2)
+        fresh = acked & ~self.acks_sent
+        self.acks_sent = acked
+        return fresh
 
     def handed_at(self) -> list[float]:
         """Monotonic hand-out time of ``recs[i]`` for each handed-out i."""
@@ -103,7 +118,7 @@ class MessageBatch(list):
             lo, hi = rels[0], rels[-1] + 1
             if isinstance(rels, range) and state.count(0, lo, hi) == hi - lo:
                 state[lo:hi] = ACKED_RUN * (hi - lo)
-                held.log.add_run(held, lo, hi)
+                held.log.add_run(held)
                 done += hi - lo
                 continue
             for k, rel in enumerate(rels):  # mixed: some were settled one by one

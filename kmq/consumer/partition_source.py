@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, TopicPartition
 
+from kmq.consumer import fetched
 from kmq.consumer.commits import CommitLedger
+from kmq.consumer.fetched import within_range_len
 from kmq.consumer.marker_writer import RetryTransaction
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.errors import DeliveryError
@@ -104,34 +106,9 @@ class PartitionSource:
             recs = [r for r in recs if r.error() is not None or r.partition() in assigned]
             if not recs:
                 return 0
-        qkey = c._qkey
         # Ours by partition, in offset order; everything else (other queues on a
-        # shared partition, error events) is rare and handled apart.
-        if len(self._assigned) == 1:  # spread 1: every record is from that partition
-            ours = [r for r in recs if r.key() == qkey]
-            ours_by_part = {next(iter(self._assigned)): ours}
-            others = [r for r in recs if r.key() != qkey] if len(ours) != len(recs) else []
-        else:
-            ours_by_part = {}
-            others = []
-            for rec in recs:
-                if rec.key() == qkey:
-                    p = rec.partition()
-                    lst = ours_by_part.get(p)
-                    if lst is None:
-                        ours_by_part[p] = [rec]
-                    else:
-                        lst.append(rec)
-                else:
-                    others.append(rec)
-        purged = c._purged_before
-        if purged:
-            for p, ours in list(ours_by_part.items()):
-                floor = purged.get(p, 0)
-                if ours and ours[0].offset() < floor:
-                    # Purged: not delivered, committed like other queues' records.
-                    others += [r for r in ours if r.offset() < floor]
-                    ours_by_part[p] = [r for r in ours if r.offset() >= floor]
+        # shared partition, purged records, error events) is committed past.
+        ours_by_part, others = fetched.split(recs, c._qkey, self._assigned, c._purged_before)
         ends: dict[int, int] = {}
         for rec in others:
             if rec.error() is not None:
@@ -155,7 +132,7 @@ class PartitionSource:
                         rels = range(n)
                         mask = ref.full_mask
                     else:
-                        rels = [r.offset() - first_off for r in ours]
+                        rels = fetched.rels_of(ours, first_off)
                         mask = rels_mask(rels, length)
                     c._hold(ref, ours, rels)
                     fresh += n
@@ -360,23 +337,6 @@ class PartitionSource:
         with self._c._lock:
             self._advance_commits(asynchronous=False)
         self._kc.close()
-
-
-def within_range_len(recs: list) -> list[list]:
-    """``recs`` (one partition, offset order) cut where their offsets would span more than one
-    range may hold (M.MAX_RANGE_LEN): aborted transactions or other queues' records between them."""
-    if not recs:
-        return []
-    if recs[-1].offset() - recs[0].offset() < M.MAX_RANGE_LEN:
-        return [recs]
-    out: list[list] = [[]]
-    first = recs[0].offset()
-    for rec in recs:
-        if rec.offset() - first >= M.MAX_RANGE_LEN:
-            out.append([])
-            first = rec.offset()
-        out[-1].append(rec)
-    return out
 
 
 def _nothing() -> None:

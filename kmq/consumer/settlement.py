@@ -1,9 +1,10 @@
 """The settlement log: verbs recorded by any thread, turned into one marker per range.
 
-``Message.ack()`` and friends append here (deques: appends are thread-safe and cheap,
-which matters on the ack hot path); the consumer's flusher drains the log every
-``flush_interval_s`` into aggregated markers: one ACK per range with the bit mask of
-every offset acked since the last drain, and one RELEASE / REJECT / EXTEND per
+``Message.ack()`` sets its range's state byte and names the range here, other verbs
+append themselves (deques: appends are thread-safe and cheap, which matters on the ack
+hot path); the consumer's flusher drains the log every ``flush_interval_s`` into
+aggregated markers: one ACK per range with the bit mask of every offset acked since the
+last drain (read from the state bytes), and one RELEASE / REJECT / EXTEND per
 (range, verb, argument). Pure: no Kafka, no clock.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from itertools import repeat, starmap
 from typing import TYPE_CHECKING, Any, Callable
 
 from kmq.message import Verb
@@ -27,8 +29,11 @@ class SettlementLog:
     __slots__ = ("acks", "ack_runs", "verbs", "wake", "wake_at")
 
     def __init__(self) -> None:
-        self.acks: deque = deque()       # Message objects, appended by Message.ack
-        self.ack_runs: deque = deque()   # (held, lo_rel, hi_rel) from MessageBatch.ack
+        # Acks are state bytes of their range (HeldRange.state); these deques name the
+        # ranges that have new ones: one entry per Message.ack (so len(acks) counts them)
+        # and one per MessageBatch.ack.
+        self.acks: deque = deque()       # HeldRange, appended by Message.ack
+        self.ack_runs: deque = deque()   # HeldRange, appended by MessageBatch.ack
         self.verbs: deque = deque()      # (Message, Verb, argument)
         # Set when the log stops being empty (and by whoever needs the flusher now), and
         # when it holds ``wake_at`` acks (a shared consumer's refill point).
@@ -44,48 +49,30 @@ class SettlementLog:
             self.wake.set()
         self.verbs.append((message, verb, arg))
 
-    def add_run(self, held: "HeldRange", lo: int, hi: int) -> None:
-        """Record an ack of the relative offsets ``[lo, hi)`` of ``held`` (any thread)."""
+    def add_run(self, held: "HeldRange") -> None:
+        """Record that ``held`` has a run of new acks in its state (any thread)."""
         if not self.ack_runs:
             self.wake.set()
-        self.ack_runs.append((held, lo, hi))
+        self.ack_runs.append(held)
 
-    def drain(self, settled: Callable[["HeldRange", Any], int]) -> tuple[list[M.Marker], dict[str, int]]:
+    def drain(self, settled: Callable[["HeldRange", int], int]) -> tuple[list[M.Marker], dict[str, int]]:
         """Markers for everything recorded so far, and counts per verb for the stats.
 
-        ``settled(held, rels)`` is told which relative offsets of a range were settled (by
+        ``settled(held, mask)`` is told which relative offsets of a range were settled (by
         every verb but EXTEND) and returns how many of them still counted as held.
         """
-        by_range: dict[Any, list[int]] = {}
-        pop = self.acks.popleft
-        last_held = None
-        rels: list[int] = []
-        try:
-            while True:
-                m = pop()
-                held = m[1]
-                if held is not last_held:  # acks mostly come in runs of one range
-                    rels = by_range.get(held)
-                    if rels is None:
-                        rels = by_range[held] = []
-                    last_held = held
-                rels.append(m[2])
-        except IndexError:
-            pass
-        masks: dict[Any, int] = {}
+        # The ranges named so far, once each, in order; popped in C (no Python step per
+        # ack). An ack whose entry comes after these is in its range's state already or
+        # is taken at the next drain.
+        ranges = dict.fromkeys(starmap(self.acks.popleft, repeat((), len(self.acks))))
+        ranges.update(dict.fromkeys(starmap(self.ack_runs.popleft, repeat((), len(self.ack_runs)))))
+        out: list[M.Marker] = []
         counts = {"acked": 0, "released": 0, "rejected": 0, "settled": 0}
-        for held, rels in by_range.items():
-            masks[held] = rels_mask(rels, held.ref.length)
-            counts["acked"] += settled(held, rels)
-        pop = self.ack_runs.popleft
-        try:
-            while True:  # MessageBatch.ack(): whole runs of offsets at once
-                held, lo, hi = pop()
-                masks[held] = masks.get(held, 0) | (((1 << (hi - lo)) - 1) << lo)
-                counts["acked"] += settled(held, range(lo, hi))
-        except IndexError:
-            pass
-        out: list[M.Marker] = [M.Ack(held.ref, mask) for held, mask in masks.items()]
+        for held in ranges:
+            mask = held.take_acks()
+            if mask:
+                out.append(M.Ack(held.ref, mask))
+                counts["acked"] += settled(held, mask)
         grouped: dict[tuple[Any, Verb, Any], list[int]] = {}
         pop = self.verbs.popleft
         try:
@@ -108,7 +95,6 @@ class SettlementLog:
             else:
                 out.append(M.Reject(held.ref, mask, arg))
                 counts["rejected"] += len(rels)
-            settled_verbs += settled(held, rels)
+            settled_verbs += settled(held, mask)
         counts["settled"] = counts["acked"] + settled_verbs
         return out, counts
-

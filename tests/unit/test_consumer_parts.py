@@ -42,10 +42,11 @@ def test_verbs_become_one_marker_per_range_and_verb():
     msgs[7].extend(60)
     log.verbs.append((msgs[8], Verb.RETURN, 0))
     settled = []
-    markers, counts = log.drain(lambda held, rels: settled.append(list(rels)) or len(rels))
+    markers, counts = log.drain(lambda held, mask: settled.append(mask) or mask.bit_count())
     assert markers == [M.Ack(R, 0b1111), M.Release(R, 0b110000, 2500), M.Reject(R, 1 << 6, "bad"),
                        M.Extend(R, 1 << 7, 60000), M.Release(R, 1 << 8, 0, counted=False)]
     assert counts == {"acked": 4, "released": 2, "rejected": 1, "settled": 8}
+    assert settled == [0b1111, 0b110000, 1 << 6, 1 << 8]
     assert not log
 
 
@@ -56,8 +57,38 @@ def test_a_batch_ack_is_one_run_whatever_its_size():
     batch += h.hand_out(10)
     batch._runs.append((h, 0, 10))
     assert batch.ack() == 10
-    markers, counts = log.drain(lambda held, rels: len(rels))
+    markers, counts = log.drain(lambda held, mask: mask.bit_count())
     assert markers == [M.Ack(R, R.full_mask)] and counts["acked"] == 10
+
+
+@given(st.lists(st.tuples(st.sampled_from(["ack", "batch", "drain"]), st.integers(0, 9)), max_size=60))
+def test_every_ack_is_in_exactly_one_ack_marker(steps):
+    # Acks are read from the range's state at each drain: whatever the interleaving of
+    # single acks, batch acks and drains, each acked offset is sent once, and counted once.
+    log = SettlementLog()
+    h = held_range(log)
+    msgs = h.hand_out(10)
+    sent, counted, acked = 0, 0, set()
+    for what, i in steps:
+        if what == "ack" and i not in acked:
+            msgs[i].ack()
+            acked.add(i)
+        elif what == "batch":
+            batch = MessageBatch()
+            batch += msgs[i:]
+            batch._runs.append((h, i, 10))
+            assert batch.ack() == len(set(range(i, 10)) - acked)
+            acked |= set(range(i, 10))
+        elif what == "drain":
+            markers, counts = log.drain(lambda held, mask: mask.bit_count())
+            for m in markers:
+                assert sent & m.mask == 0  # never twice
+                sent |= m.mask
+            counted += counts["acked"]
+    markers, counts = log.drain(lambda held, mask: mask.bit_count())
+    sent |= sum(m.mask for m in markers)
+    assert sent == sum(1 << i for i in acked) and counted + counts["acked"] == len(acked)
+    assert not log
 
 
 @given(st.sets(st.integers(0, 200), min_size=1))
@@ -119,3 +150,20 @@ def test_a_switch_of_mode_gives_partition_mode_a_group_of_its_own():
     assert to_partition.changed(max_deliveries=3).group_id(s, "jobs") == "kmq.jobs@1234"
     from kmq.protocol.placement import QUEUE_NAME_RE
     assert not QUEUE_NAME_RE.match("jobs@1234")
+
+
+def test_the_flush_deadline_starts_at_the_first_verb_and_ends_with_the_send():
+    from kmq.consumer.flusher import flush_due
+    never = lambda: False  # noqa: E731
+    assert flush_due(True, None, 10.0, 0.1, never) == (False, 10.1)
+    assert flush_due(True, 10.1, 10.05, 0.1, never) == (False, 10.1)
+    assert flush_due(True, 10.1, 10.1, 0.1, never) == (True, None)
+    assert flush_due(True, 10.1, 10.05, 0.1, lambda: True) == (True, None)  # a shared consumer's refill
+
+
+def test_verbs_sent_by_another_thread_take_their_deadline_with_them():
+    # A fetch took them along with its START: a deadline kept past its time woke the
+    # flusher at once, again and again, until the next verb.
+    from kmq.consumer.flusher import flush_due
+    assert flush_due(False, 10.1, 10.5, 0.1, lambda: True) == (False, None)
+    assert flush_due(True, None, 10.6, 0.1, lambda: False) == (False, 10.7)  # the next verb's own

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from confluent_kafka import Message as KafkaMessage
 from confluent_kafka import TopicPartition
 
 from kmq.consumer.commits import CommitLedger
@@ -22,21 +23,9 @@ from kmq.consumer.partition_source import PartitionSource
 from kmq.protocol import markers as M
 
 
-class Rec:
-    def __init__(self, partition: int, offset: int) -> None:
-        self._p, self._o = partition, offset
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def key(self) -> bytes:
-        return b"q"
-
-    def error(self) -> None:
-        return None
+def Rec(partition: int, offset: int) -> KafkaMessage:
+    """A record of queue q, as librdkafka hands it over (the source calls its methods unbound)."""
+    return KafkaMessage(topic="t", partition=partition, offset=offset, key=b"q")
 
 
 class Writer:
@@ -88,7 +77,7 @@ class Facade:
 class RevokingKafka:
     """poll() runs the revocation of ``revoke``, then returns ``recs`` (fetched before it)."""
 
-    def __init__(self, source: PartitionSource, revoke: list[int], recs: list[Rec]) -> None:
+    def __init__(self, source: PartitionSource, revoke: list[int], recs: list[KafkaMessage]) -> None:
         self.source, self.revoke, self.recs = source, revoke, recs
 
     def poll(self, timeout_s: float):
@@ -103,6 +92,13 @@ class RevokingKafka:
 
     def commit(self, **kwargs) -> None:
         pass
+
+
+class Fetched(RevokingKafka):
+    """A plain fetch: no group change inside poll."""
+
+    def poll(self, timeout_s: float):
+        return self.recs[0]
 
 
 def source_of(facade: Facade, assigned: set[int]) -> PartitionSource:
@@ -146,3 +142,21 @@ def test_messages_of_a_revoked_partition_not_yet_handed_out_are_forgotten_not_ha
     assert f._writer.sent == [M.Ack(ref, sum(1 << rel for rel in range(3, 10)))]
     src._on_lost(RevokingKafka(src, [], []), [TopicPartition("t", 2)])  # nothing held there
     assert len(f._writer.sent) == 1
+
+
+def test_other_queues_and_keyless_records_between_ours_are_skipped_and_committed_past():
+    # Keys are compared in C (map, compress): a record without a key is never taken for
+    # ours, and the START's mask holds only our offsets.
+    f = Facade()
+    src = source_of(f, {1})
+    other = KafkaMessage(topic="t", partition=1, offset=12, key=b"other")
+    keyless = KafkaMessage(topic="t", partition=1, offset=14, key=None)
+    src._kc = Fetched(src, revoke=[], recs=[Rec(1, 10), Rec(1, 11), other, Rec(1, 13), keyless,
+                                            KafkaMessage(topic="t", partition=1, offset=15, key=b"q2")])
+    assert src.fetch(room=10, timeout_s=0.1) == 3
+    (held,) = f.held
+    assert held.ref == M.RangeRef("q", 1, 10, 14) and list(held.rels) == [0, 1, 3]
+    assert f._writer.sent == [M.Start(held.ref, f._timeout_ms, 0b1011)]
+    assert src._commits.committable({1})[0] == {}  # until the START is durable ...
+    src._commits._by_partition[1][0][1] = True
+    assert src._commits.committable({1})[0] == {1: 16}  # ... then past the others' records too
