@@ -32,6 +32,7 @@ import psutil
 
 import kmq
 from bench.common import median, save, stack
+from bench.shared_cpu import CpuSampler
 from kmq.dev.devstack import settings_env
 from kmq.dev.processes import terminate
 from kmq.protocol.placement import queue_partitions
@@ -178,24 +179,32 @@ def scaling(args) -> None:
 # -- throughput ----------------------------------------------------------------------------
 
 
-def drain(settings, tracker, queue: str, n: int, consumers: int) -> float:
+def drain(settings, tracker, broker, queue: str, n: int, consumers: int) -> tuple[float, dict]:
     """Receive and ack n messages with ``consumers`` consumer processes (batch receive and
-    batch ack, no work); msgs/s from the first ack to the last (group joins not timed)."""
+    batch ack, no work); msgs/s from the first ack to the last (group joins not timed), and
+    the CPU microseconds per message each side spent over that same window."""
     fleet = Fleet(settings, queue, consumers, 0, max_in_flight=20000, batch=True)
     try:
+        procs = {"tracker": [psutil.Process(tracker.process.pid)], "broker": [psutil.Process(broker.process.pid)],
+                 "consumers": [psutil.Process(p.pid) for p in fleet.procs]}
+        sampler = CpuSampler(procs)
         fleet.wait(lambda: sum(fleet.acked) >= n, 600, f"{n} acked")
-        first = min(f for f in fleet.first_at if f)
-        return n / (max(fleet.last_at) - first)
+        sampler.stop()
+        first, last = min(f for f in fleet.first_at if f), max(fleet.last_at)
+        cpu_us = {k: round(v / n * 1e6, 2) for k, v in sampler.between(first, last).items()}
+        return n / (last - first), cpu_us
     finally:
         fleet.stop()
 
 
 def throughput(args) -> None:
     results = {}
-    with stack(deliveries_partitions=16, dispatch="shared") as (settings, tracker, _broker):
+    cpu: dict[str, list] = {}
+    with stack(deliveries_partitions=16, dispatch="shared") as (settings, tracker, broker):
         client = kmq.Client(settings=settings)
         for size in [int(s) for s in args.sizes.split(",")]:
             rows: dict[str, list] = {"partition_1_msgs_s": [], "shared_4_msgs_s": [], "ratio": []}
+            cpu[str(size)] = []
             for run in range(args.runs):
                 queues = {m: f"tp-{m}-{size}-{run}" for m in ("partition", "shared")}
                 client.configure_queue(queues["partition"], dispatch="partition")
@@ -205,16 +214,20 @@ def throughput(args) -> None:
                 client.flush(300)
                 order = ["partition", "shared"] if run % 2 == 0 else ["shared", "partition"]
                 for mode in order:
-                    rate = drain(settings, tracker, queues[mode], args.messages, 1 if mode == "partition" else 4)
+                    rate, cpu_us = drain(settings, tracker, broker, queues[mode], args.messages,
+                                         1 if mode == "partition" else 4)
                     rows["partition_1_msgs_s" if mode == "partition" else "shared_4_msgs_s"].append(rate)
+                    cpu[str(size)].append({"mode": mode, "run": run, "cpu_us_per_msg": cpu_us})
+                    print(f"  {mode}: cpu us/msg {cpu_us}", flush=True)
                 rows["ratio"].append(rows["shared_4_msgs_s"][-1] / rows["partition_1_msgs_s"][-1])
                 print(f"{size} B run {run}: partition x1 {rows['partition_1_msgs_s'][-1]:,.0f}/s  "
                       f"shared x4 {rows['shared_4_msgs_s'][-1]:,.0f}/s  ratio {rows['ratio'][-1]:.2f}",
                       flush=True)
             results[str(size)] = {k: {"runs": [round(x, 3) for x in v], "median": round(median(v), 3)}
                                   for k, v in rows.items()}
-    path = save("shared_throughput", {"command": "python -m bench.shared throughput " + _argv(args),
-                                      "results": results})
+    path = save("shared_throughput" + (f"-{args.name}" if args.name else ""),
+                {"command": "python -m bench.shared throughput " + _argv(args), "results": results,
+                 "cpu": cpu, **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 
@@ -358,6 +371,8 @@ def main() -> None:
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--sizes", default="100,1024")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--name", default="", help="save as shared_throughput-NAME")
+    p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=throughput)
     p = sub.add_parser("latency")
     p.add_argument("--seconds", type=float, default=10.0)
