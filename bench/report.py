@@ -315,6 +315,28 @@ def shared_throughput(results: dict[str, dict]) -> list[str]:
     return out + [""]
 
 
+def shared_dispatch_cost(results: dict[str, dict]) -> list[str]:
+    """Every ``shared_dispatch_cost-*`` run: the dispatcher's CPU per record, in isolation."""
+    runs = sorted((r for name, r in results.items() if name.startswith("shared_dispatch_cost-")),
+                  key=lambda r: r["when"])
+    if not runs:
+        return []
+    out = ["## Shared queues: the dispatcher's CPU per record", "",
+           "The dispatcher thread's CPU (`time.thread_time`) per record of one queue partition: reading",
+           "it (librdkafka's messages) and deciding what to hand out (read-ahead, selection, shares,",
+           "the reference rule), of which looking for duplicates (every record's headers). Every run.", "",
+           "| run | records | queues on the partition | read us | decide us | of which duplicates us |",
+           "|---|---|---|---|---|---|"]
+    for r in runs:
+        v = r["results"]
+        out.append(f"| {r['when']}: {r.get('note', '')} | {v['records']:,} x {v['size']} B | {v['queues']} | "
+                   f"{v['read_us_per_record']} | {v['decide_us_per_record']} | "
+                   f"{v.get('of_which_duplicates_us_per_record', '')} |")
+    out.append("")
+    out += [f"Source ({r.get('note', '')}): {_source(r)}" for r in runs]
+    return out + [""]
+
+
 def shared_latency(results: dict[str, dict]) -> list[str]:
     """Every latency run: ``shared_latency`` (the latest) and ``shared_latency-*`` (earlier
     code, each with a ``note`` naming it)."""
@@ -399,7 +421,7 @@ def render(results: dict[str, dict]) -> str:
                 ("chaos_ordered", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
-                (None, shared_throughput), (None, shared_latency),
+                (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
                 ("shared_first_message", shared_first), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
