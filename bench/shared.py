@@ -8,8 +8,9 @@
 - scaling: N consumer processes of ONE queue (spread 1), each handling one message at a
   time with ``--work-ms`` of work; drain rate of a backlog sent once all are ready, in
   both modes (partition mode up to 8 processes: only one of them gets the partition).
-- throughput: no work; 4 shared consumers (threads of one process) against one
-  partition-owned consumer, the same records, alternating who goes first.
+- throughput: no work; 4 shared consumer processes against one partition-owned consumer,
+  the same number of records, alternating who goes first; each queue alone on a partition
+  of its own (16 queue partitions), so neither reads another queue's records first.
 - latency: send -> receive of a message every 20 ms, idle and while another tenant
   floods its own queue on the same partition (``--flood`` messages at once).
 - first: time from calling ``client.consumer()`` to the first message, per mode.
@@ -197,16 +198,34 @@ def drain(settings, tracker, broker, queue: str, n: int, consumers: int) -> tupl
         fleet.stop()
 
 
+def fresh_queue(prefix: str, partitions: int, used: set[int]) -> str:
+    """A queue name whose (spread-1) partition no earlier queue of the run used, if any is
+    left: each queue alone in what is read, no earlier run's records before its own."""
+    best, i = None, 0
+    while i < 10_000:
+        name = f"{prefix}-{i}"
+        p = queue_partitions(name, partitions)[0]
+        if p not in used:
+            used.add(p)
+            return name
+        best = best or name
+        i += 1
+    return best
+
+
 def throughput(args) -> None:
     results = {}
     cpu: dict[str, list] = {}
-    with stack(deliveries_partitions=16, dispatch="shared") as (settings, tracker, broker):
+    # A partition per queue: 2 modes x runs x sizes of them (more runs reuse partitions).
+    with stack(deliveries_partitions=16, dispatch="shared", queue_partitions=16) as (settings, tracker, broker):
         client = kmq.Client(settings=settings)
+        used: set[int] = set()
         for size in [int(s) for s in args.sizes.split(",")]:
             rows: dict[str, list] = {"partition_1_msgs_s": [], "shared_4_msgs_s": [], "ratio": []}
             cpu[str(size)] = []
             for run in range(args.runs):
-                queues = {m: f"tp-{m}-{size}-{run}" for m in ("partition", "shared")}
+                queues = {m: fresh_queue(f"tp-{m}-{size}-{run}", settings.queue_partitions, used)
+                          for m in ("partition", "shared")}
                 client.configure_queue(queues["partition"], dispatch="partition")
                 wait_handover(client, queues["partition"])
                 for mode, q in queues.items():

@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/kmq-profile")
     ap.add_argument("--native", action="store_true", help="py-spy --native (C frames too)")
     ap.add_argument("--no-spy", action="store_true", help="only the CPU figures")
+    ap.add_argument("--idle", action="store_true", help="py-spy --idle (waits too: where wall time goes)")
+    ap.add_argument("--tracker-only", action="store_true", help="py-spy on the tracker only")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -59,11 +61,12 @@ def main() -> None:
                      "consumers": [psutil.Process(p.pid) for p in fleet.procs]}
             sampler = CpuSampler(procs)
             if not args.no_spy:
-                targets = [("tracker", tracker.process.pid)] + [(f"consumer-{i}", p.pid)
-                                                                for i, p in enumerate(fleet.procs)]
+                targets = [("tracker", tracker.process.pid)] + ([] if args.tracker_only else [
+                    (f"consumer-{i}", p.pid) for i, p in enumerate(fleet.procs)])
                 for name, pid in targets:
                     cmd = [spy, "record", "--pid", str(pid), "--format", "raw", "--threads", "--rate", "200",
-                           "--nonblocking", "-o", str(out / f"{name}.txt")] + (["--native"] if args.native else [])
+                           "--nonblocking", "-o", str(out / f"{name}.txt")] + (["--native"] if args.native else []) + (
+                        ["--idle"] if args.idle else [])
                     spies.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             fleet.wait(lambda: sum(fleet.acked) >= args.messages, 600, "drained")
             sampler.stop()
