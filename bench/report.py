@@ -359,6 +359,21 @@ def shared_latency(results: dict[str, dict]) -> list[str]:
     return out + [""]
 
 
+def every_run(prefix: str, fn):
+    """A section per result file named ``prefix`` or ``prefix-NAME``, oldest first, each
+    heading naming the code it measured (its ``note``)."""
+    def section(results: dict[str, dict]) -> list[str]:
+        out: list[str] = []
+        names = [n for n in results if n == prefix or n.startswith(prefix + "-")]
+        for name in sorted(names, key=lambda n: results[n]["when"]):
+            part = fn(results[name])
+            if part and results[name].get("note"):
+                part[0] += f" ({results[name]['when'][:10]}: {results[name]['note']})"
+            out += part
+        return out
+    return section
+
+
 def shared_first(r: dict) -> list[str]:
     out = ["## Shared queues: first message of a new consumer", "",
            "From calling `client.consumer()` (construction included) to the first message, one",
@@ -420,9 +435,9 @@ def render(results: dict[str, dict]) -> str:
     sections = [("throughput", throughput), (None, lateness), ("chaos", chaos), ("chaos_shared", chaos),
                 ("chaos_ordered", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
-                ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
+                ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
-                ("shared_first_message", shared_first), (None, shared_bytes), (None, worker_report.section),
+                (None, every_run("shared_first_message", shared_first)), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:

@@ -172,8 +172,9 @@ def scaling(args) -> None:
         for r in rows:
             r["speedup"] = round(r["msgs_s"] / base, 2)
             r["efficiency"] = round(r["msgs_s"] / (base * r["n"]), 2)
-    path = save("shared_scaling", {"command": "python -m bench.shared scaling " + _argv(args),
-                                   "work_ms": args.work_ms, "results": results})
+    path = save("shared_scaling" + (f"-{args.name}" if args.name else ""),
+                {"command": "python -m bench.shared scaling " + _argv(args), "work_ms": args.work_ms,
+                 "results": results, **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 
@@ -367,8 +368,9 @@ def first(args) -> None:
                              "p99_s": round(sorted(times)[min(len(times) - 1, int(0.99 * len(times)))], 3),
                              "max_s": round(max(times), 3)}
             print(mode, results[mode], flush=True)
-    path = save("shared_first_message", {"command": "python -m bench.shared first " + _argv(args),
-                                         "results": results})
+    path = save("shared_first_message" + (f"-{args.name}" if args.name else ""),
+                {"command": "python -m bench.shared first " + _argv(args), "results": results,
+                 **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 
@@ -385,6 +387,8 @@ def main() -> None:
     p.add_argument("--work-ms", type=float, default=20.0)
     p.add_argument("--seconds", type=float, default=3.0, help="ideal drain time per row")
     p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--name", default="", help="save as shared_scaling-NAME")
+    p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=scaling)
     p = sub.add_parser("throughput")
     p.add_argument("--messages", type=int, default=100_000)
@@ -401,6 +405,8 @@ def main() -> None:
     p.set_defaults(func=latency)
     p = sub.add_parser("first")
     p.add_argument("--tries", type=int, default=20)
+    p.add_argument("--name", default="", help="save as shared_first_message-NAME")
+    p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=first)
     args = ap.parse_args()
     args.func(args)
