@@ -31,10 +31,7 @@ import logging
 import random
 import time
 import uuid
-from bisect import bisect_left
 from collections import deque
-from itertools import islice
-from operator import lt
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer as KafkaConsumer
@@ -43,7 +40,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.consumer.marker_writer import RetryTransaction
-from kmq.consumer import read_ahead
+from kmq.consumer import read_ahead, referred
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
@@ -228,7 +225,7 @@ class SharedSource:
             lacking = r.end - (self._ref_got[-1].offset() + 1 if self._ref_got else r.start)
             recs = self._ref_carry or self._ref_reader().consume(min(10_000, max(1, lacking)), timeout_s)
             self._ref_carry = []
-            leftover = _in_range(recs, r, self._ref_got)
+            leftover = referred.in_range(recs, r, self._ref_got)
             complete = bool(leftover) or bool(self._ref_got and self._ref_got[-1].offset() == r.end - 1)
             if not complete and time.monotonic() - self._ref_since <= d.timeout_ms / 1000:
                 return fresh  # the rest is still on its way
@@ -245,7 +242,7 @@ class SharedSource:
     def _hold_ref(self, d: D.Delivery) -> int:
         r, got = d.range, self._ref_got
         self._ref_got = []
-        keep, rels = _ours(got, r, d.mask, self._key_of_queue)
+        keep, rels = referred.ours(got, r, d.mask, self._key_of_queue)
         if not keep:
             return 0
         with self._c._lock:
@@ -375,49 +372,6 @@ class SharedSource:
                     kc.close()
             except Exception:  # pragma: no cover - closing twice
                 pass
-
-
-def _in_range(recs: list, r: M.RangeRef, got: list) -> list:
-    """Append to ``got`` the records of ``recs`` inside range ``r`` (older ones were fetched
-    before a seek); return those from the first past its end on (the next range's)."""
-    if not recs:
-        return []
-    t = type(recs[0])
-    offsets = list(map(t.offset, recs))
-    # The usual read: one partition, no errors, in offset order: slices, nothing per record.
-    if (not any(map(t.error, recs)) and list(map(t.partition, recs)).count(r.partition) == len(recs)
-            and all(map(lt, offsets, islice(offsets, 1, None)))):
-        i, j = bisect_left(offsets, r.start), bisect_left(offsets, r.end)
-        got += recs[i:j]
-        return recs[j:]
-    for i, rec in enumerate(recs):
-        if rec.error() is not None or rec.partition() != r.partition:
-            continue
-        o = offsets[i]
-        if o < r.start:
-            continue  # fetched before a seek
-        if o >= r.end:
-            return recs[i:]
-        got.append(rec)
-    return []
-
-
-def _ours(got: list, r: M.RangeRef, mask: int, qkey: bytes) -> tuple[list, range | list[int]]:
-    """The records of a referred range that were handed out (``mask``) and are the queue's,
-    and their offsets relative to the range's start."""
-    if not got:
-        return [], []
-    t = type(got[0])
-    if mask == r.full_mask and len(got) == r.length and list(map(t.key, got)).count(qkey) == len(got):
-        return got, range(r.length)  # the whole range, all ours: nothing per record
-    bits = mask.to_bytes((r.length + 7) // 8, "little")
-    keep, rels = [], []
-    for rec in got:
-        rel = rec.offset() - r.start
-        if bits[rel >> 3] >> (rel & 7) & 1 and rec.key() == qkey:
-            keep.append(rec)
-            rels.append(rel)
-    return keep, rels
 
 
 def _rels(mask: int) -> list[int]:

@@ -1,6 +1,6 @@
 """The dispatcher's per-read work done as slices and C-level passes decides exactly what the
 record-by-record rules did (kmq.protocol.chunk, dispatch.select, read_index,
-shared_source's reference reads).
+kmq.consumer.referred).
 
 Each test keeps the record-by-record rule as its reference and compares on any chunk:
 several queues or one, offset gaps, records of zero bytes, windows of any size (negative
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from kmq.consumer.shared_source import _in_range, _ours
+from kmq.consumer.referred import in_range, ours
 from kmq.protocol.chunk import Chunk
 from kmq.protocol.dispatch import Want, select
 from kmq.protocol.markers import RangeRef
@@ -193,11 +193,11 @@ def test_a_reference_read_keeps_what_the_record_by_record_rule_kept(log, lo, len
     r = RangeRef("a", 0, lo, lo + length)
     earlier = Rec(-1, b"a")  # what an earlier read of the range got
     mine, ref = [earlier], [earlier]
-    assert _in_range(records, r, mine) == in_range_by_record(records, r, ref)
+    assert in_range(records, r, mine) == in_range_by_record(records, r, ref)
     assert mine == ref
     got = mine[1:]
     mask = (mask_seed & r.full_mask) or 1
     for m in (mask, r.full_mask):
-        keep, rels = _ours(got, r, m, b"a")
+        keep, rels = ours(got, r, m, b"a")
         want = [rec for rec in got if m >> (rec.offset() - r.start) & 1 and rec.key() == b"a"]
         assert keep == want and list(rels) == [rec.offset() - r.start for rec in want]
