@@ -59,10 +59,10 @@ def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, s
     start, end = run[0].offset(), run[-1].offset() + 1
     ref = M.RangeRef(queue, p, start, end)
     contiguous = len(run) == end - start
-    mask = ref.full_mask if contiguous else M.offsets_mask(start, [r.offset() for r in run])
+    mask = ref.full_mask if contiguous else M.offsets_mask(start, list(map(type(run[0]).offset, run)))
     # The consumer's reader fetches past the range (its read-ahead): a queue's short
     # contiguous run among other tenants' records is copied, not referred.
-    run_bytes = sum(len(r) for r in run)
+    run_bytes = sum(map(len, run))
     range_bytes = run_bytes if contiguous else ahead.bytes_between(start, end)
     own_after, all_after = ahead.bytes_from(end, run[0].key(), D.REFERENCE_READ_AHEAD_BYTES - range_bytes)
     # Records of the range the read-ahead's index no longer spans cannot be counted: copy.

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import compress, repeat
+from operator import eq, not_
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -22,7 +24,7 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 
-CHUNK_RECORDS = 5000      # records read per partition per round, at most
+CHUNK_RECORDS = 20_000    # records read per round (all partitions), at most
 IDLE_UNASSIGN_S = 2.0     # a queue partition nobody wanted this long is no longer read
 NO_END = 1 << 62          # a partition whose end was not seen yet
 
@@ -89,21 +91,39 @@ class QueueReader:
             log.info("TRACE read %d %s", len(records), {p: (a.position, {k: (q.start, q.end, len(q.records))
                                                                           for k, q in a.queues.items()})
                                                          for p, a in self.ahead.items()})
-        by_part: dict[int, list] = {}
-        for rec in records:
-            if rec.error() is None:
-                by_part.setdefault(rec.partition(), []).append(rec)
-                if rec.offset() >= self._ends.get(rec.partition(), 0):
-                    self._ends[rec.partition()] = rec.offset() + 1
-            elif rec.error().code() == KafkaError._PARTITION_EOF:
-                self._ends[rec.partition()] = rec.offset()
-        for p, recs in by_part.items():
+        for p, recs in self._by_partition(records).items():
             ahead = self.ahead.get(p)
             if ahead is None or ahead.position is None or recs[0].offset() < ahead.position:
                 continue  # fetched before a seek
             # read ahead, also for the queues without demand this moment
             ahead.take(recs, (kept or {}).get(p, set()), wants.get(p, {}))
         return len(records)
+
+    def _by_partition(self, records: list) -> dict[int, list]:
+        """The records read, per partition, in offset order; the partitions' ends noted.
+
+        Each question is asked of all records at once (C-level ``map``)."""
+        if not records:
+            return {}
+        t = type(records[0])
+        errors = list(map(t.error, records))
+        if any(errors):  # ends of partitions among them (a record's end is noted below)
+            for rec in compress(records, errors):
+                if rec.error().code() == KafkaError._PARTITION_EOF:
+                    self._ends[rec.partition()] = rec.offset()
+            records = list(compress(records, map(not_, errors)))
+            if not records:
+                return {}
+        parts = list(map(t.partition, records))
+        if parts.count(parts[0]) == len(parts):
+            by_part = {parts[0]: records}
+        else:
+            by_part = {p: list(compress(records, map(eq, parts, repeat(p)))) for p in set(parts)}
+        for p, recs in by_part.items():
+            last = recs[-1].offset()
+            if last >= self._ends.get(p, 0):
+                self._ends[p] = last + 1
+        return by_part
 
     def trim(self, p: int, ws: dict[bytes, Want]) -> None:
         """What each queue handed out (below its cursor) is no longer kept."""

@@ -184,12 +184,16 @@ class Dispatcher(DispatcherViews):
         if not self._set_up():
             return
         while not self._stop.is_set():
+            began_s, began_cpu_s = time.monotonic(), time.thread_time()
             try:
                 busy = self._round()
             except Exception:  # keep dispatching; a broker blip is retried next round
                 log.exception("dispatch round failed")
                 busy = False
                 self._stop.wait(0.5)
+            if TRACE and busy:  # a round's wall time against this thread's CPU time in it
+                log.info("TRACE round %.1f ms, cpu %.1f ms", (time.monotonic() - began_s) * 1000,
+                         (time.thread_time() - began_cpu_s) * 1000)
             if not busy and self._lanes.lanes_waiting:
                 # An ACQUIRE on its way: its lane goes out when the broker has it, not a
                 # whole idle wait later (callbacks run in poll; returns at the first).

@@ -361,6 +361,28 @@ def shared_throughput(results: dict[str, dict]) -> list[str]:
     return out + [""]
 
 
+def shared_dispatch_cost(results: dict[str, dict]) -> list[str]:
+    """Every ``shared_dispatch_cost-*`` run: the dispatcher's CPU per record, in isolation."""
+    runs = sorted((r for name, r in results.items() if name.startswith("shared_dispatch_cost-")),
+                  key=lambda r: r["when"])
+    if not runs:
+        return []
+    out = ["## Shared queues: the dispatcher's CPU per record", "",
+           "The dispatcher thread's CPU (`time.thread_time`) per record of one queue partition: reading",
+           "it (librdkafka's messages) and deciding what to hand out (read-ahead, selection, shares,",
+           "the reference rule), of which looking for duplicates (every record's headers). Every run.", "",
+           "| run | records | queues on the partition | read us | decide us | of which duplicates us |",
+           "|---|---|---|---|---|---|"]
+    for r in runs:
+        v = r["results"]
+        out.append(f"| {r['when']}: {r.get('note', '')} | {v['records']:,} x {v['size']} B | {v['queues']} | "
+                   f"{v['read_us_per_record']} | {v['decide_us_per_record']} | "
+                   f"{v.get('of_which_duplicates_us_per_record', '')} |")
+    out.append("")
+    out += [f"Source ({r.get('note', '')}): {_source(r)}" for r in runs]
+    return out + [""]
+
+
 def shared_latency(results: dict[str, dict]) -> list[str]:
     """Every latency run: ``shared_latency`` (the latest) and ``shared_latency-*`` (earlier
     code, each with a ``note`` naming it)."""
@@ -381,6 +403,21 @@ def shared_latency(results: dict[str, dict]) -> list[str]:
     out.append("")
     out += [f"Source ({r.get('note', 'latest')}): {_source(r)}" for r in sorted(runs, key=lambda r: r["when"])]
     return out + [""]
+
+
+def every_run(prefix: str, fn):
+    """A section per result file named ``prefix`` or ``prefix-NAME``, oldest first, each
+    heading naming the code it measured (its ``note``)."""
+    def section(results: dict[str, dict]) -> list[str]:
+        out: list[str] = []
+        names = [n for n in results if n == prefix or n.startswith(prefix + "-")]
+        for name in sorted(names, key=lambda n: results[n]["when"]):
+            part = fn(results[name])
+            if part and results[name].get("note"):
+                part[0] += f" ({results[name]['when'][:10]}: {results[name]['note']})"
+            out += part
+        return out
+    return section
 
 
 def shared_first(r: dict) -> list[str]:
@@ -444,9 +481,9 @@ def render(results: dict[str, dict]) -> str:
     sections = [("throughput", throughput), (None, throughput_runs), (None, lateness), ("chaos", chaos), ("chaos_shared", chaos),
                 ("chaos_ordered", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
-                ("fairness", fairness), ("spark_read", spark), ("shared_scaling", shared_scaling),
-                (None, shared_throughput), (None, shared_latency),
-                ("shared_first_message", shared_first), (None, shared_bytes), (None, worker_report.section),
+                ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
+                (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
+                (None, every_run("shared_first_message", shared_first)), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:

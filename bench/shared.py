@@ -8,8 +8,9 @@
 - scaling: N consumer processes of ONE queue (spread 1), each handling one message at a
   time with ``--work-ms`` of work; drain rate of a backlog sent once all are ready, in
   both modes (partition mode up to 8 processes: only one of them gets the partition).
-- throughput: no work; 4 shared consumers (threads of one process) against one
-  partition-owned consumer, the same records, alternating who goes first.
+- throughput: no work; 4 shared consumer processes against one partition-owned consumer,
+  the same number of records, alternating who goes first; each queue alone on a partition
+  of its own (16 queue partitions), so neither reads another queue's records first.
 - latency: send -> receive of a message every 20 ms, idle and while another tenant
   floods its own queue on the same partition (``--flood`` messages at once).
 - first: time from calling ``client.consumer()`` to the first message, per mode.
@@ -32,6 +33,7 @@ import psutil
 
 import kmq
 from bench.common import median, save, stack
+from bench.shared_cpu import CpuSampler
 from kmq.dev.devstack import settings_env
 from kmq.dev.processes import terminate
 from kmq.protocol.placement import queue_partitions
@@ -170,34 +172,61 @@ def scaling(args) -> None:
         for r in rows:
             r["speedup"] = round(r["msgs_s"] / base, 2)
             r["efficiency"] = round(r["msgs_s"] / (base * r["n"]), 2)
-    path = save("shared_scaling", {"command": "python -m bench.shared scaling " + _argv(args),
-                                   "work_ms": args.work_ms, "results": results})
+    path = save("shared_scaling" + (f"-{args.name}" if args.name else ""),
+                {"command": "python -m bench.shared scaling " + _argv(args), "work_ms": args.work_ms,
+                 "results": results, **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 
 # -- throughput ----------------------------------------------------------------------------
 
 
-def drain(settings, tracker, queue: str, n: int, consumers: int) -> float:
+def drain(settings, tracker, broker, queue: str, n: int, consumers: int) -> tuple[float, dict]:
     """Receive and ack n messages with ``consumers`` consumer processes (batch receive and
-    batch ack, no work); msgs/s from the first ack to the last (group joins not timed)."""
+    batch ack, no work); msgs/s from the first ack to the last (group joins not timed), and
+    the CPU microseconds per message each side spent over that same window."""
     fleet = Fleet(settings, queue, consumers, 0, max_in_flight=20000, batch=True)
     try:
+        procs = {"tracker": [psutil.Process(tracker.process.pid)], "broker": [psutil.Process(broker.process.pid)],
+                 "consumers": [psutil.Process(p.pid) for p in fleet.procs]}
+        sampler = CpuSampler(procs)
         fleet.wait(lambda: sum(fleet.acked) >= n, 600, f"{n} acked")
-        first = min(f for f in fleet.first_at if f)
-        return n / (max(fleet.last_at) - first)
+        sampler.stop()
+        first, last = min(f for f in fleet.first_at if f), max(fleet.last_at)
+        cpu_us = {k: round(v / n * 1e6, 2) for k, v in sampler.between(first, last).items()}
+        return n / (last - first), cpu_us
     finally:
         fleet.stop()
 
 
+def fresh_queue(prefix: str, partitions: int, used: set[int]) -> str:
+    """A queue name whose (spread-1) partition no earlier queue of the run used, if any is
+    left: each queue alone in what is read, no earlier run's records before its own."""
+    best, i = None, 0
+    while i < 10_000:
+        name = f"{prefix}-{i}"
+        p = queue_partitions(name, partitions)[0]
+        if p not in used:
+            used.add(p)
+            return name
+        best = best or name
+        i += 1
+    return best
+
+
 def throughput(args) -> None:
     results = {}
-    with stack(deliveries_partitions=16, dispatch="shared") as (settings, tracker, _broker):
+    cpu: dict[str, list] = {}
+    # A partition per queue: 2 modes x runs x sizes of them (more runs reuse partitions).
+    with stack(deliveries_partitions=16, dispatch="shared", queue_partitions=16) as (settings, tracker, broker):
         client = kmq.Client(settings=settings)
+        used: set[int] = set()
         for size in [int(s) for s in args.sizes.split(",")]:
             rows: dict[str, list] = {"partition_1_msgs_s": [], "shared_4_msgs_s": [], "ratio": []}
+            cpu[str(size)] = []
             for run in range(args.runs):
-                queues = {m: f"tp-{m}-{size}-{run}" for m in ("partition", "shared")}
+                queues = {m: fresh_queue(f"tp-{m}-{size}-{run}", settings.queue_partitions, used)
+                          for m in ("partition", "shared")}
                 client.configure_queue(queues["partition"], dispatch="partition")
                 wait_handover(client, queues["partition"])
                 for mode, q in queues.items():
@@ -205,16 +234,20 @@ def throughput(args) -> None:
                 client.flush(300)
                 order = ["partition", "shared"] if run % 2 == 0 else ["shared", "partition"]
                 for mode in order:
-                    rate = drain(settings, tracker, queues[mode], args.messages, 1 if mode == "partition" else 4)
+                    rate, cpu_us = drain(settings, tracker, broker, queues[mode], args.messages,
+                                         1 if mode == "partition" else 4)
                     rows["partition_1_msgs_s" if mode == "partition" else "shared_4_msgs_s"].append(rate)
+                    cpu[str(size)].append({"mode": mode, "run": run, "cpu_us_per_msg": cpu_us})
+                    print(f"  {mode}: cpu us/msg {cpu_us}", flush=True)
                 rows["ratio"].append(rows["shared_4_msgs_s"][-1] / rows["partition_1_msgs_s"][-1])
                 print(f"{size} B run {run}: partition x1 {rows['partition_1_msgs_s'][-1]:,.0f}/s  "
                       f"shared x4 {rows['shared_4_msgs_s'][-1]:,.0f}/s  ratio {rows['ratio'][-1]:.2f}",
                       flush=True)
             results[str(size)] = {k: {"runs": [round(x, 3) for x in v], "median": round(median(v), 3)}
                                   for k, v in rows.items()}
-    path = save("shared_throughput", {"command": "python -m bench.shared throughput " + _argv(args),
-                                      "results": results})
+    path = save("shared_throughput" + (f"-{args.name}" if args.name else ""),
+                {"command": "python -m bench.shared throughput " + _argv(args), "results": results,
+                 "cpu": cpu, **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 
@@ -335,8 +368,9 @@ def first(args) -> None:
                              "p99_s": round(sorted(times)[min(len(times) - 1, int(0.99 * len(times)))], 3),
                              "max_s": round(max(times), 3)}
             print(mode, results[mode], flush=True)
-    path = save("shared_first_message", {"command": "python -m bench.shared first " + _argv(args),
-                                         "results": results})
+    path = save("shared_first_message" + (f"-{args.name}" if args.name else ""),
+                {"command": "python -m bench.shared first " + _argv(args), "results": results,
+                 **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 
@@ -353,11 +387,15 @@ def main() -> None:
     p.add_argument("--work-ms", type=float, default=20.0)
     p.add_argument("--seconds", type=float, default=3.0, help="ideal drain time per row")
     p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--name", default="", help="save as shared_scaling-NAME")
+    p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=scaling)
     p = sub.add_parser("throughput")
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--sizes", default="100,1024")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--name", default="", help="save as shared_throughput-NAME")
+    p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=throughput)
     p = sub.add_parser("latency")
     p.add_argument("--seconds", type=float, default=10.0)
@@ -367,6 +405,8 @@ def main() -> None:
     p.set_defaults(func=latency)
     p = sub.add_parser("first")
     p.add_argument("--tries", type=int, default=20)
+    p.add_argument("--name", default="", help="save as shared_first_message-NAME")
+    p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=first)
     args = ap.parse_args()
     args.func(args)

@@ -40,7 +40,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.consumer.marker_writer import RetryTransaction
-from kmq.consumer import read_ahead
+from kmq.consumer import read_ahead, referred
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
@@ -220,19 +220,12 @@ class SharedSource:
                 if self._ref_at != (r.partition, r.start):
                     self._point_refs(r.partition, r.start)
                 self._ref_since = time.monotonic()
-            recs = self._ref_carry or self._ref_reader().consume(min(10_000, 2 * r.length), timeout_s)
+            # Only what the range still lacks: records read past it belong to other consumers'
+            # ranges (as Python objects they would cost as much as our own, for nothing).
+            lacking = r.end - (self._ref_got[-1].offset() + 1 if self._ref_got else r.start)
+            recs = self._ref_carry or self._ref_reader().consume(min(10_000, max(1, lacking)), timeout_s)
             self._ref_carry = []
-            leftover: list = []
-            for i, rec in enumerate(recs):
-                if rec.error() is not None or rec.partition() != r.partition:
-                    continue
-                o = rec.offset()
-                if o < r.start:
-                    continue  # fetched before a seek
-                if o >= r.end:
-                    leftover = recs[i:]
-                    break
-                self._ref_got.append(rec)
+            leftover = referred.in_range(recs, r, self._ref_got)
             complete = bool(leftover) or bool(self._ref_got and self._ref_got[-1].offset() == r.end - 1)
             if not complete and time.monotonic() - self._ref_since <= d.timeout_ms / 1000:
                 return fresh  # the rest is still on its way
@@ -249,12 +242,11 @@ class SharedSource:
     def _hold_ref(self, d: D.Delivery) -> int:
         r, got = d.range, self._ref_got
         self._ref_got = []
-        qkey, mask = self._key_of_queue, d.mask
-        keep = [rec for rec in got if mask >> (rec.offset() - r.start) & 1 and rec.key() == qkey]
+        keep, rels = referred.ours(got, r, d.mask, self._key_of_queue)
         if not keep:
             return 0
         with self._c._lock:
-            self._c._hold(r, keep, [rec.offset() - r.start for rec in keep])
+            self._c._hold(r, keep, rels)
         self._received(len(keep))
         return len(keep)
 

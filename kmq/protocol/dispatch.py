@@ -20,10 +20,12 @@ Time is an argument (``now_ms``, the dispatcher's monotonic milliseconds).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
+from kmq.protocol.chunk import Chunk
 from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.markers import Credit
 
@@ -134,7 +136,7 @@ class Want:
     taken: list = field(default_factory=list)
 
 
-def select(records: Iterable[Any], chunk_end: int, wants: dict[bytes, Want],
+def select(records: Iterable[Any] | Chunk, chunk_end: int, wants: dict[bytes, Want],
            max_span: int = MAX_RANGE_LEN) -> None:
     """Take, in offset order, each wanting queue's records at or above its cursor.
 
@@ -145,25 +147,34 @@ def select(records: Iterable[Any], chunk_end: int, wants: dict[bytes, Want],
     What one queue takes spans fewer than ``max_span`` offsets (one marker range holds
     what is handed out); a record beyond stops the taking there, as if demand ran out.
     """
-    get = wants.get
-    for rec in records:
-        w = get(rec.key())
-        if w is None or w.demand <= 0:
-            continue
-        o = rec.offset()
-        if o < w.cursor:
-            continue
-        if w.taken and o - w.taken[0].offset() >= max_span:
-            w.cursor = o
-            w.demand = 0
-            continue
-        w.taken.append(rec)
-        w.demand -= 1
+    chunk = records if isinstance(records, Chunk) else Chunk(list(records))
+    for key, w in wants.items():
+        recs, offsets = chunk.own(key)
+        select_own(w, recs, offsets, chunk_end, max_span)
+
+
+def select_own(w: Want, recs: list, offsets: list[int], chunk_end: int, max_span: int = MAX_RANGE_LEN) -> None:
+    """:func:`select` for one queue: ``recs`` are all of its records in the chunk (offsets
+    ``offsets``, ascending). Slices and binary searches: nothing is done per record."""
+    if w.demand <= 0:
+        return
+    i = bisect_left(offsets, w.cursor)
+    if i < len(offsets):
+        first = w.taken[0].offset() if w.taken else offsets[i]
+        span_end = bisect_left(offsets, first + max_span, i)  # records past the span stop it
+        n = min(w.demand, span_end - i)
+        if n:
+            w.taken += recs[i:i + n]
+            w.demand -= n
         if w.demand == 0:
-            w.cursor = o + 1
-    for w in wants.values():
-        if w.demand > 0 and chunk_end > w.cursor:
-            w.cursor = chunk_end
+            w.cursor = offsets[i + n - 1] + 1
+            return
+        if span_end < len(offsets):
+            w.cursor = offsets[span_end]
+            w.demand = 0
+            return
+    if chunk_end > w.cursor:
+        w.cursor = chunk_end
 
 
 def hand_out(want: Want, roster: Roster) -> list[tuple[ConsumerSlot, int, list]]:

@@ -17,21 +17,25 @@ holds: a small queue never pulls the reader back, a backlog does only for itself
 All the held records together stay under ``max_bytes`` (the queue holding most is cut).
 
 An *index* of every record read (offset, bytes, which queue) over a contiguous window
-answers what a consumer's reader would fetch around a range (references, dispatch_lanes).
+answers what a consumer's reader would fetch around a range (references, dispatch_lanes;
+kmq.protocol.read_index). Nothing here walks the records one by one in Python: a read is
+split by queue once (kmq.protocol.chunk) and each queue's part is taken as slices.
 """
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from itertools import repeat
 from typing import Iterable
 
-from kmq.protocol.dispatch import Want, select
+from kmq.protocol.chunk import Chunk
+from kmq.protocol.dispatch import Want, select_own
+from kmq.protocol.read_index import OTHER, ReadIndex
 
 QUEUE_AHEAD_RECORDS = 20_000     # records of one queue kept read ahead, at most
 AHEAD_BYTES = 32 * 1024 * 1024   # payload bytes kept read ahead per queue partition, at most
-INDEX_RECORDS = 1 << 17          # records of every queue the index spans, at most (16 B each)
-OTHER = -1                       # the index's owner of a record of a queue nobody wants here
+INDEX_RECORDS = 1 << 17          # records of every queue the index spans, at most (28 B each)
 
 
 class QueueAhead:
@@ -61,7 +65,10 @@ class QueueAhead:
             return
         cut = bisect_left(self.offsets, cursor)
         if cut:
-            self.bytes -= sum(len(r) for r in self.records[:cut])
+            if cut == len(self.records):
+                self.bytes = 0
+            else:
+                self.bytes -= sum(map(len, self.records[:cut]))
             del self.records[:cut]
             del self.offsets[:cut]
         self.start = max(self.start, cursor)
@@ -70,7 +77,7 @@ class QueueAhead:
         """Keep the oldest ``n`` records; ``end`` becomes the first one dropped."""
         if n < len(self.records):
             self.end = self.offsets[n]
-            self.bytes -= sum(len(r) for r in self.records[n:])
+            self.bytes -= sum(map(len, self.records[n:]))
             del self.records[n:]
             del self.offsets[n:]
 
@@ -78,17 +85,15 @@ class QueueAhead:
 class Lookahead:
     """One queue partition's records read ahead, per queue (see the module docstring)."""
 
-    __slots__ = ("position", "queues", "max_records", "max_bytes", "max_index",
-                 "_ids", "_idx_start", "_idx_end", "_idx_offsets", "_idx_bytes", "_idx_owner")
+    __slots__ = ("position", "queues", "max_records", "max_bytes", "index", "_ids")
 
     def __init__(self, max_records: int = QUEUE_AHEAD_RECORDS, max_bytes: int = AHEAD_BYTES,
                  max_index: int = INDEX_RECORDS) -> None:
         self.position: int | None = None  # the next offset the reader returns
         self.queues: dict[bytes, QueueAhead] = {}
-        self.max_records, self.max_bytes, self.max_index = max_records, max_bytes, max_index
+        self.max_records, self.max_bytes = max_records, max_bytes
+        self.index = ReadIndex(max_index)
         self._ids: dict[bytes, int] = {}  # queue key -> owner id in the index
-        self._idx_start = self._idx_end = 0
-        self._idx_offsets, self._idx_bytes, self._idx_owner = array("q"), array("i"), array("i")
 
     # -- where to read ----------------------------------------------------------------------
 
@@ -117,32 +122,35 @@ class Lookahead:
         needs = []
         for key, w in wants.items():
             if w.demand > 0:
-                held = self.held(key, w.cursor)
-                if held is not None:
-                    select(held[0], held[1], {key: w})
+                qa = self.queues.get(key)
+                if qa is not None and qa.holds(w.cursor):
+                    select_own(w, qa.records, qa.offsets, qa.end)
                 if w.demand > 0:
                     needs.append(self.need(key, w.cursor))
         return bool(needs), self.plan(needs)
 
-    def take(self, records: list, kept: set[bytes], wants: dict[bytes, Want]) -> None:
+    def take(self, records: list | Chunk, kept: set[bytes], wants: dict[bytes, Want]) -> None:
         """A chunk read from ``position`` on: kept for the queues with consumers (``kept``
         and the wanting ones), and taken by the wants."""
-        self.add(records, kept | set(wants))
-        select(records, self.position, wants)
+        chunk = records if isinstance(records, Chunk) else Chunk(records)
+        self.add(chunk, kept | set(wants))
+        for key, w in wants.items():
+            recs, offsets = chunk.own(key)
+            select_own(w, recs, offsets, self.position)
 
     # -- what was read ----------------------------------------------------------------------
 
-    def add(self, records: list, wanted: set[bytes], end: int | None = None) -> None:
+    def add(self, records: list | Chunk, wanted: set[bytes], end: int | None = None) -> None:
         """A chunk the reader returned from ``position`` on, in offset order; ``end``: the
         offset after it if known to be more (transaction markers, the partition's end).
         Kept for the ``wanted`` queues only; other queues' held records are dropped."""
         if self.position is None:
             return
+        chunk = records if isinstance(records, Chunk) else Chunk(records)
         chunk_start = self.position
-        chunk_end = max(records[-1].offset() + 1 if records else chunk_start, end or 0)
+        chunk_end = max(chunk.offsets[-1] + 1 if chunk.offsets else chunk_start, end or 0)
         for k in [k for k in self.queues if k not in wanted]:
             del self.queues[k]
-        grow = {}
         for k in wanted:
             qa = self.queues.get(k)
             if qa is None:
@@ -150,34 +158,35 @@ class Lookahead:
             if chunk_start < qa.start or (chunk_start > qa.end and not qa.records):
                 qa.reset(chunk_start)  # read again from below it, or after a jump past nothing
             if qa.start <= chunk_start <= qa.end and len(qa.records) < self.max_records:
-                grow[k] = qa
-        self._index_from(chunk_start)
-        ids, idx_end = self._ids, self._idx_end
-        offsets, sizes, owners = self._idx_offsets, self._idx_bytes, self._idx_owner
-        for rec in records:
-            k, o, n = rec.key(), rec.offset(), len(rec)
-            if o >= idx_end:
-                owner = ids.get(k)
-                if owner is None:
-                    owner = ids.setdefault(k, len(ids)) if k in self.queues else OTHER
-                offsets.append(o)
-                sizes.append(n)
-                owners.append(owner)
-            qa = grow.get(k)
-            if qa is not None and o >= qa.end:
-                if len(qa.records) >= self.max_records:
-                    qa.end = o  # full: complete to here, read again from here
-                    del grow[k]
-                    continue
-                qa.records.append(rec)
-                qa.offsets.append(o)
-                qa.bytes += n
-        self._idx_end = max(idx_end, chunk_end)
-        self._index_within_bound()
-        for qa in grow.values():
-            qa.end = max(qa.end, chunk_end)
+                self._grow(qa, chunk, k, chunk_end)
+        self._index(chunk, chunk_start, chunk_end)
         self.position = chunk_end
         self._keep_within_bytes()
+
+    def _grow(self, qa: QueueAhead, chunk: Chunk, key: bytes, chunk_end: int) -> None:
+        """Append ``key``'s records of the chunk past ``qa.end``, up to ``max_records``."""
+        recs, offsets = chunk.own(key)
+        i = bisect_left(offsets, qa.end)
+        room = self.max_records - len(qa.records)
+        j = min(len(recs), i + room)
+        if j > i:
+            qa.records += recs[i:j]
+            qa.offsets += offsets[i:j]
+            qa.bytes += sum(map(len, recs[i:j])) if recs is not chunk.records else sum(chunk.sizes[i:j])
+        # Full: complete up to its first record left out, read again from there.
+        qa.end = offsets[j] if j < len(recs) else max(qa.end, chunk_end)
+
+    def _index(self, chunk: Chunk, chunk_start: int, chunk_end: int) -> None:
+        ids = self._ids
+        for k in self.queues:  # an owner id for every kept queue (others are OTHER)
+            if k not in ids:
+                ids[k] = len(ids)
+        if chunk.single is not None:
+            owner = ids.get(chunk.single, OTHER)
+            owners: array | list[int] = array("i", [owner]) * len(chunk)
+        else:
+            owners = list(map(ids.get, chunk.keys, repeat(OTHER)))
+        self.index.extend(chunk_start, chunk_end, chunk.offsets, chunk.sizes, owners)
 
     def trim(self, key: bytes, cursor: int) -> None:
         qa = self.queues.get(key)
@@ -189,8 +198,7 @@ class Lookahead:
         self.position = None
         self.queues.clear()
         self._ids.clear()
-        self._idx_start = self._idx_end = 0
-        del self._idx_offsets[:], self._idx_bytes[:], self._idx_owner[:]
+        self.index.clear()
 
     def _keep_within_bytes(self) -> None:
         total = sum(qa.bytes for qa in self.queues.values())
@@ -202,39 +210,15 @@ class Lookahead:
 
     # -- what a consumer's reader would fetch (references) -------------------------------
 
-    def _index_from(self, chunk_start: int) -> None:
-        """The index goes on at ``chunk_start`` if it spans it, else starts anew there."""
-        if not self._idx_start <= chunk_start <= self._idx_end or not self._idx_offsets:
-            del self._idx_offsets[:], self._idx_bytes[:], self._idx_owner[:]
-            self._idx_start = self._idx_end = chunk_start
-
-    def _index_within_bound(self) -> None:
-        over = len(self._idx_offsets) - self.max_index
-        if over > 0:
-            del self._idx_offsets[:over], self._idx_bytes[:over], self._idx_owner[:over]
-            self._idx_start = self._idx_offsets[0]
-
     def indexed(self, start: int) -> bool:
         """The index spans what a reader pointed at ``start`` fetches from there on."""
-        return bool(self._idx_offsets) and self._idx_start <= start < self._idx_end
+        return self.index.spans(start)
 
     def bytes_between(self, lo: int, hi: int) -> int:
         """Payload bytes of every queue's records at offsets ``[lo, hi)`` (as indexed)."""
-        i, j = bisect_left(self._idx_offsets, lo), bisect_left(self._idx_offsets, hi)
-        return sum(self._idx_bytes[i:j])
+        return self.index.bytes_between(lo, hi)
 
     def bytes_from(self, start: int, key: bytes, window_bytes: int) -> tuple[int, int]:
         """Payload bytes of the records indexed from ``start`` on until ``window_bytes`` are
         counted: (those of ``key``'s records, all). What a reader pointed at ``start`` fetches."""
-        own = total = 0
-        me = self._ids.get(key)
-        sizes, owners = self._idx_bytes, self._idx_owner
-        for i in range(bisect_left(self._idx_offsets, start), len(sizes)):
-            if total >= window_bytes:
-                break
-            n = sizes[i]
-            total += n
-            if owners[i] == me:
-                own += n
-        return own, total
-
+        return self.index.bytes_from(start, self._ids.get(key), window_bytes)
