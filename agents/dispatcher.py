@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import math
 import queue as queue_mod
-import threading
 import time
 from typing import Any, Callable
 
 from agents import dispatch_modes as modes
 from agents.dispatch_epochs import Epochs, OwnedPartition
 from agents.dispatch_handover import hand_over_switched
+from agents.dispatch_inbox import QUIESCE_FLUSH_S, DispatcherInbox
 from agents.dispatch_lanes import Batch, LaneWriter, delivery_of
 from agents.dispatch_reader import QueueReader
 from agents.dispatch_views import DispatcherViews
@@ -50,23 +50,18 @@ IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be don
 ACQUIRE_POLL_S = 0.005    # ... and how long it waits for an ACQUIRE's acknowledgement
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
-QUIESCE_FLUSH_S = 4.0  # how long a revocation waits for the ACQUIREs in flight to land
 
 
-class Dispatcher(DispatcherViews):
+class Dispatcher(DispatcherInbox, DispatcherViews):
     """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
 
     def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs],
                  membership: Callable[[], float] = lambda: math.inf) -> None:
+        super().__init__()
         self.settings = settings
         # monotonic seconds until which this worker is certainly a member of its group
         self._membership = membership
-        self._suspended = False  # a rebalance is under way: the tick timer's view is stale
         self._configs_factory = configs
-        self._inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._epochs = Epochs()
         self._parts = self._epochs.parts  # markers partition -> its epoch and queues' state
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
@@ -78,81 +73,6 @@ class Dispatcher(DispatcherViews):
         self._next_config_scan = 0.0
         self._lanes: LaneWriter | None = None  # the thread's clients (_set_up)
         self._reader: QueueReader | None = None
-        self._set_up_done = threading.Event()
-
-    # -- called from the event loop (the agent, the tick timer) -------------------------
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="kmq-dispatcher", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
-    def owned(self, partitions: set[int]) -> None:
-        """The markers partitions this worker owns now (the tick timer says, every tick)."""
-        if not self._suspended and partitions != set(self._parts):
-            self._post(("owned", set(partitions)))
-
-    def suspend(self) -> None:
-        """A rebalance began (event loop, before awaiting :meth:`quiesce`): until
-        :meth:`resume`, the tick timer's partitions are the old assignment's."""
-        self._suspended = True
-
-    def resume(self) -> None:
-        """The group assigned partitions anew: the tick timer's view holds again."""
-        self._suspended = False
-
-    def quiesce(self, timeout_s: float = QUIESCE_FLUSH_S + 1.0) -> bool:
-        """Stop dispatching and wait until every ACQUIRE written is in the log (blocking:
-        call from an executor). After it returns nothing more reaches the markers topic
-        from this dispatcher, so a successor's BEGIN lands after all of it. False if the
-        thread did not answer in time (the membership lease still stops its lanes)."""
-        self._suspended = True
-        return self._handled("quiesce", timeout_s)
-
-    def drain(self, timeout_s: float = QUIESCE_FLUSH_S + 1.0) -> bool:
-        """Wait until every event posted before is handled and what was written so far is
-        acknowledged (blocking; tests and hand-overs). False if not within ``timeout_s``."""
-        return self._handled("drain", timeout_s)
-
-    def _handled(self, kind: str, timeout_s: float) -> bool:
-        """Post ``kind`` and wait until the thread has handled it (at once if none runs).
-        A quiesce of a thread still setting up is not waited for: it wrote nothing, and it
-        handles the event before its first round."""
-        if self._thread is None or not self._thread.is_alive():
-            return True
-        done = threading.Event()
-        self._post((kind, done))
-        return (kind == "quiesce" and not self._set_up_done.is_set()) or done.wait(timeout_s)
-
-    def on_credit(self, markers_partition: int, credit: M.Credit) -> None:
-        self._post(("credit", markers_partition, credit))
-
-    def on_begin(self, markers_partition: int, epoch: int, cursors: dict[tuple[str, int], int],
-                 handed: dict | None = None) -> None:
-        """BEGIN(epoch) was applied: where to read from, and what ordered queues' predecessors
-        handed out above their floors (``PartitionState.handed_outs``)."""
-        self._post(("begin", markers_partition, epoch, cursors, handed or {}))
-
-    def on_started(self, markers_partition: int, fetched: M.RangeRef) -> None:
-        """A START was applied: the queue's records below ``fetched.end`` were fetched."""
-        self._post(("started", markers_partition, fetched))
-
-    def on_ended(self, markers_partition: int, queue: str, partition: int, offsets: list[int],
-                 dead_lettered: bool) -> None:
-        """Messages of an ordered queue left for good: acked, or dead-lettered."""
-        self._post(("ended", markers_partition, queue, partition, offsets, dead_lettered))
-
-    def on_purged(self, markers_partition: int, queue: str, purged_before: dict[int, int]) -> None:
-        """``queue`` was purged below ``purged_before``: its groups forget those records."""
-        self._post(("purged", markers_partition, queue, dict(purged_before)))
-
-    def _post(self, event: tuple) -> None:
-        self._inbox.put(event)
-        self._wake.set()
 
     # -- the dispatcher thread -------------------------------------------------------------
 
