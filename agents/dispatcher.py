@@ -89,8 +89,9 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                 if self._reader is None:
                     self._reader = QueueReader(self.settings, TRACE)
                 self._configs = self._configs_factory()
-                self._queue_parts = len(self._lanes.producer.list_topics(self.settings.queue_topic, timeout=10)
-                                        .topics[self.settings.queue_topic].partitions)
+                self._queue_parts = self._partitions(self.settings.queue_topic)
+                # The topic's own count, not the setting: a topic made with another count.
+                self._lane_count = self._partitions(self.settings.deliveries_topic)
                 self._set_up_done.set()
                 return True
             except Exception as exc:  # the broker not answering yet: anything it raises
@@ -99,6 +100,9 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                             attempt, exc, pause_s)
                 self._stop.wait(pause_s)
         return False
+
+    def _partitions(self, topic: str) -> int:
+        return len(self._lanes.producer.list_topics(topic, timeout=10).topics[topic].partitions)
 
     def _run(self) -> None:
         if not self._set_up():
@@ -231,7 +235,7 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         part = self._parts.get(m)
         if part is None or not part.ready:
             return  # from before our BEGIN: the consumer asks again within its heartbeat
-        if not 0 <= c.lane < self.settings.deliveries_partitions:
+        if not 0 <= c.lane < self._lane_count:
             self.stats["bad-credits"] += 1
             return
         self.stats["credits"] += 1

@@ -78,9 +78,10 @@ class Settings:
     dlq_partitions: int = _setting(4, "KMQ_DLQ_PARTITIONS", "Partitions of the dead-letter topic")
     queues_partitions: int = _setting(1, "KMQ_QUEUES_PARTITIONS", "Partitions of the queues topic")
     deliveries_partitions: int = _setting(
-        32, "KMQ_DELIVERIES_PARTITIONS",
-        "Lanes of the deliveries topic; a shared-queue consumer fetches every copy on its (random) lane, "
-        "so give a few times as many as shared-queue consumers run at once")
+        256, "KMQ_DELIVERIES_PARTITIONS",
+        "Lanes of the deliveries topic (used when it is created; consumers use the topic's own count); "
+        "a shared-queue consumer fetches every copy on its (random) lane, so give a few times as many "
+        "as busy shared-queue consumers run at once")
     replication_factor: int = _setting(
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(

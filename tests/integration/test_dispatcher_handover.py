@@ -188,3 +188,27 @@ def test_a_dispatcher_whose_start_up_fails_tries_again_and_then_dispatches(make_
     finally:
         d.stop()
         client.close()
+
+
+def test_a_credit_is_checked_against_the_lanes_the_topic_has_not_the_setting(make_settings, queue):
+    """A deployment whose deliveries topic was made with fewer lanes than the setting says
+    (the default grew from 32 to 256): a lane past the topic's end is refused, not written to."""
+    made = make_settings(dispatch="shared", deliveries_partitions=4)
+    settings = made.replace(deliveries_partitions=256)
+    d = Dispatcher(settings, configs=lambda: QueueConfigs(settings, follow=True))
+    d.start()
+    client = kmq.Client(settings=settings)
+    try:
+        client.send(queue, b"m0")
+        client.flush()
+        m = markers_partition(queue, settings.markers_partitions)
+        begins = wait_for(lambda: d.owned({m}) or [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])
+        d.on_begin(m, begins[-1].epoch, {})
+        d.on_credit(m, M.Credit(queue, "c-far", 100, 0, 0, 5, 60_000, 30_000))
+        d.on_credit(m, M.Credit(queue, "c-near", 3, 0, 0, 5, 60_000, 30_000))
+        got = wait_for(lambda: [x for x in _deliveries(settings, 3, "c-near") if isinstance(x, D.Delivery)])
+        assert sum(x.count for x in got) == 1
+        assert d.stats["bad-credits"] == 1
+    finally:
+        d.stop()
+        client.close()
