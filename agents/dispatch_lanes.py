@@ -51,11 +51,14 @@ class Batch:
 
 
 def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, seq: int,
-                ahead: Lookahead, copy: bool = False) -> Batch:
+                ahead: Lookahead, copy: bool = False, consumers: int = 1) -> Batch:
     """One consumer's share (``run``, records of ``queue`` on partition ``p`` in offset order)
-    as a delivery: by reference where the queue dominates what the consumer's reader would
-    fetch for it (the range and its read-ahead), else, or if ``copy`` (an ordered queue's:
-    its records carry their run's id, docs/ordering.md), as copies."""
+    as a delivery: by reference where what the consumer's reader would fetch for it (the
+    range and its read-ahead) is mostly its own, else, or if ``copy`` (an ordered queue's:
+    its records carry their run's id, docs/ordering.md), as copies. The queue's records
+    after the range go to all its ``consumers`` in turn: this one's part of them is one
+    in ``consumers`` (32 consumers of one queue each read the queue's next 1 MiB for
+    every small range they were referred to: the broker's busiest work at N = 32)."""
     start, end = run[0].offset(), run[-1].offset() + 1
     ref = M.RangeRef(queue, p, start, end)
     contiguous = len(run) == end - start
@@ -67,7 +70,8 @@ def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, s
     own_after, all_after = ahead.bytes_from(end, run[0].key(), D.REFERENCE_READ_AHEAD_BYTES - range_bytes)
     # Records of the range the read-ahead's index no longer spans cannot be counted: copy.
     held = not copy and ahead.indexed(start)
-    by_ref = held and refer(run_bytes + own_after, range_bytes + all_after, D.REFERENCE_MIN_SHARE)
+    by_ref = held and refer(run_bytes + own_after // max(1, consumers), range_bytes + all_after,
+                            D.REFERENCE_MIN_SHARE)
     d = D.Delivery(D.REFERENCE if by_ref else D.COPY, epoch, seq, slot.timeout_ms, ref, mask)
     return Batch(slot.consumer_id, slot.lane, d, [] if by_ref else run)
 

@@ -329,7 +329,8 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                                                             int(cfg.dedup_window_s * 1000))
                 runs = hand_out(w, roster)
             for slot, seq, run in runs:
-                batch = delivery_of(run, w.queue, p, part.epoch, slot, seq, ahead, cfg.ordering == "group")
+                batch = delivery_of(run, w.queue, p, part.epoch, slot, seq, ahead, cfg.ordering == "group",
+                                    len(roster.slots))
                 out.setdefault(m, []).append(batch)
                 self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor
