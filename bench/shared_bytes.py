@@ -246,7 +246,7 @@ def shared_amplification(args) -> dict:
         total_socket = sum(t["socket_bytes"] for t in written.values())
         payload_bytes = sent * args.size
         return {
-            "reference_rule": "read-ahead, held: share of the range and the 1 MiB after it; copy what the read-ahead no longer holds",
+            "reference_rule": "own: the range and one in N of the queue's records after it (N consumers), of the range and the 256 KiB after it; copy what the index no longer spans",
             "queues": args.queues, "partitions": args.partitions, "per_queue": args.per_queue,
             "size": args.size, "sent": sent, "delivered": delivered,
             "deliveries_partitions": settings.deliveries_partitions,

@@ -269,7 +269,7 @@ class SharedSource:
                 "fetch.wait.max.ms": 10,
                 "fetch.queue.backoff.ms": 10,
                 # A referred range is read, then the reader seeks to the next: little read-ahead.
-                "max.partition.fetch.bytes": 256 * 1024,
+                "max.partition.fetch.bytes": D.REFERENCE_READ_AHEAD_BYTES,
                 "queued.max.messages.kbytes": D.REFERENCE_READ_AHEAD_BYTES // 1024,
                 **(self._config or {}),  # the caller's librdkafka settings apply to both readers
             })
