@@ -420,6 +420,19 @@ def every_run(prefix: str, fn):
     return section
 
 
+def shared_idle(r: dict) -> list[str]:
+    after = r["results"][0].get("after", 0)
+    out = ["## Shared queues: what idle consumers cost" + (f", after {after} messages each" if after else ""), "",
+           "CPU cores used while N shared consumer processes wait on an empty queue (lane reads on",
+           "the embedded broker, credits, the tracker). " + _source(r), "",
+           "| consumers | broker | tracker | consumers | total of 2 cores |", "|---|---|---|---|---|"]
+    for v in r["results"]:
+        c = v["cpu_cores"]
+        out.append(f"| {v['consumers']} | {c['broker']:.2f} | {c['tracker']:.2f} | {c['consumers']:.2f} | "
+                   f"{v['total_cores']:.2f} |")
+    return out + [""]
+
+
 def shared_first(r: dict) -> list[str]:
     out = ["## Shared queues: first message of a new consumer", "",
            "From calling `client.consumer()` (construction included) to the first message, one",
@@ -483,7 +496,7 @@ def render(results: dict[str, dict]) -> str:
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
-                (None, every_run("shared_first_message", shared_first)), (None, shared_bytes), (None, worker_report.section),
+                (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:

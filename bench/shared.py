@@ -149,7 +149,7 @@ def scaling_run(settings, tracker, broker, client, mode: str, n: int, messages: 
 def scaling(args) -> None:
     counts = [int(x) for x in args.counts.split(",")]
     results: dict = {"shared": [], "partition": []}
-    with stack(deliveries_partitions=64, dispatch="shared") as (settings, tracker, broker):
+    with stack(dispatch="shared") as (settings, tracker, broker):  # the default lanes (256)
         client = kmq.Client(settings=settings)
         for run in range(args.runs):
             for mode in ("shared", "partition"):
