@@ -2,7 +2,7 @@
 
     python -m bench.shared scaling [--counts 1,2,4,8,16,32] [--work-ms 20] [--runs 1]
     python -m bench.shared throughput [--messages 100000] [--sizes 100,1024] [--runs 3]
-    python -m bench.shared latency [--seconds 10] [--flood 300000]
+    python -m bench.shared latency [--seconds 10] [--flood 300000] [--flood-in-process]
     python -m bench.shared first [--tries 20]
 
 - scaling: N consumer processes of ONE queue (spread 1), each handling one message at a
@@ -12,7 +12,10 @@
   the same number of records, alternating who goes first; each queue alone on a partition
   of its own (16 queue partitions), so neither reads another queue's records first.
 - latency: send -> receive of a message every 20 ms, idle and while another tenant
-  floods its own queue on the same partition (``--flood`` messages at once).
+  floods its own queue on the same partition (``--flood`` messages at once, sent by a
+  process of its own and drained by another; ``--flood-in-process``: by threads of the
+  probe's process, as measured before 2026-11-25 23:00, where the flood's Python work
+  held the probe's GIL).
 - first: time from calling ``client.consumer()`` to the first message, per mode.
 """
 
@@ -302,6 +305,31 @@ def _pct(xs: list[float], p: float) -> float:
     return round(xs[min(len(xs) - 1, int(p * len(xs)))] * 1000, 1) if xs else float("nan")
 
 
+FLOOD_SENDER = """import sys, kmq
+c = kmq.Client()
+c.send_batch(sys.argv[1], [b"f" * 100] * int(sys.argv[2]))
+c.flush(300)
+"""
+
+
+def _flood_in_process(settings, queue: str, n: int, stop: threading.Event):
+    """The flood as first measured: sent and drained by threads of the probe's own process."""
+    flooder = kmq.Client(settings=settings)
+
+    def flood() -> None:
+        def run() -> None:
+            flooder.send_batch(queue, [b"f" * 100] * n)
+            flooder.flush(300)
+        threading.Thread(target=run, daemon=True).start()
+
+        def drain() -> None:
+            with flooder.consumer(queue, visibility_timeout_s=60, max_in_flight=20000, batch_size=5000) as ca:
+                while not stop.is_set():
+                    ca.receive_batch(5000, 0.2).ack()
+        threading.Thread(target=drain, daemon=True).start()
+    return flood
+
+
 def latency(args) -> None:
     results = {}
     with stack(deliveries_partitions=16, dispatch="shared") as (settings, _tracker, _broker):
@@ -314,22 +342,24 @@ def latency(args) -> None:
                     client.configure_queue(q, dispatch=mode)
                     wait_handover(client, q)
             idle = probe(client, b, args.seconds)
-            flooder = kmq.Client(settings=settings)
             stop = threading.Event()
+            if args.flood_in_process:  # the first measurements: the flood shared the probe's GIL
+                flood = _flood_in_process(settings, a, args.flood, stop)
+                drain = None
+            else:  # another tenant: its sender and its consumer are processes of their own
+                drain = Fleet(settings, a, 1, 0, max_in_flight=20000, batch=True)
+                drain.wait(lambda: all(drain.ready), 120, "the flood's consumer ready")
 
-            def flood() -> None:
-                def run() -> None:
-                    flooder.send_batch(a, [b"f" * 100] * args.flood)
-                    flooder.flush(300)
-                threading.Thread(target=run, daemon=True).start()
-
-                def drain_a() -> None:
-                    with flooder.consumer(a, visibility_timeout_s=60, max_in_flight=20000, batch_size=5000) as ca:
-                        while not stop.is_set():
-                            ca.receive_batch(5000, 0.2).ack()
-                threading.Thread(target=drain_a, daemon=True).start()
-            loaded = probe(client, b, args.seconds, flood)
-            stop.set()
+                def flood() -> None:
+                    env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(ROOT)}
+                    subprocess.Popen([sys.executable, "-c", FLOOD_SENDER, a, str(args.flood)], env=env,
+                                     start_new_session=True)
+            try:
+                loaded = probe(client, b, args.seconds, flood)
+            finally:
+                stop.set()
+                if drain is not None:
+                    drain.stop()
             results[mode] = {
                 "idle": {"n": len(idle), "p50_ms": _pct(idle, 0.5), "p99_ms": _pct(idle, 0.99)},
                 "flood_same_partition": {"n": len(loaded), "p50_ms": _pct(loaded, 0.5),
@@ -375,8 +405,8 @@ def first(args) -> None:
 
 
 def _argv(args) -> str:
-    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                    if k not in ("func", "name", "note") and v != "")
+    return " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in vars(args).items()
+                    if k not in ("func", "name", "note") and v != "" and v is not False)
 
 
 def main() -> None:
@@ -400,6 +430,8 @@ def main() -> None:
     p = sub.add_parser("latency")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--flood", type=int, default=300_000)
+    p.add_argument("--flood-in-process", action="store_true",
+                   help="send and drain the flood in this process, as the first measurements did")
     p.add_argument("--name", default="", help="save as shared_latency-NAME (an earlier code's run)")
     p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=latency)
