@@ -433,6 +433,18 @@ def shared_idle(r: dict) -> list[str]:
     return out + [""]
 
 
+def broker_fetch(r: dict) -> list[str]:
+    out = ["## The embedded broker: how fast one reader gets a partition", "",
+           f"{r['records']:,} records of {r['size']} B (queue key, `kmq.id` header) on one partition, read",
+           "from the start by one librdkafka consumer as the dispatcher reads (no tracker); the",
+           "bound on how fast a dispatcher gets through a flood. " + _source(r), "",
+           "| run | fetch bytes | records/s | reader CPU us/record |", "|---|---|---|---|"]
+    for v in r["runs"]:
+        out.append(f"| {v['run']} | {v['fetch_bytes'] >> 20} MiB | {v['records_s']:,} | "
+                   f"{v['reader_cpu_us_per_record']:.2f} |")
+    return out + [""]
+
+
 def shared_first(r: dict) -> list[str]:
     out = ["## Shared queues: first message of a new consumer", "",
            "From calling `client.consumer()` (construction included) to the first message, one",
@@ -496,7 +508,7 @@ def render(results: dict[str, dict]) -> str:
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
-                (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)), (None, shared_bytes), (None, worker_report.section),
+                (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)), ("broker_fetch", broker_fetch), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:
