@@ -85,6 +85,7 @@ async def _apply_once(rt: TrackerRuntime, part, event) -> None:
     if part.state.store.writes != writes:  # a record that changed nothing may be applied again
         part.mark_applied(msg.offset)
 
+
 async def _apply(rt: TrackerRuntime, part, event) -> None:
     """Apply one marker record of ``part``: what cannot be used is set aside, never raised."""
     msg = event.message

@@ -34,6 +34,12 @@ def _met(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
+def runs_of(results: dict[str, dict], prefix: str) -> list[dict]:
+    """The results named ``prefix`` or ``prefix-NAME`` (every run of one benchmark), oldest first."""
+    return sorted((r for name, r in results.items() if name == prefix or name.startswith(prefix + "-")),
+                  key=lambda r: r["when"])
+
+
 def _source(r: dict) -> str:
     return f"`{r['command']}` ({r['machine']}; {r['when']})"
 
@@ -78,8 +84,7 @@ def throughput_runs(results: dict[str, dict]) -> list[str]:
     """Every invocation of the throughput benchmark, oldest first: ``throughput`` (the
     latest, above) and ``throughput-*`` (each with a ``note`` naming the code it measured).
     Goal of issue 14: the kmq consumer's CPU per message within 2x of the plain loop's."""
-    runs = sorted((r for name, r in results.items() if name == "throughput" or name.startswith("throughput-")),
-                  key=lambda r: r["when"])
+    runs = runs_of(results, "throughput")
     if len(runs) < 2:
         return []
     out = ["### Every run, oldest first", "",
@@ -341,9 +346,7 @@ def shared_scaling(r: dict) -> list[str]:
 def shared_throughput(results: dict[str, dict]) -> list[str]:
     """Every run: ``shared_throughput`` (the latest) and ``shared_throughput-*`` (each with
     a ``note`` naming the code it measured)."""
-    runs = sorted((r for name, r in results.items()
-                   if name == "shared_throughput" or name.startswith("shared_throughput-")),
-                  key=lambda r: r["when"])
+    runs = runs_of(results, "shared_throughput")
     if not runs:
         return []
     out = ["## Shared queues: raw throughput without work", "",
@@ -363,8 +366,7 @@ def shared_throughput(results: dict[str, dict]) -> list[str]:
 
 def shared_dispatch_cost(results: dict[str, dict]) -> list[str]:
     """Every ``shared_dispatch_cost-*`` run: the dispatcher's CPU per record, in isolation."""
-    runs = sorted((r for name, r in results.items() if name.startswith("shared_dispatch_cost-")),
-                  key=lambda r: r["when"])
+    runs = runs_of(results, "shared_dispatch_cost")
     if not runs:
         return []
     out = ["## Shared queues: the dispatcher's CPU per record", "",
@@ -410,11 +412,10 @@ def every_run(prefix: str, fn):
     heading naming the code it measured (its ``note``)."""
     def section(results: dict[str, dict]) -> list[str]:
         out: list[str] = []
-        names = [n for n in results if n == prefix or n.startswith(prefix + "-")]
-        for name in sorted(names, key=lambda n: results[n]["when"]):
-            part = fn(results[name])
-            if part and results[name].get("note"):
-                part[0] += f" ({results[name]['when'][:10]}: {results[name]['note']})"
+        for r in runs_of(results, prefix):
+            part = fn(r)
+            if part and r.get("note"):
+                part[0] += f" ({r['when'][:10]}: {r['note']})"
             out += part
         return out
     return section

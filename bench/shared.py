@@ -36,7 +36,7 @@ import psutil
 
 import kmq
 from bench.common import median, save, stack
-from bench.shared_cpu import CpuSampler
+from bench.shared_cpu import CpuSampler, cpu_s
 from kmq.dev.devstack import settings_env
 from kmq.dev.processes import terminate
 from kmq.protocol.placement import queue_partitions
@@ -106,17 +106,6 @@ def consumers_known(tracker, queue: str) -> int:
         return json.loads(r.read())["dispatcher"]["consumers"].get(queue, 0)
 
 
-def _cpu(procs) -> float:
-    total = 0.0
-    for p in procs:
-        try:
-            c = p.cpu_times()
-            total += c.user + c.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def scaling_run(settings, tracker, broker, client, mode: str, n: int, messages: int, work_ms: float,
                 tag: str) -> dict:
     queue = f"scale-{mode}-{n}-{tag}"
@@ -134,13 +123,13 @@ def scaling_run(settings, tracker, broker, client, mode: str, n: int, messages: 
             fleet.wait(lambda: consumers_known(tracker, queue) == n, 60, "the consumers' credits")
         procs = {"tracker": [psutil.Process(tracker.process.pid)], "broker": [psutil.Process(broker.process.pid)],
                  "consumers": [psutil.Process(p.pid) for p in fleet.procs]}
-        before = {k: _cpu(v) for k, v in procs.items()}
+        before = {k: cpu_s(v) for k, v in procs.items()}
         t0 = time.time()
         client.send_batch(queue, [b"x" * 100] * messages)
         client.flush()
         fleet.wait(lambda: sum(fleet.acked) >= messages, 600, "the backlog drained")
         elapsed = max(fleet.last_at) - t0
-        cpu = {k: round((_cpu(v) - before[k]) / elapsed, 2) for k, v in procs.items()}
+        cpu = {k: round((cpu_s(v) - before[k]) / elapsed, 2) for k, v in procs.items()}
         busy = sum(1 for a in fleet.acked if a)
         return {"n": n, "messages": messages, "seconds": round(elapsed, 3),
                 "msgs_s": round(messages / elapsed, 1), "consumers_with_work": busy,

@@ -19,7 +19,8 @@ import psutil
 
 from bench.common import save, stack
 import kmq
-from bench.shared import Fleet, _cpu, consumers_known
+from bench.shared import Fleet, consumers_known
+from bench.shared_cpu import cpu_s
 
 SETTLE_S = 3.0
 
@@ -47,9 +48,9 @@ def main() -> None:
                         fleet.wait(lambda: sum(fleet.acked) >= args.after * n, 300, "the messages drained")
                 time.sleep(SETTLE_S)  # the consumers' first credits and reads are not idle
                 consumers = [psutil.Process(p.pid) for p in fleet.procs] if fleet else []
-                before = {k: _cpu(v) for k, v in procs.items()} | {"consumers": _cpu(consumers)}
+                before = {k: cpu_s(v) for k, v in procs.items()} | {"consumers": cpu_s(consumers)}
                 time.sleep(args.seconds)
-                after = {k: _cpu(v) for k, v in procs.items()} | {"consumers": _cpu(consumers)}
+                after = {k: cpu_s(v) for k, v in procs.items()} | {"consumers": cpu_s(consumers)}
             finally:
                 if fleet:
                     fleet.stop()

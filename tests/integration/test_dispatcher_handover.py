@@ -159,6 +159,18 @@ def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(ma
         assert not handed(first) & handed(begins[0]) and len(handed(first) | handed(begins[0])) == 10
 
 
+def _one_message_and_begun(d: Dispatcher, client, settings, queue: str) -> int:
+    """Send one message to ``queue``; once ``d`` has begun its markers partition (BEGIN in
+    the log), tell it so, as the markers agent would. Returns the markers partition."""
+    client.send(queue, b"m0")
+    client.flush()
+    m = markers_partition(queue, settings.markers_partitions)
+    d.owned({m})  # the tick timer says so every tick; the first may come before set-up
+    begins = wait_for(lambda: d.owned({m}) or [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])
+    d.on_begin(m, begins[-1].epoch, {})
+    return m
+
+
 def test_a_dispatcher_whose_start_up_fails_tries_again_and_then_dispatches(make_settings, queue):
     """A broker that does not answer at first (here: the settings view failing twice) must
     not leave the worker's shared queues without a dispatcher for good."""
@@ -175,13 +187,8 @@ def test_a_dispatcher_whose_start_up_fails_tries_again_and_then_dispatches(make_
     d.start()
     client = kmq.Client(settings=settings)
     try:
-        client.send(queue, b"m0")
-        client.flush()
-        m = markers_partition(queue, settings.markers_partitions)
-        d.owned({m})  # the tick timer says so every tick; the first may come before set-up
-        begins = wait_for(lambda: d.owned({m}) or [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])
+        m = _one_message_and_begun(d, client, settings, queue)
         assert len(attempts) == 3
-        d.on_begin(m, begins[-1].epoch, {})
         d.on_credit(m, M.Credit(queue, "c1", 0, 0, 0, 5, 60_000, 30_000))
         got = wait_for(lambda: [x for x in _deliveries(settings, 0, "c1") if isinstance(x, D.Delivery)])
         assert sum(x.count for x in got) == 1
@@ -199,11 +206,7 @@ def test_a_credit_is_checked_against_the_lanes_the_topic_has_not_the_setting(mak
     d.start()
     client = kmq.Client(settings=settings)
     try:
-        client.send(queue, b"m0")
-        client.flush()
-        m = markers_partition(queue, settings.markers_partitions)
-        begins = wait_for(lambda: d.owned({m}) or [mk for mk in _markers(settings, m) if isinstance(mk, M.Begin)])
-        d.on_begin(m, begins[-1].epoch, {})
+        m = _one_message_and_begun(d, client, settings, queue)
         d.on_credit(m, M.Credit(queue, "c-far", 100, 0, 0, 5, 60_000, 30_000))
         d.on_credit(m, M.Credit(queue, "c-near", 3, 0, 0, 5, 60_000, 30_000))
         got = wait_for(lambda: [x for x in _deliveries(settings, 3, "c-near") if isinstance(x, D.Delivery)])

@@ -16,22 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from kmq.protocol.dispatch import Roster, Want, hand_out
 from kmq.protocol.lookahead import Lookahead
 from kmq.protocol.markers import Credit
-
-
-class Rec:
-    __slots__ = ("_o", "_k", "_n")
-
-    def __init__(self, offset, key, size=10):
-        self._o, self._k, self._n = offset, key, size
-
-    def __len__(self):
-        return self._n
-
-    def offset(self):
-        return self._o
-
-    def key(self):
-        return self._k
+from tests.fake_records import Rec
 
 
 def credit(consumer, free, epoch=0, seq=0, queue="q", lease_ms=5000):

@@ -16,28 +16,7 @@ from kmq.protocol.chunk import Chunk
 from kmq.protocol.dispatch import Want, select
 from kmq.protocol.markers import RangeRef
 from kmq.protocol.read_index import OTHER, ReadIndex
-
-
-class Rec:
-    __slots__ = ("_o", "_k", "_n", "_p", "_e")
-
-    def __init__(self, offset, key, size=10, partition=0, error=None):
-        self._o, self._k, self._n, self._p, self._e = offset, key, size, partition, error
-
-    def __len__(self):
-        return self._n
-
-    def offset(self):
-        return self._o
-
-    def key(self):
-        return self._k
-
-    def partition(self):
-        return self._p
-
-    def error(self):
-        return self._e
+from tests.fake_records import Rec
 
 
 def select_by_record(records, chunk_end, wants, max_span):

@@ -12,28 +12,13 @@ from agents.dispatch_lanes import delivery_of
 from kmq.protocol import deliveries as D
 from kmq.protocol.dispatch import ConsumerSlot
 from kmq.protocol.lookahead import Lookahead
+from tests.fake_records import Rec
 
 SIZE = 100
 
 
-class Rec:
-    """A queue record as confluent-kafka gives it (offset, key, len = value bytes)."""
-
-    def __init__(self, offset: int, key: bytes = b"q") -> None:
-        self._o, self._k = offset, key
-
-    def offset(self) -> int:
-        return self._o
-
-    def key(self) -> bytes:
-        return self._k
-
-    def __len__(self) -> int:
-        return SIZE
-
-
 def _kind(run_len: int, consumers: int, backlog: int = 20_000) -> int:
-    recs = [Rec(o) for o in range(backlog)]
+    recs = [Rec(o, b"q", SIZE) for o in range(backlog)]
     ahead = Lookahead()
     ahead.plan([0])
     ahead.add(recs, {b"q"})

@@ -1,0 +1,26 @@
+"""A queue-topic record as confluent-kafka's ``Message`` answers the dispatcher: offset, key,
+partition, error and ``len()`` (the value's bytes). For the pure dispatch rules' tests."""
+
+from __future__ import annotations
+
+
+class Rec:
+    __slots__ = ("_o", "_k", "_n", "_p", "_e")
+
+    def __init__(self, offset, key, size=10, partition=0, error=None):
+        self._o, self._k, self._n, self._p, self._e = offset, key, size, partition, error
+
+    def __len__(self):
+        return self._n
+
+    def offset(self):
+        return self._o
+
+    def key(self):
+        return self._k
+
+    def partition(self):
+        return self._p
+
+    def error(self):
+        return self._e
