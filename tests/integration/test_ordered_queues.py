@@ -18,7 +18,7 @@ import kmq
 from kmq.dev.devstack import settings_env
 from tests.conftest import wait_for
 from tests.integration.test_web import browse, parse
-from tests.integration.views import queue_detail
+from tests.integration.views import queue_detail, tracker_sees
 
 pytestmark = pytest.mark.usefixtures("tracker")
 HELPERS = Path(__file__).parent / "helpers"
@@ -28,19 +28,6 @@ HELPERS = Path(__file__).parent / "helpers"
 def client(shared_settings):
     with kmq.Client(settings=shared_settings) as c:
         yield c
-
-
-def tracker_sees(tracker, queue: str, **expected) -> None:
-    """Wait until the tracker's settings view of ``queue`` has ``expected`` (settings reach
-    the tracker through the queues topic a moment after configure_queue returns)."""
-    def seen() -> bool:
-        try:
-            with urllib.request.urlopen(f"{tracker.url}/kmq/api/queues/{queue}", timeout=5) as r:
-                cfg = json.loads(r.read())["config"]
-        except (OSError, ValueError, KeyError):
-            return False
-        return all(cfg.get(k) == v for k, v in expected.items())
-    wait_for(seen, 30, what=f"the tracker seeing {expected} for {queue}")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import kmq
 from kmq.errors import ConfigError, MessageSettledError
 from tests.conftest import wait_for
 from tests.integration.dlq import dead_letters
+from tests.integration.views import tracker_sees
 
 pytestmark = pytest.mark.usefixtures("tracker")
 
@@ -175,10 +176,13 @@ def test_queue_settings_change_without_restart(client, queue, shared_settings):
         client.configure_queue(queue, max_deliveries=0)
 
 
-def test_exponential_backoff_delays_redeliveries(client, queue):
-    client.configure_queue(queue, backoff=kmq.Backoff.exponential(1.0, 8.0, jitter="none"))
+def test_exponential_backoff_delays_redeliveries(client, queue, tracker):
+    backoff = kmq.Backoff.exponential(1.0, 8.0, jitter="none")
+    client.configure_queue(queue, backoff=backoff)
     client.send(queue, b"retry me")
     client.flush()
+    # A release the tracker applies before it has the setting has no backoff: back at once.
+    tracker_sees(tracker, queue, backoff=backoff.to_dict())
     # Visibility 3 s: delivery 1 is released well before it could time out, however slow the
     # machine is between the tracker starting its clock and user code getting the message.
     with client.consumer(queue, visibility_timeout_s=3) as c:

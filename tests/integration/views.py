@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 
 from kmq.dev.devstack import TrackerProcess
+from tests.conftest import wait_for
 
 
 def queue_detail(t: TrackerProcess, queue: str) -> dict | None:
@@ -28,3 +29,16 @@ def scheduled(t: TrackerProcess, queue: str) -> int | None:
             return json.loads(r.read())["scheduled"]
     except (OSError, ValueError, KeyError):
         return None
+
+
+def tracker_sees(tracker, queue: str, **expected) -> None:
+    """Wait until the tracker's settings view of ``queue`` has ``expected`` (settings reach
+    the tracker through the queues topic a moment after configure_queue returns)."""
+    def seen() -> bool:
+        try:
+            with urllib.request.urlopen(f"{tracker.url}/kmq/api/queues/{queue}", timeout=5) as r:
+                cfg = json.loads(r.read())["config"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return all(cfg.get(k) == v for k, v in expected.items())
+    wait_for(seen, 30, what=f"the tracker seeing {expected} for {queue}")
