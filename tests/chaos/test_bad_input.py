@@ -81,7 +81,7 @@ def test_100k_random_and_crafted_bad_markers_are_counted_set_aside_and_traffic_f
         with urllib.request.urlopen(own_tracker.url + "/metrics", timeout=10) as r:
             assert f'kmq_tracker_set_aside_total{{reason="malformed-marker"}} {expected}.0' in r.read().decode()
         wait_for(lambda: sum(1 for rec in read_topic(settings, settings.dlq_topic, 30)
-                             if rec.key() == b"!malformed-markers") >= expected, 60, interval_s=1,
+                             if rec.key() == b"!malformed-markers") >= expected, 180, interval_s=1,
                  what="every malformed marker on the dead-letter topic")
     finally:
         client.close()
