@@ -37,7 +37,6 @@ from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
 log = logging.getLogger("kmq.tracker.markers")
 
 LOG_APPEND_TIME = 1  # Kafka timestamp type: the broker stamped the record
-APPLIED_MARK_EVERY = 1000  # records: the table's applied mark moves at least this often
 
 
 @app.agent(markers_topic, concurrency=1, name="track_markers")
@@ -51,9 +50,6 @@ async def track_markers(stream):
             part.build_gauges()  # after (re)assignment: the table is recovered now
             log.info("markers partition %d: resuming at offset %d; the table holds records up to %d",
                      msg.partition, msg.offset, part.applied_upto())
-            # Records between the table's mark and where Faust resumed are read, not assumed
-            # (kmq.protocol.gaps.Gaps.expect).
-            rt.owned.gaps.expect(msg.partition, part.applied_upto() + 1)
         gap = rt.owned.gaps.handed(msg.partition, msg.offset)
         if gap is not None:  # offsets we were not handed: read and applied first, in order
             await _fill(rt, part, *gap)
@@ -86,10 +82,7 @@ async def _apply_once(rt: TrackerRuntime, part, event) -> None:
         return
     writes = part.state.store.writes
     await _apply(rt, part, event)
-    # A record that changed nothing may be applied again; but the mark moves at least every
-    # APPLIED_MARK_EVERY records, so what a successor reads again after an assignment
-    # (kmq.protocol.gaps) stays short on a partition of TICKs and CREDITs.
-    if part.state.store.writes != writes or msg.offset - part.applied_upto() >= APPLIED_MARK_EVERY:
+    if part.state.store.writes != writes:  # a record that changed nothing may be applied again
         part.mark_applied(msg.offset)
 
 

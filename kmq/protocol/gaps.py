@@ -24,12 +24,8 @@ from __future__ import annotations
 class Gaps:
     """Per markers partition: the next offset the agent expects (in memory), and counts.
 
-    After an assignment the agent says where the partition's table stands (:meth:`expect`):
-    Faust resumes at its committed offset, but it has also handed a reassigned partition's
-    first record well above it, the records in between never handed (a chaos run: resumed
-    at 268 with the table at 133, and 134..267 were skipped for good, since everything at
-    or below the table's mark counts as applied). Without :meth:`expect`, nothing is
-    expected until the first record.
+    After an assignment nothing is expected: Faust starts a partition at its committed
+    offset, and what lies before it is in the table already or carried nothing.
     """
 
     def __init__(self) -> None:
@@ -41,11 +37,6 @@ class Gaps:
     def forget(self) -> None:
         """A rebalance: every partition starts anew from wherever it is resumed."""
         self._next.clear()
-
-    def expect(self, partition: int, offset: int) -> None:
-        """After an assignment: the partition's table holds its records below ``offset``, so
-        the first record handed above it opens a gap from there (one below it is a replay)."""
-        self._next[partition] = offset
 
     def handed(self, partition: int, offset: int) -> tuple[int, int] | None:
         """The agent is handed the record at ``offset``: the offsets ``[start, offset)`` to
