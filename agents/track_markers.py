@@ -37,6 +37,7 @@ from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
 log = logging.getLogger("kmq.tracker.markers")
 
 LOG_APPEND_TIME = 1  # Kafka timestamp type: the broker stamped the record
+APPLIED_MARK_EVERY = 1000  # records: the table's applied mark moves at least this often
 
 
 @app.agent(markers_topic, concurrency=1, name="track_markers")
@@ -46,17 +47,21 @@ async def track_markers(stream):
     async for event in stream.events():
         msg = event.message
         part = rt.owned.get_or_create(msg.partition)
-        if not part.gauges_built:
+        assigned = not part.gauges_built
+        if assigned:
             part.build_gauges()  # after (re)assignment: the table is recovered now
             log.info("markers partition %d: resuming at offset %d; the table holds records up to %d",
                      msg.partition, msg.offset, part.applied_upto())
+            # Records between the table's mark and where Faust resumed are read, not assumed
+            # (kmq.protocol.gaps.Gaps.expect).
+            rt.owned.gaps.expect(msg.partition, part.applied_upto() + 1)
         gap = rt.owned.gaps.handed(msg.partition, msg.offset)
         if gap is not None:  # offsets we were not handed: read and applied first, in order
-            await _fill(rt, part, *gap)
+            await _fill(rt, part, *gap, after_assignment=assigned)
         await _apply_once(rt, part, event)
 
 
-async def _fill(rt: TrackerRuntime, part, start: int, end: int) -> None:
+async def _fill(rt: TrackerRuntime, part, start: int, end: int, after_assignment: bool) -> None:
     """Apply what the log holds at ``[start, end)`` (kmq.protocol.gaps)."""
     gaps = rt.owned.gaps
     records = await rt.gap_reader.read(part.partition, start, end)
@@ -65,8 +70,11 @@ async def _fill(rt: TrackerRuntime, part, start: int, end: int) -> None:
         log.error("markers partition %d: offsets %d..%d could not be read within the bound; going on "
                   "without them (%d gaps so far)", part.partition, start, end - 1, gaps.unread)
         return
-    gaps.filled(len(records))
-    if records:
+    gaps.filled(len(records), after_assignment)
+    if after_assignment:  # mostly records that changed nothing, so were never marked
+        log.info("markers partition %d: offsets %d..%d, between the table's mark and where it was resumed, "
+                 "read from the log (%d records)", part.partition, start, end - 1, len(records))
+    elif records:
         log.warning("markers partition %d: offsets %s had not been handed to the agent; read from the log "
                     "(%d such records so far, kmq.protocol.gaps)", part.partition,
                     [r.offset for r in records][:10], gaps.found)
@@ -82,7 +90,10 @@ async def _apply_once(rt: TrackerRuntime, part, event) -> None:
         return
     writes = part.state.store.writes
     await _apply(rt, part, event)
-    if part.state.store.writes != writes:  # a record that changed nothing may be applied again
+    # A record that changed nothing may be applied again; but the mark moves at least every
+    # APPLIED_MARK_EVERY records, so what a successor reads again after an assignment
+    # (kmq.protocol.gaps) stays short on a partition of TICKs and CREDITs.
+    if part.state.store.writes != writes or msg.offset - part.applied_upto() >= APPLIED_MARK_EVERY:
         part.mark_applied(msg.offset)
 
 

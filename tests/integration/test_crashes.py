@@ -69,7 +69,10 @@ def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_messag
         ids = client.send_batch(queue, [b"m%d" % i for i in range(1000)])
         client.flush()
         # Many small ranges, half of each acked, the rest held by a consumer that vanishes.
-        c = client.consumer(queue, visibility_timeout_s=6, batch_size=25, max_in_flight=1000)
+        # Held for an hour: what the restarted tracker recovers is compared with what the
+        # first one held, before anything can time out however long the restart takes;
+        # then their visibility is cut short (below), as a consumer's extend would.
+        c = client.consumer(queue, visibility_timeout_s=3600, batch_size=25, max_in_flight=1000)
         got = []
         wait_for(lambda: got.extend(c.receive_batch(1000, 0.2)) or len(got) >= 1000, 30,
                  what="1000 received")
@@ -88,28 +91,26 @@ def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_messag
         # The consumer dies without a goodbye: no release, no more keepalives
         # (it leaves the group, so the next consumer need not wait out its session).
         c._vanish()
-        before = wait_for(lambda: _digest_once_settled(first, expect_pending=500 + 10_000), 30,
-                          what="tracker state to settle")
+        before = _settled(first, 500 + 10_000, 30, "tracker state to settle")
         first.kill()
     finally:
         first.stop()
     fresh = settings.replace(data_dir=str(tmp_path / "empty"))
     second = TrackerProcess(fresh, artifacts / "tracker-restart-2.log").start(timeout_s=120)
     try:
-        after = wait_for(lambda: _digest_once_settled(second, expect_pending=500 + 10_000), 60,
-                         what="recovered state")
+        after = _settled(second, 500 + 10_000, 60, "recovered state")
         tracked = ("ranges", "scheduled", "pending", "membership_sha256")
         assert {p: {k: d[k] for k in tracked} for p, d in after.items()} == \
             {p: {k: d[k] for k in tracked} for p, d in before.items()}, \
             "recovery did not restore exactly what was in flight"
         assert all(d["unindexed"] == 0 for d in after.values()), "an entry lost its deadline"
+        _expire_now(raw, settings, [m for m in got if m.id not in acked])
         with client.consumer(queue, visibility_timeout_s=10) as c2:
             seen = drain(c2, lambda s: set(s) >= set(ids) - acked)
         counts = Counter(seen)
         assert set(counts) == set(ids) - acked, "lost or resurrected messages"
         assert max(counts.values()) == 1, "a message was redelivered twice"
-        settled = wait_for(lambda: _digest_once_settled(second, expect_pending=10_000), 30,
-                           what="the drained state")
+        settled = _settled(second, 10_000, 30, "the drained state")
         second.kill()
     finally:
         second.stop()
@@ -118,15 +119,36 @@ def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_messag
     # Tansu's undercounted ListOffsets).
     third = TrackerProcess(fresh, artifacts / "tracker-restart-3.log").start(timeout_s=120)
     try:
-        again = wait_for(lambda: _digest_once_settled(third, expect_pending=10_000), 60,
-                         what="state on the reused data dir")
+        again = _settled(third, 10_000, 60, "state on the reused data dir")
         assert {p: d["membership_sha256"] for p, d in again.items()} == \
             {p: d["membership_sha256"] for p, d in settled.items()}
     finally:
         third.stop()
 
 
+def _expire_now(producer, settings, held) -> None:
+    """EXTEND the held messages to a 1 ms visibility, as their (vanished) consumer could have.
+
+    The tracker keys what is in flight by the START's range: a message is its range
+    (``m[1].ref``) and its bit in the range's mask (``m[2]``)."""
+    masks: dict = {}
+    for m in held:
+        masks[m[1].ref] = masks.get(m[1].ref, 0) | 1 << m[2]
+    for ref, mask in masks.items():
+        producer.produce(settings.markers_topic, marker_codec.encode([M.Extend(ref, mask, 1)]),
+                         ref.queue.encode(), partition=markers_partition(ref.queue, settings.markers_partitions))
+    producer.flush()
+
+
 _last_digest: dict = {}
+
+
+def _settled(tracker, expect_pending, timeout_s, what):
+    """``_digest_once_settled`` within ``timeout_s``; on failure, says the last state read."""
+    try:
+        return wait_for(lambda: _digest_once_settled(tracker, expect_pending), timeout_s, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the last state read: {_last_digest.get(tracker.url)}") from None
 
 
 def _digest_once_settled(tracker, expect_pending):

@@ -72,3 +72,33 @@ def test_an_offset_handed_again_below_the_expected_one_opens_no_gap_and_moves_no
     assert [g.handed(0, o) for o in (0, 1, 2)] == [None, None, None]
     assert g.handed(0, 1) is None      # a replay: applied or skipped by the table's own check
     assert g.handed(0, 3) is None      # still expected at 3
+
+
+@settings(max_examples=300)
+@given(st.integers(1, 200), st.data())
+def test_after_an_assignment_what_lies_between_the_tables_mark_and_the_resume_is_read(n, data):
+    """Faust resumes a reassigned partition anywhere: below the table's mark (replays, which
+    the table's own check skips) or above it with the records in between never handed. With
+    the table's mark expected, each record above the mark is applied once, in order."""
+    mark = data.draw(st.integers(-1, n - 1))   # the table holds records up to here
+    resume = data.draw(st.integers(0, n - 1))  # the first record Faust hands
+    g, applied = Gaps(), []
+    g.expect(3, mark + 1)
+    for o in range(resume, n):
+        gap = g.handed(3, o)
+        if gap is not None:
+            start, end = gap
+            g.filled(end - start)
+            applied.extend(range(start, end))
+        if o > mark:  # at or below the mark: a replay, skipped by the table's check
+            applied.append(o)
+    assert applied == list(range(mark + 1, n))
+    assert g.read == (1 if resume > mark + 1 else 0)
+
+
+def test_a_partition_resumed_above_its_tables_mark_reads_the_records_in_between():
+    g = Gaps()
+    g.forget()                            # a rebalance
+    g.expect(2, 134)                      # the table holds records up to 133
+    assert g.handed(2, 268) == (134, 268)  # the chaos run's resume: 134..267 never handed
+    assert g.handed(2, 269) is None
