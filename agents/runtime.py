@@ -4,7 +4,7 @@ One :class:`TrackerRuntime` per worker process, built here and nowhere else, and
 registered on the app as a mode Service (``app.service``): what this worker owns of
 each markers partition (:class:`~agents.partitions.OwnedPartitions`), the
 :class:`~agents.redeliver.Redeliverer` (and through it the queue settings view),
-the :class:`~agents.dispatcher.Dispatcher` of shared queues, and the markers agent's
+the :class:`~agents.dispatch.dispatcher.Dispatcher` of shared queues, and the markers agent's
 :class:`~agents.gap_reader.GapReader`. Agents, timers and web
 views reach it through :func:`runtime`, never through another module's globals
 (tests/unit/test_import_boundaries.py). It lives in ``agents/`` because it builds
@@ -32,7 +32,7 @@ from typing import Any
 
 from mode import Service
 
-from agents.dispatcher import Dispatcher
+from agents.dispatch.dispatcher import Dispatcher
 from agents.gap_reader import GapReader
 from agents.partitions import OwnedPartitions
 from agents.redeliver import Redeliverer
@@ -94,7 +94,7 @@ class TrackerRuntime(Service):
 
     async def on_partitions_revoked(self, sender: Any, *args: Any, **kwargs: Any) -> None:
         """Before this worker rejoins the group, so before another worker can take a partition
-        over and begin there: every ACQUIRE of ours is in the log by then (agents/dispatcher.py)."""
+        over and begin there: every ACQUIRE of ours is in the log by then (agents/dispatch/dispatcher.py)."""
         self.dispatcher.suspend()
         if not await asyncio.get_running_loop().run_in_executor(None, self.dispatcher.quiesce):
             log.warning("the dispatcher did not stop in time; its membership lease holds back its deliveries")

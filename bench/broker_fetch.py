@@ -24,7 +24,7 @@ from bench.common import median, save
 from kmq.dev.embedded import EmbeddedBroker
 
 FETCH_BYTES = (1 << 20, 8 << 20)
-CHUNK_RECORDS = 20_000  # as agents/dispatch_reader.py reads
+CHUNK_RECORDS = 20_000  # as agents/dispatch/reader.py reads
 
 
 def create_topic(bootstrap: str, topic: str) -> None:

@@ -507,7 +507,7 @@ class Harness:
 
 
 # Tracker log lines that explain a violation of the strict rule on shared queues
-# (agents/dispatcher.py): counted, with a few examples, in every result.
+# (agents/dispatch/dispatcher.py): counted, with a few examples, in every result.
 TRACKER_WARNINGS = ("ACQUIRE fenced", "acquired but not delivered", "did not stop in time",
                     "ACQUIRE record of", "dispatching paused", "had not been handed")
 

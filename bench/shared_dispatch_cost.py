@@ -24,9 +24,9 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from agents.dispatch_lanes import delivery_of
-from agents.dispatch_reader import CHUNK_RECORDS
-from agents.ordered import OrderedQueues
+from agents.dispatch.lanes import delivery_of
+from agents.dispatch.reader import CHUNK_RECORDS
+from agents.dispatch.ordered import OrderedQueues
 from bench.common import save, stack
 from kmq.kafka import profiles
 from kmq.protocol import markers as M

@@ -180,7 +180,7 @@ class QueueConfig:
 
         To partition mode, group consumers wait for the tracker's handover (where its
         dispatcher stopped); to shared mode, the dispatcher waits a grace period for the
-        group's members to see the change (agents/dispatch_modes.py SWITCH_GRACE_MS).
+        group's members to see the change (agents/dispatch/modes.py SWITCH_GRACE_MS).
         """
         old, new = before.dispatch_mode(settings), self.dispatch_mode(settings)
         if old == new:

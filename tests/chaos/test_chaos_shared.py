@@ -33,7 +33,7 @@ def test_shared_queues_lose_nothing_under_unpaced_kills_restarts_joins_and_leave
     assert acc["sent"] == 4 * 600
     assert result["drain"]["stranded_queues"] == []
     assert acc["lost"] == 0, acc
-    # A dispatcher writing after its successor began would show here (agents/dispatcher.py).
+    # A dispatcher writing after its successor began would show here (agents/dispatch/dispatcher.py).
     why = {"accounting": acc, "tracker_warnings": result["tracker_warnings"],
            "markers": result.get("markers_diagnosis")}
     assert acc["redelivered_after_durable_ack"] == 0, why

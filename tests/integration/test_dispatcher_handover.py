@@ -1,5 +1,5 @@
 """A shared queue's dispatcher hands its partitions over without writing after its successor
-began (agents/dispatcher.py, docs/shared-queues.md "Dispatcher handover").
+began (agents/dispatch/dispatcher.py, docs/shared-queues.md "Dispatcher handover").
 
 An ACQUIRE that lands after a successor's BEGIN is fenced, and a delivery written for it
 hands out records the successor hands out again: a message acked once comes back. The
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from confluent_kafka import Consumer, TopicPartition
 
 import kmq
-from agents.dispatcher import Dispatcher
+from agents.dispatch.dispatcher import Dispatcher
 from kmq.protocol import deliveries as D
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
@@ -127,7 +127,7 @@ def test_after_quiesce_nothing_more_is_written_and_a_lapsed_lease_begins_and_acq
 
 def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(make_settings, queue):
     """librdkafka's gapless guarantee makes a failed ACQUIRE fatal for the producer (no later
-    write can land past it, agents/dispatch_lanes.py). The fatal error itself needs a broker
+    write can land past it, agents/dispatch/lanes.py). The fatal error itself needs a broker
     outage longer than the delivery timeout; here the writer is marked failed as its error
     callback would, and the dispatcher must begin anew on a new producer and go on."""
     with _dispatching(make_settings, queue, 10) as (settings, m, d):

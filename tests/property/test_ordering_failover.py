@@ -2,7 +2,7 @@
 
 The pure parts a tracker runs, wired as the agents wire them: the state machine
 (``PartitionState``: ordered ACQUIREs mark offsets handed out, FLOORs move the cursor and
-the bitmap, ACKs settle) and the dispatcher's ordered queues (``agents.ordered``: feed,
+the bitmap, ACKs settle) and the dispatcher's ordered queues (``agents.dispatch.ordered``: feed,
 take, the durable floor, and after a BEGIN ``recover`` from ``handed_outs()``). The model:
 a log of records (offset, id, group); consumers ack, or release / time out (the tracker
 republishes a copy with the same id at the log's end and forgets the entry; the
@@ -21,7 +21,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from agents.ordered import OrderedQueues
+from agents.dispatch.ordered import OrderedQueues
 from kmq.protocol import envelope as V
 from kmq.protocol import handed as H
 from kmq.protocol import entries as E

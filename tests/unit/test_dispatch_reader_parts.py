@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError
 
-from agents.dispatch_reader import QueueReader
+from agents.dispatch.reader import QueueReader
 
 
 class Rec:

@@ -1,10 +1,10 @@
-"""How an ordered queue's records go out (agents.ordered, agents.dispatch_lanes): each run of
+"""How an ordered queue's records go out (agents.dispatch.ordered, agents.dispatch.lanes): each run of
 a group a delivery of its own, every record carrying its run's id, always as copies."""
 
 from __future__ import annotations
 
-from agents.dispatch_lanes import delivery_of
-from agents.ordered import OrderedQueues
+from agents.dispatch.lanes import delivery_of
+from agents.dispatch.ordered import OrderedQueues
 from kmq.protocol import deliveries as D
 from kmq.protocol import envelope as V
 from kmq.protocol.dispatch import ConsumerSlot

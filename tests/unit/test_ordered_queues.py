@@ -1,7 +1,7 @@
-"""The dispatcher's ordered queues (agents/ordered.py) on fake records: hostile headers are
+"""The dispatcher's ordered queues (agents/dispatch/ordered.py) on fake records: hostile headers are
 counted and set aside, duplicates dropped, heads handed out one per group."""
 
-from agents.ordered import OrderedQueues
+from agents.dispatch.ordered import OrderedQueues
 from kmq.protocol import envelope as V
 
 KEY = (0, "q", 3)

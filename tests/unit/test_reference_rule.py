@@ -1,4 +1,4 @@
-"""By reference or as copies (agents.dispatch_lanes.delivery_of): the consumer's reader
+"""By reference or as copies (agents.dispatch.lanes.delivery_of): the consumer's reader
 fetches the range and the read-ahead after it; what is its own of that decides.
 
 The queue's records after the range go to all its consumers in turn, so one consumer's
@@ -8,7 +8,7 @@ every small range they were referred to)."""
 
 from __future__ import annotations
 
-from agents.dispatch_lanes import delivery_of
+from agents.dispatch.lanes import delivery_of
 from kmq.protocol import deliveries as D
 from kmq.protocol.dispatch import ConsumerSlot
 from kmq.protocol.lookahead import Lookahead

@@ -1,5 +1,5 @@
 """The dispatcher's reader of the queue topic: each queue partition read once for every
-shared queue that wants records from it (agents/dispatcher.py, step 3).
+shared queue that wants records from it (agents/dispatch/dispatcher.py, step 3).
 
 One unsubscribed librdkafka consumer, in the dispatcher's thread. Per queue partition a
 :class:`~kmq.protocol.lookahead.Lookahead` keeps what was read and not yet taken, per

@@ -2,7 +2,7 @@
 
 Everything here only posts an event to the dispatcher thread's inbox, or waits until the
 thread has handled one (``quiesce``, ``drain``: blocking, called from an executor); the
-thread (agents/dispatcher.py) does the work. Kept apart so the thread's module holds one
+thread (agents/dispatch/dispatcher.py) does the work. Kept apart so the thread's module holds one
 concept: reading and handing out.
 """
 
@@ -29,7 +29,7 @@ class DispatcherInbox:
         self._suspended = False  # a rebalance is under way: the tick timer's view is stale
         self._set_up_done = threading.Event()  # the thread has its clients (it may write)
 
-    def _run(self) -> None:  # the thread's body (agents/dispatcher.py)
+    def _run(self) -> None:  # the thread's body (agents/dispatch/dispatcher.py)
         raise NotImplementedError
 
     def start(self) -> None:

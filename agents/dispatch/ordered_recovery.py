@@ -1,6 +1,6 @@
 """An ordered queue partition's recovery when its dispatcher begins (docs/ordering.md,
 "Failover"): what the predecessors handed out, and reading up to the partition's end as
-of BEGIN before anything goes out. Part of :class:`agents.ordered.OrderedQueues` (a mixin;
+of BEGIN before anything goes out. Part of :class:`agents.dispatch.ordered.OrderedQueues` (a mixin;
 runs in the dispatcher's thread only)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kmq.protocol import handed as H
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agents.ordered import Key, OrderedQueues
+    from agents.dispatch.ordered import Key, OrderedQueues
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 
@@ -32,7 +32,7 @@ class _Recovery:
 
 class Recovering:
     """:meth:`recover_partition`, :meth:`recover` and :meth:`caught_up` of
-    :class:`~agents.ordered.OrderedQueues`."""
+    :class:`~agents.dispatch.ordered.OrderedQueues`."""
 
     def recover_partition(self: "OrderedQueues", m: int, handed: dict, end_offset: Any) -> None:
         """BEGIN on markers partition ``m``: its ordered queue partitions resume from what the

@@ -21,8 +21,8 @@ from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.dedup import Dedup, valid_dedup_id
 from kmq.protocol.ordering import GroupOrder, valid_group
-from agents.ordered_recovery import Recovering, _Recovery
-from agents.ordered_records import InRun, close_runs
+from agents.dispatch.ordered_recovery import Recovering, _Recovery
+from agents.dispatch.ordered_records import InRun, close_runs
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 
@@ -183,7 +183,7 @@ class OrderedQueues(Recovering):
         (``kmq.run``): each group's records of two or more on their own (so a consumer
         whose user code holds the run's head can hand out other groups' deliveries
         meanwhile, kmq.consumer.gated_receive), the single records together, cut where a
-        gap is wide (:func:`agents.ordered_records.close_runs`); by first offset."""
+        gap is wide (:func:`agents.dispatch.ordered_records.close_runs`); by first offset."""
         q = self._queues.get(key)
         if q is None or n <= 0:
             return []

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import time
 
-from agents import dispatch_modes as modes
-from agents.dispatch_epochs import Epochs
-from agents.dispatch_lanes import LaneWriter
+from agents.dispatch import modes
+from agents.dispatch.epochs import Epochs
+from agents.dispatch.lanes import LaneWriter
 from kmq.ops.queues_topic import QueueConfigs, write_config
 from kmq.protocol.placement import markers_partition, queue_partitions
 from kmq.settings import Settings

@@ -1,5 +1,5 @@
 """Which markers partitions a dispatcher owns, under which epoch, and which ended epochs
-still owe their deliveries (agents/dispatcher.py; docs/shared-queues.md, "Dispatcher
+still owe their deliveries (agents/dispatch/dispatcher.py; docs/shared-queues.md, "Dispatcher
 handover").
 
 An epoch begins with a BEGIN the dispatcher writes and is ready once the markers agent

@@ -1,4 +1,4 @@
-"""An ordered queue's records on their way to a lane (agents.ordered): each carries its
+"""An ordered queue's records on their way to a lane (agents.dispatch.ordered): each carries its
 run's id, and a consumer's records are cut into deliveries where a gap is wide."""
 
 from __future__ import annotations

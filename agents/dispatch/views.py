@@ -8,7 +8,7 @@ from typing import Any
 
 
 class DispatcherViews:
-    """Mixed into :class:`agents.dispatcher.Dispatcher`: read-only views of its state."""
+    """Mixed into :class:`agents.dispatch.dispatcher.Dispatcher`: read-only views of its state."""
 
     _parts: dict[int, Any]
     stats: dict[str, int]

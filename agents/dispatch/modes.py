@@ -2,7 +2,7 @@
 "Changing the mode at run time"): when a queue switched to shared mode may be dispatched,
 and where a queue switched back to partition mode hands over to its consumer group.
 
-Decisions only, time passed in: the dispatcher carries them out (agents/dispatcher.py).
+Decisions only, time passed in: the dispatcher carries them out (agents/dispatch/dispatcher.py).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ until the agent applied it (the cursors are final then); fold the consumers' CRE
 rosters; read the queue partitions once for all wanting queues; write one ACQUIRE per
 share; once the broker has it, write the delivery to the consumer's lane.
 
-Blocking librdkafka calls stay in this thread. Its reads are ``agents.dispatch_reader``'s,
-its writes ``agents.dispatch_lanes``'s, its epochs ``agents.dispatch_epochs``', mode
-switches ``agents.dispatch_modes``', ordered groups ``agents.ordered``'s; the decisions
+Blocking librdkafka calls stay in this thread. Its reads are ``agents.dispatch.reader``'s,
+its writes ``agents.dispatch.lanes``'s, its epochs ``agents.dispatch.epochs``', mode
+switches ``agents.dispatch.modes``', ordered groups ``agents.dispatch.ordered``'s; the decisions
 are the pure ``kmq.protocol.dispatch``'s. It writes nothing once a rebalance begins
 (:meth:`Dispatcher.quiesce`) or outside the worker's membership lease (``app.membership``):
 docs/shared-queues.md, "Dispatcher handover".
@@ -23,14 +23,14 @@ import queue as queue_mod
 import time
 from typing import Any, Callable
 
-from agents import dispatch_modes as modes
-from agents.dispatch_epochs import Epochs, OwnedPartition
-from agents.dispatch_handover import hand_over_switched
-from agents.dispatch_inbox import QUIESCE_FLUSH_S, DispatcherInbox
-from agents.dispatch_lanes import Batch, LaneWriter, delivery_of
-from agents.dispatch_reader import QueueReader
-from agents.dispatch_views import DispatcherViews
-from agents.ordered import OrderedQueues
+from agents.dispatch import modes
+from agents.dispatch.epochs import Epochs, OwnedPartition
+from agents.dispatch.handover import hand_over_switched
+from agents.dispatch.inbox import QUIESCE_FLUSH_S, DispatcherInbox
+from agents.dispatch.lanes import Batch, LaneWriter, delivery_of
+from agents.dispatch.reader import QueueReader
+from agents.dispatch.views import DispatcherViews
+from agents.dispatch.ordered import OrderedQueues
 from app import startup
 from kmq.backoff import compute_backoff
 from kmq.protocol import deliveries as D

@@ -1,5 +1,5 @@
 """The dispatcher's writes: BEGIN and ACQUIRE records to the markers topic, and the
-deliveries they open on the consumers' lanes (agents/dispatcher.py, steps 1, 3 and 4).
+deliveries they open on the consumers' lanes (agents/dispatch/dispatcher.py, steps 1, 3 and 4).
 
 One idempotent producer, in the dispatcher's thread, so everything it writes to a
 markers partition lands in the order written (a BEGIN after the ACQUIREs before it).
