@@ -13,7 +13,7 @@ import pytest
 import kmq
 import kmq.aio
 from tests.conftest import await_until, wait_for
-from tests.integration.views import queue_detail
+from tests.integration.views import all_acked, queue_detail
 from tests.integration.dlq import dead_letters
 
 pytestmark = pytest.mark.usefixtures("tracker")
@@ -67,12 +67,6 @@ def test_send_receive_and_every_verb_on_the_loop(default_settings, queue, mode):
     ids = asyncio.run(main())
     (dead,) = dead_letters(default_settings, queue)
     assert dead["kmq"]["kmq.id"].decode() == ids[3] and dead["kmq"]["kmq.dlq.detail"] == b"bad"
-
-
-def all_acked(tracker, queue: str, n: int) -> dict | None:
-    """The queue's view once the tracker counted ``n`` acks and holds nothing in flight."""
-    d = queue_detail(tracker, queue)
-    return d if d and d["in_flight"] == 0 and d["since_start"].get("acked", 0) >= n else None
 
 
 def test_32_tasks_drain_a_queue_and_a_consumer_cancelled_mid_run_loses_nothing_and_acks_nothing_twice(

@@ -26,6 +26,7 @@ from kmq.worker.runner import HandlerRunner
 from kmq.worker.shutdown import ShutdownSignal
 from tests.conftest import partition_mode, wait_for
 from tests.integration.dlq import dead_letters
+from tests.integration.views import all_acked
 
 pytestmark = pytest.mark.usefixtures("tracker")
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,7 +217,12 @@ def ledger_ids(ledger: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-def test_sigterm_mid_run_loses_nothing_and_acks_nothing_twice(client, queue, mode, kind, settings, tmp_path):
+def test_sigterm_mid_run_loses_nothing_and_acks_nothing_twice(client, queue, mode, kind, settings, tmp_path,
+                                                               tracker):
+    # 30 s, not the suite's 2 s: a worker process stalled for 2 s on a loaded machine let a
+    # held range lapse, and it came back as a second delivery (a fresh-clone run: 8 of 600).
+    # What a lapse would show is checked below without waiting for one.
+    settings = settings.replace(visibility_timeout_s=30.0)
     n = 600
     ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
     client.flush()
@@ -243,10 +249,11 @@ def test_sigterm_mid_run_loses_nothing_and_acks_nothing_twice(client, queue, mod
     assert sorted(counts) == sorted(ids), "lost or foreign messages"
     assert [i for i, c in counts.items() if c != 1] == [], "handled (and acked) twice"
     # Every handling was a first delivery: the running ones finished within the grace, and
-    # the prefetched ones were given back uncounted at close, not left to time out (2 s).
+    # the prefetched ones were given back uncounted at close (left to time out, they would
+    # have come back as second deliveries within the wait above).
     assert {line.split()[1] for line in ledger.read_text().splitlines()} == {"1"}
-    with client.consumer(queue, visibility_timeout_s=5) as c:  # and none comes back
-        assert c.receive_batch(10, timeout_s=3.0) == []
+    # Every ack reached the tracker: nothing is left in flight to come back.
+    wait_for(lambda: all_acked(tracker, queue, n), 30, what=f"{n} acks at the tracker, nothing in flight")
 
 
 def receive_n(client, queue, n, timeout_s=60.0):

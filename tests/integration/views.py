@@ -21,6 +21,12 @@ def queue_detail(t: TrackerProcess, queue: str) -> dict | None:
         raise
 
 
+def all_acked(tracker, queue: str, n: int) -> dict | None:
+    """The queue's view once the tracker counted ``n`` acks and holds nothing in flight."""
+    d = queue_detail(tracker, queue)
+    return d if d and d["in_flight"] == 0 and d["since_start"].get("acked", 0) >= n else None
+
+
 def scheduled(t: TrackerProcess, queue: str) -> int | None:
     """How many delayed sends of ``queue`` the tracker's table holds; None while it does not
     know the queue or does not answer (a worker starting, stopping or killed)."""
