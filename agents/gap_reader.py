@@ -84,13 +84,10 @@ class GapReader:
     def _get_consumer(self) -> Consumer:
         if self._consumer is None:
             self._consumer = Consumer({
-                **profiles.client_config(self.settings),
-                "group.id": f"{self.settings.app_id}-gap-reader",  # never joins or commits
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
+                **profiles.reader_config(self.settings, f"{self.settings.app_id}-gap-reader",
+                                         fetch_wait_ms=10, eof=True),
                 "isolation.level": "read_committed",  # as the agent reads: aborted records are no gap's
                 "auto.offset.reset": "earliest",  # a gap below the log's start: what is left of it
-                "fetch.wait.max.ms": 10,  # Tansu answers only after the whole wait
             })
         return self._consumer
 

@@ -43,13 +43,9 @@ class PayloadReader:
         """The reader's consumer (created on first use)."""
         if self._consumer is None:
             self._consumer = Consumer({
-                **profiles.client_config(self.settings),
-                "group.id": f"{self.settings.app_id}-payload-reader",  # never joins or commits
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
+                **profiles.reader_config(self.settings, f"{self.settings.app_id}-payload-reader",
+                                         fetch_wait_ms=10, eof=True),
                 "auto.offset.reset": "error",
-                "fetch.wait.max.ms": 10,  # Tansu answers only after the whole wait
-                "fetch.queue.backoff.ms": 10,
             })
         return self._consumer
 

@@ -36,13 +36,9 @@ class QueueReader:
         self.settings = settings
         self._trace = trace
         self._consumer = Consumer({
-            **profiles.client_config(settings),
-            "group.id": f"{settings.app_id}-dispatcher",  # never joins or commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
+            **profiles.reader_config(settings, f"{settings.app_id}-dispatcher",
+                                     fetch_wait_ms=profiles.dispatcher_fetch_wait_ms(settings), eof=True),
             "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": profiles.dispatcher_fetch_wait_ms(settings),
             "fetch.queue.backoff.ms": 5,
             "queued.max.messages.kbytes": 16 * 1024,
         })

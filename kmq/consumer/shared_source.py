@@ -92,13 +92,8 @@ class SharedSource:
         self._farewell: D.Farewell | None = None
         self._config = config
         self._kc = KafkaConsumer({
-            **profiles.client_config(s),
-            "group.id": f"{s.group_id(c.queue)}.lanes",  # never joins or commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-            "fetch.wait.max.ms": profiles.lane_fetch_wait_ms(s),
-            "fetch.queue.backoff.ms": 10,
+            **profiles.reader_config(s, f"{s.group_id(c.queue)}.lanes",
+                                     fetch_wait_ms=profiles.lane_fetch_wait_ms(s), eof=False),
             **(config or {}),
         })
         tp = TopicPartition(self._topic, self.lane)
@@ -260,14 +255,8 @@ class SharedSource:
         if self._ref_kc is None:
             s = self._c._settings
             self._ref_kc = KafkaConsumer({
-                **profiles.client_config(s),
-                "group.id": f"{s.group_id(self._c.queue)}.refs",  # never joins or commits
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
+                **profiles.reader_config(s, f"{s.group_id(self._c.queue)}.refs", fetch_wait_ms=10, eof=False),
                 "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 10,
-                "fetch.queue.backoff.ms": 10,
                 # A referred range is read, then the reader seeks to the next: little read-ahead.
                 "max.partition.fetch.bytes": D.REFERENCE_READ_AHEAD_BYTES,
                 "queued.max.messages.kbytes": D.REFERENCE_READ_AHEAD_BYTES // 1024,

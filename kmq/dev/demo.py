@@ -12,6 +12,7 @@ from confluent_kafka import TopicPartition
 
 from kmq.protocol import envelope
 from kmq.client import Client
+from kmq.kafka import profiles
 
 QUEUES = ("orders", "emails", "payments")
 
@@ -85,9 +86,7 @@ def run_demo(client: Client, per_queue: int = 100, visibility_timeout_s: float =
 def _dead_letters(client: Client, ids: set[str]) -> dict[str, tuple[str, str]]:
     """Dead-letter records among ``ids``: id -> (queue, reason)."""
     s = client.settings
-    reader = KafkaConsumer({**s.client_config(), "group.id": "kmq-demo-dlq-reader",
-                            "enable.auto.commit": False, "enable.partition.eof": True,
-                            "fetch.wait.max.ms": 50, "fetch.queue.backoff.ms": 10})
+    reader = KafkaConsumer(profiles.reader_config(s, "kmq-demo-dlq-reader", fetch_wait_ms=50, eof=True))
     try:
         parts = client.partition_count(s.dlq_topic)
         reader.assign([TopicPartition(s.dlq_topic, p, 0) for p in range(parts)])

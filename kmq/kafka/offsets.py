@@ -15,18 +15,13 @@ from typing import Any, Iterator
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kmq.errors import BrokerUnavailableError
+from kmq.kafka import profiles
 from kmq.settings import Settings
 
 
 def _reader(settings: Settings) -> Consumer:
-    return Consumer({
-        **settings.client_config(),
-        "group.id": f"{settings.app_id}-end-offsets",  # never joins or commits
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "fetch.wait.max.ms": 10,
-        "fetch.queue.backoff.ms": 10,
-    })
+    return Consumer(profiles.reader_config(settings, f"{settings.app_id}-end-offsets",
+                                           fetch_wait_ms=10, eof=True))
 
 
 def true_end_offsets(settings: Settings, topic: str, partitions: list[int],

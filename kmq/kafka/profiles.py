@@ -6,6 +6,9 @@ group timeouts cannot differ between them:
 - :func:`producer_config`: the SDK's producers (``kmq/client.py``,
   ``kmq/consumer/``) and the tracker's republisher (``agents/redeliver.py``);
 - :func:`group_consumer_config`: the SDK's per-queue group consumers;
+- :func:`reader_config`: consumers that assign partitions themselves and never
+  join their group or commit (lane and reference readers, the dispatcher's and
+  the tracker's readers, the dead-letter and end-offset reads);
 - :func:`client_config`: address and security, for the admin client and
   the tracker's payload reader (no group);
 - :func:`faust_options`: the tracker's Faust app (``app/settings.py``);
@@ -127,6 +130,24 @@ def group_consumer_config(s: Settings, group_id: str) -> dict[str, Any]:
         "max.poll.interval.ms": t.max_poll_interval_ms,
         "isolation.level": "read_committed",
         "socket.keepalive.enable": True,
+    }
+
+
+def reader_config(s: Settings, group_id: str, *, fetch_wait_ms: int, eof: bool) -> dict[str, Any]:
+    """A librdkafka consumer that assigns its partitions and never joins ``group_id`` or commits.
+
+    ``fetch_wait_ms``: the embedded broker answers a fetch only when this wait is over
+    (BROKER.md), so it is each reader's latency floor; ``eof``: report a partition's end.
+    Callers add what is their own (isolation level, read-ahead) to the dict.
+    """
+    return {
+        **client_config(s),
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": eof,
+        "fetch.wait.max.ms": fetch_wait_ms,
+        "fetch.queue.backoff.ms": 10,  # librdkafka's 1 s default stalls a reader that keeps up
     }
 
 

@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 from confluent_kafka import Consumer, Producer
 
 from kmq.kafka.broker_checks import redrive_transaction_timeout_ms
+from kmq.kafka import profiles
 from kmq.kafka.offsets import read_to_end
 from kmq.protocol import envelope
 from kmq.errors import BrokerUnavailableError, ConfigError
@@ -70,13 +71,8 @@ def dlq_partition(settings: Settings, queue: str) -> int:
 
 def _reader(settings: Settings) -> Consumer:
     return Consumer({
-        **settings.client_config(),
-        "group.id": f"{settings.app_id}-dlq-reader",  # never joins or commits
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
+        **profiles.reader_config(settings, f"{settings.app_id}-dlq-reader", fetch_wait_ms=100, eof=True),
         "isolation.level": "read_committed",  # an aborted redrive never happened
-        "fetch.wait.max.ms": 100,
-        "fetch.queue.backoff.ms": 10,
     })
 
 
@@ -192,9 +188,8 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
         raise ConfigError(f"rate_per_s={rate_per_s!r} must be a positive number")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
-    from kmq.kafka.profiles import producer_config
 
-    conf = producer_config(settings)
+    conf = profiles.producer_config(settings)
     producer = Producer({**conf,
                          "transactional.id": f"{settings.app_id}-redrive-{queue}",
                          # librdkafka wants message.timeout.ms <= transaction.timeout.ms;
@@ -260,9 +255,8 @@ def purge_dead_letters(settings: Settings, queue: str) -> int:
     validate_queue_name(queue)
     folded = _fold(settings, queue)
     dropped = len(folded.pending())
-    from kmq.kafka.profiles import producer_config
 
-    p = Producer(producer_config(settings))
+    p = Producer(profiles.producer_config(settings))
     p.produce(settings.dlq_topic, b"", queue.encode(), partition=dlq_partition(settings, queue),
               headers=[(CONTROL, b"purged"), (CONTROL_OFFSET, str(folded.end).encode())])
     if p.flush(15):

@@ -20,6 +20,7 @@ import weakref
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.kafka import profiles
 from kmq.protocol.placement import validate_queue_name
 from kmq.queue_config import DEFAULT_CONFIG, QueueConfig
 from kmq.settings import Settings
@@ -44,16 +45,10 @@ class QueueConfigs:
     def __init__(self, settings: Settings, follow: bool = True, timeout_s: float = 15.0,
                  control_token: str | None = None) -> None:
         self._init_state(settings, control_token)
-        self._consumer = Consumer({
-            **settings.client_config(),
-            "group.id": f"{settings.app_id}-queue-configs",  # never joins or commits
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            # Settings change seldom: a long wait keeps idle processes quiet (the embedded
-            # broker answers a fetch only when its wait is over).
-            "fetch.wait.max.ms": 300,
-            "fetch.queue.backoff.ms": 10,
-        })
+        # Settings change seldom: a long wait keeps idle processes quiet (the embedded
+        # broker answers a fetch only when its wait is over).
+        self._consumer = Consumer(profiles.reader_config(
+            settings, f"{settings.app_id}-queue-configs", fetch_wait_ms=300, eof=True))
         topic = settings.queues_topic
         try:
             md = self._consumer.list_topics(topic, timeout=timeout_s)
@@ -287,8 +282,7 @@ def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
 
 
 def _write(settings: Settings, key: bytes, value: bytes | None, what: str, timeout_s: float) -> None:
-    from kmq.kafka.profiles import producer_config
-    p = Producer(producer_config(settings))
+    p = Producer(profiles.producer_config(settings))
     errors: list[str] = []
     p.produce(settings.queues_topic, value, key,
               on_delivery=lambda err, _m: errors.append(str(err)) if err else None)

@@ -56,6 +56,18 @@ def test_production_group_session_is_short_enough_for_a_prompt_failover():
     assert conf["isolation.level"] == "read_committed"
 
 
+def test_readers_never_commit_and_keep_their_security():
+    s = production(KMQ_SECURITY_PROTOCOL="SASL_SSL", KMQ_SASL_MECHANISM="PLAIN",
+                   KMQ_SASL_USERNAME="u", KMQ_SASL_PASSWORD="p")
+    conf = profiles.reader_config(s, "kmq.orders.lanes", fetch_wait_ms=50, eof=False)
+    assert conf["group.id"] == "kmq.orders.lanes"
+    assert conf["enable.auto.commit"] is False and conf["enable.auto.offset.store"] is False
+    assert (conf["fetch.wait.max.ms"], conf["enable.partition.eof"]) == (50, False)
+    assert conf["security.protocol"] == "SASL_SSL"  # the same address and security as every client
+    RdConsumer(conf).close()  # librdkafka accepts it
+    assert profiles.reader_config(s, "g", fetch_wait_ms=10, eof=True)["enable.partition.eof"] is True
+
+
 def test_the_embedded_profile_only_shortens_group_timeouts():
     conf = profiles.group_consumer_config(embedded(), "g")
     assert (conf["session.timeout.ms"], conf["heartbeat.interval.ms"]) == (6_000, 1_000)
