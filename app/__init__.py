@@ -26,11 +26,16 @@ from kmq.kafka import acls, broker_checks  # noqa: E402
 from kmq.kafka.admin import ensure_topics  # noqa: E402
 from kmq.ops.queues_topic import publish_auth  # noqa: E402
 from kmq.settings import Settings  # noqa: E402
+from kmq.stats.gc_clock import process_clock, set_young_threshold  # noqa: E402
 
 log = logging.getLogger("kmq.tracker")
 
 settings = Settings.from_env()
 consumer_tuning.apply(settings)
+# The dispatcher holds tens of thousands of records: at Python's default threshold the
+# collector took a quarter of the tracker's CPU in a shared drain (docs/shared-queues.md).
+set_young_threshold(settings.tracker_gc_threshold)
+process_clock()  # counts from here: /kmq/health and /metrics show it
 
 
 class TrackerApp(faust.App):

@@ -34,6 +34,8 @@ def stack(tracker: bool = True, **overrides):
                       data_dir=str(work / "data"), web_port=free_port(), queue_partitions=8,
                       markers_partitions=8)
         values.update(overrides)
+        if "KMQ_TRACKER_GC_THRESHOLD" in os.environ:  # A/B runs of the tracker's collector setting
+            values.setdefault("tracker_gc_threshold", int(os.environ["KMQ_TRACKER_GC_THRESHOLD"]))
         settings = Settings.from_env({}, **values)
         ensure_topics(settings)
         proc = None
@@ -50,9 +52,16 @@ def median(xs):
     return statistics.median(xs)
 
 
+# Environment variables a benchmark's children read: shown before the command that ran with them.
+COMMAND_ENV = ("KMQ_TRACKER_GC_THRESHOLD", "BENCH_CONSUMER_GC_THRESHOLD")
+
+
 def save(name: str, payload: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
+    if "command" in payload:
+        env = " ".join(f"{k}={os.environ[k]}" for k in COMMAND_ENV if k in os.environ)
+        payload = {**payload, "command": f"{env} {payload['command']}".strip()}
     payload = {"machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S"), **payload}
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path

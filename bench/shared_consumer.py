@@ -4,22 +4,28 @@ argv: queue work_ms max_in_flight [batch] (settings from KMQ_* env); with ``batc
 receives up to 5000 at a time and acks them with one batch ack (no work). Prints JSON lines:
 ``{"ready": ...}`` once the consumer exists (and, in partition mode, with its group share),
 then ``{"acked": n, "at": epoch_s}`` every 0.2 s while it works. Ends on SIGTERM.
+``BENCH_CONSUMER_GC_THRESHOLD=N`` in its environment: ``gc.set_threshold(N, ...)`` first
+(the consumer-side tuning docs/shared-queues.md measures).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
 import time
 
 import kmq
+from kmq.stats.gc_clock import set_young_threshold
 
 
 def main() -> None:
     queue, work_ms, max_in_flight = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
     batch = len(sys.argv) > 4 and sys.argv[4] == "batch"
+    if os.environ.get("BENCH_CONSUMER_GC_THRESHOLD"):
+        set_young_threshold(int(os.environ["BENCH_CONSUMER_GC_THRESHOLD"]))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     client = kmq.Client()

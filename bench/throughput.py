@@ -12,10 +12,14 @@ kmq loop receives, acks every message and waits until the acks are durable.
 Runs alternate which goes first (A B, B A, ...), so the ratio holds on a
 noisy shared machine. CPU seconds of this process (consumer), the tracker
 and the broker are reported per 100k messages: that is kmq's real cost,
-visible even where the broker's fetch rate is the bottleneck.
+visible even where the broker's fetch rate is the bottleneck. So is the time this
+process spent in Python's cyclic garbage collector during each loop (``gc.callbacks``):
+a consumer holding thousands of records in flight pays full collections over them.
+``--gc-threshold N`` sets the collector's first threshold (Python's default: 700) for
+the whole process, both loops alike (docs/shared-queues.md, "Python's garbage collector").
 
     python -m bench.throughput [--messages 300000] [--runs 3] [--sizes 100,1024] [--compression lz4] [--payload random]
-        [--note "what code"] [--save-as throughput-before]
+        [--gc-threshold 50000] [--note "what code"] [--save-as throughput-before]
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from confluent_kafka import Consumer, TopicPartition
 import kmq
 from bench.common import median, save, stack
 from kmq.protocol.placement import queue_partitions
+from kmq.stats.gc_clock import GcClock, set_young_threshold
 
 
 def cpu_self() -> float:
@@ -121,10 +126,12 @@ def own_partition(name: str, partitions: int, used: set[int]) -> str:
 
 
 def timed(fn, procs):
-    before = [cpu_self()] + [cpu_of(p) for p in procs]
-    rate = fn()
-    after = [cpu_self()] + [cpu_of(p) for p in procs]
-    return rate, [a - b for a, b in zip(after, before)]
+    """(rate, [CPU s of this process, of each of procs..., GC s of this process])."""
+    with GcClock() as clock:
+        before = [cpu_self()] + [cpu_of(p) for p in procs]
+        rate = fn()
+        after = [cpu_self()] + [cpu_of(p) for p in procs]
+    return rate, [a - b for a, b in zip(after, before)] + [clock.total_s]
 
 
 def main() -> None:
@@ -136,12 +143,16 @@ def main() -> None:
                     help="payload bytes: one repeated byte (compresses to almost nothing) or random")
     ap.add_argument("--compression", default="", help="KMQ_COMPRESSION of the SDK's and tracker's producers "
                     "(default: the profile's)")
+    ap.add_argument("--gc-threshold", type=int, default=0,
+                    help="gc.set_threshold(N, ...) for this process (0: Python's default, 700)")
     ap.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     ap.add_argument("--save-as", default="throughput",
                     help="result file bench/results/NAME.json (an earlier run's: throughput-...)")
     args = ap.parse_args()
     n = args.messages
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.gc_threshold:
+        set_young_threshold(args.gc_threshold)
     results = {}
     with stack(compression=args.compression, dispatch="partition",
                queue_partitions=max(8, 2 * 3 * args.runs * len(sizes))) as (settings, tracker_proc, broker_proc):
@@ -153,7 +164,8 @@ def main() -> None:
             rows: dict[str, list] = {k: [] for k in (
                 "plain_msgs_s", "kmq_msgs_s", "kmq_batch_ack_msgs_s", "ratio", "ratio_batch_ack",
                 "send_msgs_s", "plain_cpu_s_per_100k", "kmq_consumer_cpu_s_per_100k",
-                "kmq_batch_ack_consumer_cpu_s_per_100k", "kmq_tracker_cpu_s_per_100k")}
+                "kmq_batch_ack_consumer_cpu_s_per_100k", "kmq_tracker_cpu_s_per_100k",
+                "plain_gc_s_per_100k", "kmq_gc_s_per_100k")}
             for run in range(args.runs):
                 queues = {w: own_partition(f"bench-{size}-{run}-{w}", settings.queue_partitions, used)
                           for w in ("plain", "kmq", "batch")}
@@ -170,11 +182,13 @@ def main() -> None:
                         rate, cpu = timed(lambda: plain_consume(settings, q, n, run), procs)
                         rows["plain_msgs_s"].append(rate)
                         rows["plain_cpu_s_per_100k"].append(cpu[0] * 1e5 / n)
+                        rows["plain_gc_s_per_100k"].append(cpu[-1] * 1e5 / n)
                     elif which == "kmq":
                         rate, cpu = timed(lambda: kmq_consume(client, q, n), procs)
                         rows["kmq_msgs_s"].append(rate)
                         rows["kmq_consumer_cpu_s_per_100k"].append(cpu[0] * 1e5 / n)
                         rows["kmq_tracker_cpu_s_per_100k"].append(cpu[1] * 1e5 / n)
+                        rows["kmq_gc_s_per_100k"].append(cpu[-1] * 1e5 / n)
                     else:
                         rate, cpu = timed(lambda: kmq_consume(client, q, n, batch_ack=True), procs)
                         rows["kmq_batch_ack_msgs_s"].append(rate)
@@ -188,7 +202,9 @@ def main() -> None:
                       f"  cpu/100k: plain {rows['plain_cpu_s_per_100k'][-1]:.2f}s"
                       f" kmq {rows['kmq_consumer_cpu_s_per_100k'][-1]:.2f}s"
                       f" batch {rows['kmq_batch_ack_consumer_cpu_s_per_100k'][-1]:.2f}s"
-                      f" tracker {rows['kmq_tracker_cpu_s_per_100k'][-1]:.2f}s", flush=True)
+                      f" tracker {rows['kmq_tracker_cpu_s_per_100k'][-1]:.2f}s"
+                      f"  gc/100k: plain {rows['plain_gc_s_per_100k'][-1]:.3f}s"
+                      f" kmq {rows['kmq_gc_s_per_100k'][-1]:.3f}s", flush=True)
             results[str(size)] = {k: {"runs": [round(x, 4) for x in v], "median": round(median(v), 4)}
                                   for k, v in rows.items()}
             r = results[str(size)]
@@ -198,7 +214,7 @@ def main() -> None:
                   f"({r['ratio_batch_ack']['median']:.2f})  "
                   f"send {r['send_msgs_s']['median']:,.0f}/s", flush=True)
     path = save(args.save_as, {"command": "python -m bench.throughput " + " ".join(
-        f"--{k} {v}" for k, v in vars(args).items() if k not in ("note", "save_as")), "results": results,
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("note", "save_as")), "results": results,
         **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 

@@ -156,6 +156,10 @@ class Settings:
     transactional_starts: str = _setting(
         "off", "KMQ_TRANSACTIONAL_STARTS",
         "`on`: consumers write START markers and commit offsets in one Kafka transaction")
+    tracker_gc_threshold: int = _setting(
+        50_000, "KMQ_TRACKER_GC_THRESHOLD",
+        "Tracker worker's allocations between young garbage collections (Python's default: 700; "
+        "docs/shared-queues.md)")
     tracker_fetch_wait_ms: int = _setting(
         0, "KMQ_TRACKER_FETCH_WAIT_MS",
         "Tracker's longest wait for markers in one fetch (0: 20 embedded, 500 production)")

@@ -36,6 +36,7 @@ from app.unreadable import unreadable_batches
 from kmq.protocol import envelope
 from kmq.errors import KmqError, PermissionDeniedError
 from kmq.ops.queues_topic import QueueConfigs
+from kmq.stats.gc_clock import process_clock
 from kmq.stats.rates import merge_histories
 from kmq.ops.tenancy import Caller, admin_token_is, identify, require_queue_access
 
@@ -205,6 +206,7 @@ async def health(web, request):
                      "replayed_markers": sum(p.replayed for p in owned.values()),
                      "unreadable_batches": unreadable_batches().as_json(),
                      "marker_gaps": owned.gaps.as_json(),
+                     "gc": process_clock().as_json(),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "dlq_passes": scanner.dead_letters.passes,
                                  "dlq_records_read": scanner.dead_letters.records_read,

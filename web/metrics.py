@@ -23,6 +23,7 @@ from agents.runtime import runtime
 from app import app, settings
 from web.api import caller_of, denied, scanner, stats
 from kmq.errors import PermissionDeniedError
+from kmq.stats.gc_clock import process_clock
 from kmq.stats.rates import OTHER
 from kmq.ops.tenancy import Caller, require_admin
 
@@ -132,6 +133,11 @@ class TrackerCollector:
         for reason, n in owned.set_aside().items():
             aside.add_metric([reason], n)
         yield aside
+        gc_s = CounterMetricFamily("kmq_tracker_gc_seconds", "Seconds in Python's garbage collector, "
+                                   "by generation (KMQ_TRACKER_GC_THRESHOLD)", labels=["generation"])
+        for g, seconds in enumerate(process_clock().seconds):
+            gc_s.add_metric([str(g)], seconds)
+        yield gc_s
         scans = CounterMetricFamily("kmq_tracker_depth_scans", "Depth scan passes of this worker")
         scans.add_metric([], scanner.passes)
         yield scans

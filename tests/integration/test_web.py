@@ -52,7 +52,8 @@ def get(url: str, token: str | None = None) -> tuple[int, dict | str]:
 def deployment(make_settings, artifacts):
     # Partition mode: the numbers below count no shared consumer's read-ahead.
     s = make_settings(queues_topic=f"web-{uuid.uuid4().hex[:8]}.queues", auth="on", admin_token=ADMIN,
-                      metrics_top_queues=2, stats_refresh_ms=300, dispatch="partition")
+                      metrics_top_queues=2, stats_refresh_ms=300, dispatch="partition",
+                      tracker_gc_threshold=20_000)  # not the default: the health view shows it applied
     t = TrackerProcess(s, artifacts / "tracker-web.log").start(timeout_s=120)
     yield s, t
     t.stop()
@@ -225,6 +226,7 @@ def test_auth_tenants_see_only_their_queues_and_foreign_ones_look_missing(deploy
     assert get(t.url + "/kmq/stats", tokens["acme"])[0] == 403
     status, health = get(t.url + "/kmq/health")
     assert status == 200 and health["partitions"] == [0, 1, 2, 3] and health["ready"] and health["waiting_for"] == []
+    assert health["gc"]["threshold"][0] == 20_000 and len(health["gc"]["collections"]) == 3
     assert get(t.url + "/kmq/ready")[0] == 200
 
 
@@ -252,6 +254,7 @@ def test_prometheus_metrics_with_bounded_queue_labels(deployment, workload):
     assert depth_sum == 26
     assert metrics["kmq_metrics_other_queues"] == 2
     assert all(v == 0 for k, v in metrics.items() if k.startswith("kmq_tracker_lag_records"))
+    assert {f'kmq_tracker_gc_seconds_total{{generation="{g}"}}' for g in "012"} <= set(metrics)
 
 
 def test_kmq_stats_prints_the_table(deployment, workload):
