@@ -45,6 +45,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
 from web.dead_letter_fold import DeadLetterFold
+from kmq.kafka import profiles
 from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
 from kmq.stats.rates import RateWindow
@@ -348,12 +349,7 @@ class QueueScanner:
 
     def _new_reader(self, suffix: str, **extra) -> Consumer:
         return Consumer({
-            **self.settings.client_config(),
-            "group.id": f"{self.settings.app_id}-{suffix}",  # never joins or commits
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 50,
-            "fetch.queue.backoff.ms": 10,
+            **profiles.reader_config(self.settings, f"{self.settings.app_id}-{suffix}", fetch_wait_ms=50, eof=True),
             **extra,
         })
 

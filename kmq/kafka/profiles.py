@@ -8,9 +8,8 @@ group timeouts cannot differ between them:
 - :func:`group_consumer_config`: the SDK's per-queue group consumers;
 - :func:`reader_config`: consumers that assign partitions themselves and never
   join their group or commit (lane and reference readers, the dispatcher's and
-  the tracker's readers, the dead-letter and end-offset reads);
-- :func:`client_config`: address and security, for the admin client and
-  the tracker's payload reader (no group);
+  the tracker's readers and depth scan, the dead-letter and end-offset reads);
+- :func:`client_config`: address and security, for the admin clients;
 - :func:`faust_options`: the tracker's Faust app (``app/settings.py``);
 - :func:`topic_durability_config`: kmq's topics (``kmq/kafka/admin.py``) and the
   tracker's changelog (``tables/tracker.py``).

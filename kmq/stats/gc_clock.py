@@ -37,7 +37,7 @@ class GcClock:
             self._started = now
             return
         took = now - self._started
-        g = min(int(info.get("generation", 0)), GENERATIONS - 1)
+        g = info["generation"]
         self.collections[g] += 1
         self.seconds[g] += took
         self.longest_s = max(self.longest_s, took)
