@@ -10,13 +10,27 @@ import pytest
 from kmq.dev.devstack import TrackerProcess
 
 
+def _tracker_with_own_topics(make_settings, log_path):
+    # Partition mode: these tests write consumers' STARTs themselves (raw records).
+    t = TrackerProcess(make_settings(max_deliveries=5, dispatch="partition"), log_path)
+    t.start(timeout_s=120)
+    return t
+
+
 @pytest.fixture(scope="module")
 def own_tracker(make_settings, artifacts, request):
     """A tracker worker with its own topics, for tests that would disturb the shared one."""
-    # Partition mode: these tests write consumers' STARTs themselves (raw records).
-    settings = make_settings(max_deliveries=5, dispatch="partition")
-    t = TrackerProcess(settings, artifacts / f"tracker-{request.module.__name__.split('.')[-1]}.log")
-    t.start(timeout_s=120)
+    t = _tracker_with_own_topics(make_settings, artifacts / f"tracker-{request.module.__name__.split('.')[-1]}.log")
+    yield t
+    t.stop()
+
+
+@pytest.fixture
+def flooded_tracker(make_settings, artifacts, request):
+    """A tracker with its own topics for one test that floods them: the embedded broker serves
+    a partition of tens of thousands of small batches slowly (docs/shared-queues.md), so no other
+    test should have to read past that flood."""
+    t = _tracker_with_own_topics(make_settings, artifacts / f"tracker-{request.node.name[:60]}.log")
     yield t
     t.stop()
 

@@ -16,7 +16,7 @@ from kmq.errors import MarkerDecodeError
 from kmq.protocol.placement import markers_partition, queue_partitions
 from tests.chaos.conftest import get_json
 from tests.conftest import wait_for
-from tests.integration.dlq import read_topic
+from tests.integration.dlq import letters_of
 
 RANDOM_RECORDS = 100_000
 
@@ -44,8 +44,8 @@ def crafted_markers(queue: str) -> list[bytes]:
 
 
 @pytest.mark.slow
-def test_100k_random_and_crafted_bad_markers_are_counted_set_aside_and_traffic_flows(own_tracker, queue):
-    settings = own_tracker.settings
+def test_100k_random_and_crafted_bad_markers_are_counted_set_aside_and_traffic_flows(flooded_tracker, queue):
+    settings = flooded_tracker.settings
     rng = random.Random(3)
     raw = Producer({**settings.client_config(), "linger.ms": 20, "queue.buffering.max.messages": 200_000})
     client = kmq.Client(settings=settings)
@@ -73,15 +73,14 @@ def test_100k_random_and_crafted_bad_markers_are_counted_set_aside_and_traffic_f
         consumer.close()
 
         def counted():
-            h = get_json(own_tracker.url + "/kmq/health")
+            h = get_json(flooded_tracker.url + "/kmq/health")
             return h if h["malformed_markers"] >= expected else None
         health = wait_for(counted, 120, interval_s=0.5, what=f"{expected} malformed markers counted")
         assert health["malformed_markers"] == expected
         assert health["set_aside"]["malformed-marker"] == expected
-        with urllib.request.urlopen(own_tracker.url + "/metrics", timeout=10) as r:
+        with urllib.request.urlopen(flooded_tracker.url + "/metrics", timeout=10) as r:
             assert f'kmq_tracker_set_aside_total{{reason="malformed-marker"}} {expected}.0' in r.read().decode()
-        wait_for(lambda: sum(1 for rec in read_topic(settings, settings.dlq_topic, 30)
-                             if rec.key() == b"!malformed-markers") >= expected, 180, interval_s=1,
+        wait_for(lambda: len(letters_of(settings, "!malformed-markers")) >= expected, 180, interval_s=1,
                  what="every malformed marker on the dead-letter topic")
     finally:
         client.close()
@@ -147,10 +146,8 @@ def test_odd_queue_records_and_unknown_queue_ids_are_set_aside_and_redelivery_go
         assert diff["unknown-partition"] == 5 and diff["too-large"] == 1
         # The START past the partition's end: counted, no fake payload-expired dead letters.
         assert diff["beyond-end"] == 5 and diff["payload-expired"] == 0 and diff["unknown-range"] >= 1
-        letters = read_topic(settings, settings.dlq_topic, 10)
-        assert [rec for rec in letters if rec.key() == ghost.encode()] == []
-        dead = [rec for rec in letters if rec.key() == queue.encode()]
-        (huge,) = dead
+        assert letters_of(settings, ghost) == []
+        (huge,) = letters_of(settings, queue)
         headers = dict(huge.headers())
         assert headers["kmq.dlq.reason"] == b"payload-too-large" and headers["kmq.id"] == b"huge"
         assert huge.value() in (b"", None)

@@ -13,36 +13,26 @@ from __future__ import annotations
 
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 import kmq
 from kmq.protocol import envelope
 from kmq.dev.devstack import TrackerProcess
 from kmq.protocol.placement import queue_partitions
 from tests.chaos.conftest import get_json
+from tests.topic_reads import records_to_end
 from tests.conftest import wait_for
 
 
 def copies(settings, queue: str) -> dict[tuple[str, int], int]:
     """(message id, deliveries before) -> how many records of it the queue partition holds."""
-    c = Consumer({**settings.client_config(), "group.id": "replay-reader", "enable.partition.eof": True,
-                  "fetch.wait.max.ms": 20, "fetch.queue.backoff.ms": 5})
-    c.assign([TopicPartition(settings.queue_topic, queue_partitions(queue, settings.queue_partitions)[0], 0)])
     out: dict = {}
-    try:
-        def to_end():
-            for rec in c.consume(1000, 0.1):
-                if rec.error() is not None:
-                    return True
-                if rec.key() == queue.encode():
-                    ours, _ = envelope.split(rec.headers())
-                    k = (ours.get(envelope.ID, b"").decode(), envelope.int_header(ours, envelope.DELIVERIES, 0))
-                    out[k] = out.get(k, 0) + 1
-            return False
-        wait_for(to_end, 30, what="the end of the queue partition")
-        return out
-    finally:
-        c.close()
+    part = queue_partitions(queue, settings.queue_partitions)[0]
+    for rec in records_to_end(settings, settings.queue_topic, [part]):
+        if rec.key() == queue.encode():
+            ours, _ = envelope.split(rec.headers())
+            k = (ours.get(envelope.ID, b"").decode(), envelope.int_header(ours, envelope.DELIVERIES, 0))
+            out[k] = out.get(k, 0) + 1
+    return out
 
 
 ATTEMPTS = 3

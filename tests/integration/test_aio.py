@@ -9,16 +9,14 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer
 
 import kmq
 import kmq.aio
-from kmq.kafka import profiles
-from kmq.kafka.offsets import read_to_end
 from kmq.protocol import envelope
 from kmq.protocol.placement import queue_partitions
+from tests.topic_reads import records_to_end
 from tests.conftest import await_until, wait_for
-from tests.integration.views import all_acked, queue_detail
+from tests.integration.views import all_acked
 from tests.integration.dlq import dead_letters
 
 pytestmark = pytest.mark.usefixtures("tracker")
@@ -148,14 +146,9 @@ def test_32_tasks_drain_a_queue_and_a_consumer_cancelled_mid_run_loses_nothing_a
 
 def ids_on_the_broker(settings, queue: str) -> set[str]:
     """The ids of ``queue``'s records on the queue topic now, read to its true end."""
-    c = Consumer(profiles.reader_config(settings, "test-aio-reader", fetch_wait_ms=10, eof=True))
-    try:
-        return {dict(rec.headers() or [])[envelope.ID].decode()
-                for p in queue_partitions(queue, settings.queue_partitions)
-                for _, rec in read_to_end(c, settings.queue_topic, p, 0, timeout_s=30)
-                if rec.key() == queue.encode()}
-    finally:
-        c.close()
+    return {dict(rec.headers() or [])[envelope.ID].decode()
+            for rec in records_to_end(settings, settings.queue_topic, queue_partitions(queue, settings.queue_partitions))
+            if rec.key() == queue.encode()}
 
 
 def test_send_and_wait_returns_once_the_broker_has_that_message(default_settings, queue):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-from confluent_kafka import Consumer, TopicPartition
 
 import kmq
 from agents.dispatch.dispatcher import Dispatcher
@@ -27,24 +26,13 @@ from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
 from kmq.ops.queues_topic import QueueConfigs
+from tests.topic_reads import records_to_end
 from tests.conftest import wait_for
 
 
 def _records(settings, topic: str, partition: int) -> list:
     """Every record of one partition, read to its end."""
-    c = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": "handover-reader",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
-    try:
-        c.assign([TopicPartition(topic, partition, 0)])
-        out = []
-        while True:
-            msg = c.poll(10)
-            assert msg is not None, f"no end of {topic}[{partition}] within 10 s"
-            if msg.error():
-                return out
-            out.append(msg)
-    finally:
-        c.close()
+    return records_to_end(settings, topic, [partition])
 
 
 def _markers(settings, m: int) -> list:

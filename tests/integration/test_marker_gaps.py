@@ -20,6 +20,7 @@ from kmq.dev.devstack import TrackerProcess
 from kmq.protocol import envelope, marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
+from tests.topic_reads import records_to_end
 from tests.conftest import wait_for
 
 SCHEDULED = 300
@@ -27,22 +28,8 @@ SCHEDULED = 300
 
 def _published_ids(settings, queue: str) -> set[str]:
     """Ids of the queue's records on the queue topic, read to its end."""
-    c = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"gaps-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
-    try:
-        parts = c.list_topics(settings.queue_topic, timeout=10).topics[settings.queue_topic].partitions
-        c.assign([TopicPartition(settings.queue_topic, p, 0) for p in parts])
-        ids, eof = set(), set()
-        while len(eof) < len(parts):
-            msg = c.poll(10)
-            assert msg is not None, "the queue topic's end not reached within 10 s"
-            if msg.error():
-                eof.add(msg.partition())
-            elif msg.key() == queue.encode():
-                ids.add(dict(msg.headers() or [])[envelope.ID].decode())
-        return ids
-    finally:
-        c.close()
+    return {dict(rec.headers() or [])[envelope.ID].decode()
+            for rec in records_to_end(settings, settings.queue_topic) if rec.key() == queue.encode()}
 
 
 def test_a_backlog_of_transactional_markers_is_applied_to_its_end_after_a_restart(make_settings, queue,
