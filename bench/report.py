@@ -446,6 +446,23 @@ def broker_fetch(r: dict) -> list[str]:
     return out + [""]
 
 
+def broker_batches(r: dict) -> list[str]:
+    waits = sorted({row["fetch_wait_ms"] for row in r["rows"]})
+    out = ["## The embedded broker: partitions of many small batches", "",
+           "One record read from the middle of a partition of N single-record batches (a producer",
+           "flushed after every record), by one librdkafka consumer per fetch wait, three reads per",
+           "cell, no tracker; why a trickle of one-record batches can stall the dispatcher and the",
+           "payload reader on this broker (docs/shared-queues.md). " + _source(r), "",
+           "| batches | " + " | ".join(f"{w} ms wait" for w in waits) + " |",
+           "|---|" + "---|" * len(waits)]
+    for n in sorted({row["batches"] for row in r["rows"]}):
+        cells = {row["fetch_wait_ms"]: row["read_ms"] for row in r["rows"] if row["batches"] == n}
+        out.append(f"| {n:,} | " + " | ".join(
+            ", ".join(f"none in {r['timeout_s']:g} s" if ms is None else f"{ms:,} ms" for ms in cells[w])
+            for w in waits) + " |")
+    return out + [""]
+
+
 def shared_first(r: dict) -> list[str]:
     out = ["## Shared queues: first message of a new consumer", "",
            "From calling `client.consumer()` (construction included) to the first message, one",
@@ -509,7 +526,8 @@ def render(results: dict[str, dict]) -> str:
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
-                (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)), ("broker_fetch", broker_fetch), (None, shared_bytes), (None, worker_report.section),
+                (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)), ("broker_fetch", broker_fetch),
+                ("broker_batches", broker_batches), (None, shared_bytes), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:
