@@ -15,6 +15,7 @@ from confluent_kafka import Consumer
 
 from kmq.kafka import profiles
 from kmq.kafka.offsets import read_to_end
+from kmq.protocol import envelope
 from kmq.settings import Settings
 
 
@@ -32,3 +33,9 @@ def records_to_end(settings: Settings, topic: str, partitions: list[int] | None 
         return [rec for p in partitions for _, rec in read_to_end(c, topic, p, 0, timeout_s=timeout_s)]
     finally:
         c.close()
+
+
+def ids_on_the_broker(settings: Settings, queue: str) -> set[str]:
+    """The ``kmq.id`` of every record of ``queue`` on the queue topic now, read to its true end."""
+    return {dict(rec.headers() or [])[envelope.ID].decode()
+            for rec in records_to_end(settings, settings.queue_topic) if rec.key() == queue.encode()}

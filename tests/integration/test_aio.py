@@ -12,9 +12,7 @@ import pytest
 
 import kmq
 import kmq.aio
-from kmq.protocol import envelope
-from kmq.protocol.placement import queue_partitions
-from tests.topic_reads import records_to_end
+from tests.topic_reads import ids_on_the_broker
 from tests.conftest import await_until, wait_for
 from tests.integration.views import all_acked
 from tests.integration.dlq import dead_letters
@@ -142,13 +140,6 @@ def test_32_tasks_drain_a_queue_and_a_consumer_cancelled_mid_run_loses_nothing_a
     assert detail["since_start"]["acked"] == n, detail["since_start"]
     assert sorted(handled) == sorted(ids), "lost or foreign messages"
     assert [i for i, count in handled.items() if count != 1] == [], "handled (and acked) twice"
-
-
-def ids_on_the_broker(settings, queue: str) -> set[str]:
-    """The ids of ``queue``'s records on the queue topic now, read to its true end."""
-    return {dict(rec.headers() or [])[envelope.ID].decode()
-            for rec in records_to_end(settings, settings.queue_topic, queue_partitions(queue, settings.queue_partitions))
-            if rec.key() == queue.encode()}
 
 
 def test_send_and_wait_returns_once_the_broker_has_that_message(default_settings, queue):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-
 import kmq
 from agents.dispatch.dispatcher import Dispatcher
 from kmq.protocol import deliveries as D
@@ -30,18 +29,13 @@ from tests.topic_reads import records_to_end
 from tests.conftest import wait_for
 
 
-def _records(settings, topic: str, partition: int) -> list:
-    """Every record of one partition, read to its end."""
-    return records_to_end(settings, topic, [partition])
-
-
 def _markers(settings, m: int) -> list:
-    return [mk for r in _records(settings, settings.markers_topic, m) for mk in marker_codec.decode(r.value())]
+    return [mk for r in records_to_end(settings, settings.markers_topic, [m]) for mk in marker_codec.decode(r.value())]
 
 
 def _deliveries(settings, lane: int, consumer_id: str) -> list:
     key = D.header_key(consumer_id)
-    return [D.decode(r.value()) for r in _records(settings, settings.deliveries_topic, lane) if r.key() == key]
+    return [D.decode(r.value()) for r in records_to_end(settings, settings.deliveries_topic, [lane]) if r.key() == key]
 
 
 def _round(d: Dispatcher) -> None:

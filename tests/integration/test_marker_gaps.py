@@ -17,19 +17,13 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmq.dev.devstack import TrackerProcess
-from kmq.protocol import envelope, marker_codec
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
-from tests.topic_reads import records_to_end
+from tests.topic_reads import ids_on_the_broker
 from tests.conftest import wait_for
 
 SCHEDULED = 300
-
-
-def _published_ids(settings, queue: str) -> set[str]:
-    """Ids of the queue's records on the queue topic, read to its end."""
-    return {dict(rec.headers() or [])[envelope.ID].decode()
-            for rec in records_to_end(settings, settings.queue_topic) if rec.key() == queue.encode()}
 
 
 def test_a_backlog_of_transactional_markers_is_applied_to_its_end_after_a_restart(make_settings, queue,
@@ -47,9 +41,9 @@ def test_a_backlog_of_transactional_markers_is_applied_to_its_end_after_a_restar
         producer.commit_transaction(10)
     with TrackerProcess(settings, artifacts / "tracker-marker-gaps.log"):
         # Each SCHEDULE is published once the agent applied it and a TICK came after it.
-        wait_for(lambda: len(_published_ids(settings, queue)) == SCHEDULED, 90,
+        wait_for(lambda: len(ids_on_the_broker(settings, queue)) == SCHEDULED, 90,
                  what=f"all {SCHEDULED} delayed sends published")
-    assert _published_ids(settings, queue) == {f"gap-{i}" for i in range(SCHEDULED)}
+    assert ids_on_the_broker(settings, queue) == {f"gap-{i}" for i in range(SCHEDULED)}
 
 
 def _produce(settings, partition: int, markers: list) -> int:
@@ -74,7 +68,7 @@ def test_a_tracker_resumed_above_its_tables_mark_applies_the_records_in_between(
     now_ms = int(time.time() * 1000)
     with TrackerProcess(settings, artifacts / "tracker-resume-1.log"):
         _produce(settings, m, [M.Schedule(queue, "before-0", now_ms, b"due", ())])
-        wait_for(lambda: _published_ids(settings, queue) == {"before-0"}, 60, what="the first delayed send")
+        wait_for(lambda: ids_on_the_broker(settings, queue) == {"before-0"}, 60, what="the first delayed send")
     skipped = [M.Schedule(queue, f"skipped-{i}", now_ms, b"due", ()) for i in range(5)]
     end = _produce(settings, m, skipped)
     # As if a worker had applied them: the next one resumes after them. (Committed by a
@@ -90,5 +84,5 @@ def test_a_tracker_resumed_above_its_tables_mark_applies_the_records_in_between(
     finally:
         c.close()
     with TrackerProcess(settings, artifacts / "tracker-resume-2.log"):
-        wait_for(lambda: len(_published_ids(settings, queue)) == 6, 90, what="the skipped delayed sends")
-    assert _published_ids(settings, queue) == {"before-0"} | {f"skipped-{i}" for i in range(5)}
+        wait_for(lambda: len(ids_on_the_broker(settings, queue)) == 6, 90, what="the skipped delayed sends")
+    assert ids_on_the_broker(settings, queue) == {"before-0"} | {f"skipped-{i}" for i in range(5)}
