@@ -16,9 +16,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, TopicPartition
 
 from kmq.kafka import profiles
+from kmq.kafka.patient_reader import PatientReader
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.markers")
@@ -49,7 +50,7 @@ class GapReader:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmq-gap-reader")
-        self._consumer: Consumer | None = None
+        self._consumer: PatientReader | None = None
 
     async def read(self, partition: int, start: int, end: int) -> list[GapRecord] | None:
         """The committed records at offsets ``[start, end)``; None if the log did not answer
@@ -81,9 +82,9 @@ class GapReader:
         finally:
             c.unassign()
 
-    def _get_consumer(self) -> Consumer:
+    def _get_consumer(self) -> PatientReader:
         if self._consumer is None:
-            self._consumer = Consumer({
+            self._consumer = PatientReader({
                 **profiles.reader_config(self.settings, f"{self.settings.app_id}-gap-reader",
                                          fetch_wait_ms=10, eof=True),
                 "isolation.level": "read_committed",  # as the agent reads: aborted records are no gap's

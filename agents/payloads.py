@@ -14,10 +14,11 @@ import logging
 import time
 from typing import Callable, Iterator
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from kmq.errors import BrokerUnavailableError, DeliveryError
 from kmq.kafka import profiles
+from kmq.kafka.patient_reader import PatientReader
 from kmq.kafka.offsets import read_to_end
 from kmq.protocol import envelope
 from kmq.protocol.expiry import DLQ, QUEUE, PartitionRead, Record, written_key
@@ -37,12 +38,12 @@ class PayloadReader:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._consumer: Consumer | None = None
+        self._consumer: PatientReader | None = None
 
-    def consumer(self) -> Consumer:
+    def consumer(self) -> PatientReader:
         """The reader's consumer (created on first use)."""
         if self._consumer is None:
-            self._consumer = Consumer({
+            self._consumer = PatientReader({
                 **profiles.reader_config(self.settings, f"{self.settings.app_id}-payload-reader",
                                          fetch_wait_ms=10, eof=True),
                 "auto.offset.reset": "error",

@@ -32,6 +32,9 @@ And table partitions coming back to this worker: Faust resumes each from its
 RocksDB, however old; one last written longer ago than the changelog keeps
 tombstones is dropped first (``app.data_dir``), so Faust restores it.
 
+And the fetch wait grows while fetches come back empty though records wait past
+them (``app.fetch_wait``: the embedded broker on partitions of many small batches).
+
 This module is the one place that reaches into Faust's internals.
 """
 
@@ -41,7 +44,7 @@ import asyncio
 import time
 from typing import Any
 
-from app import changelog_refetch, data_dir, membership
+from app import changelog_refetch, data_dir, fetch_wait, membership
 from app.unreadable import unreadable_batches
 from kmq.kafka.offsets import true_end_offsets
 from kmq.settings import Settings
@@ -90,6 +93,7 @@ def apply(settings: Settings) -> None:
     _rebuild_stale_partitions()
     skip_unreadable_batches(settings.markers_topic)
     changelog_refetch.install()
+    fetch_wait.install()
 
 
 class _LastBatch:

@@ -162,7 +162,8 @@ class Settings:
         "docs/shared-queues.md)")
     tracker_fetch_wait_ms: int = _setting(
         0, "KMQ_TRACKER_FETCH_WAIT_MS",
-        "Tracker's longest wait for markers in one fetch (0: 20 embedded, 500 production)")
+        "Tracker's longest wait for markers in one fetch, at first (0: 20 embedded, 500 production); "
+        "raised while fetches bring nothing though markers wait (docs/shared-queues.md)")
     stats_refresh_ms: int = _setting(
         2000, "KMQ_STATS_REFRESH_MS",
         "How often a tracker worker re-reads queue depth and dead letters while its views are watched")

@@ -4,17 +4,17 @@ One way for every test: librdkafka's end-of-partition event per partition
 (:func:`kmq.kafka.offsets.read_to_end`), never any other error taken for the
 end, and a failure, never a short list, when the end is not reached in time.
 
-The fetch wait is 100 ms, not 10: the embedded broker returns what it gathers
-within the wait, and on a partition of tens of thousands of small batches (a
+The fetch wait starts at 100 ms, not 10, and rises while fetches bring nothing
+(:class:`kmq.kafka.patient_reader.PatientReader`): the embedded broker returns what it
+gathers within the wait, and on a partition of tens of thousands of small batches (a
 tracker's set-aside flood) a 10 ms fetch brings one batch or none (docs/shared-queues.md).
 """
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer
-
 from kmq.kafka import profiles
 from kmq.kafka.offsets import read_to_end
+from kmq.kafka.patient_reader import PatientReader
 from kmq.protocol import envelope
 from kmq.settings import Settings
 
@@ -26,7 +26,7 @@ def records_to_end(settings: Settings, topic: str, partitions: list[int] | None 
     Raises :class:`kmq.errors.BrokerUnavailableError` if a partition's end is not
     reached within ``timeout_s``.
     """
-    c = Consumer(profiles.reader_config(settings, "kmq-test-reader", fetch_wait_ms=100, eof=True))
+    c = PatientReader(profiles.reader_config(settings, "kmq-test-reader", fetch_wait_ms=100, eof=True))
     try:
         if partitions is None:
             partitions = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)

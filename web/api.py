@@ -35,6 +35,7 @@ from app.topics import markers_topic
 from app.unreadable import unreadable_batches
 from kmq.protocol import envelope
 from kmq.errors import KmqError, PermissionDeniedError
+from kmq.kafka.patient_reader import raised_fetch_waits
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.stats.gc_clock import process_clock
 from kmq.stats.rates import merge_histories
@@ -206,6 +207,7 @@ async def health(web, request):
                      "replayed_markers": sum(p.replayed for p in owned.values()),
                      "unreadable_batches": unreadable_batches().as_json(),
                      "marker_gaps": owned.gaps.as_json(),
+                     "fetch_waits_raised": raised_fetch_waits(),
                      "gc": process_clock().as_json(),
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "dlq_passes": scanner.dead_letters.passes,

@@ -15,9 +15,10 @@ import time
 from itertools import compress, repeat
 from operator import eq, not_
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from kmq.kafka import profiles
+from kmq.kafka.patient_reader import PatientReader
 from kmq.protocol.dispatch import Want
 from kmq.protocol.lookahead import Lookahead
 from kmq.settings import Settings
@@ -35,7 +36,7 @@ class QueueReader:
     def __init__(self, settings: Settings, trace: bool = False) -> None:
         self.settings = settings
         self._trace = trace
-        self._consumer = Consumer({
+        self._consumer = PatientReader({
             **profiles.reader_config(settings, f"{settings.app_id}-dispatcher",
                                      fetch_wait_ms=profiles.dispatcher_fetch_wait_ms(settings), eof=True),
             "auto.offset.reset": "earliest",

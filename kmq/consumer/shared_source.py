@@ -34,11 +34,11 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, TopicPartition
 
 from kmq.errors import DeliveryError
 from kmq.kafka import profiles
+from kmq.kafka.patient_reader import PatientReader
 from kmq.consumer.marker_writer import RetryTransaction
 from kmq.consumer import read_ahead, referred
 from kmq.protocol.masks import mask_of as rels_mask
@@ -87,15 +87,15 @@ class SharedSource:
         self._ref_at: tuple[int, int] | None = None  # (partition, next offset) the reader returns
         self._ref_carry: list = []  # records read past a reference, for the next one
         self._ref_since = 0.0
-        self._ref_kc: KafkaConsumer | None = None
+        self._ref_kc: PatientReader | None = None
         self._leaving = False
         self._farewell: D.Farewell | None = None
         self._config = config
-        self._kc = KafkaConsumer({
+        self._kc = PatientReader({
             **profiles.reader_config(s, f"{s.group_id(c.queue)}.lanes",
                                      fetch_wait_ms=profiles.lane_fetch_wait_ms(s), eof=False),
             **(config or {}),
-        })
+        }, min_records=1)  # paced by user code
         tp = TopicPartition(self._topic, self.lane)
         # From the lane's end: nothing before it can be ours (our id is new). ListOffsets
         # may undercount (BROKER.md): then a few older records are read and skipped.
@@ -251,17 +251,17 @@ class SharedSource:
         self._ref_at = (partition, offset)
         self._ref_carry = []
 
-    def _ref_reader(self) -> KafkaConsumer:
+    def _ref_reader(self) -> PatientReader:
         if self._ref_kc is None:
             s = self._c._settings
-            self._ref_kc = KafkaConsumer({
+            self._ref_kc = PatientReader({
                 **profiles.reader_config(s, f"{s.group_id(self._c.queue)}.refs", fetch_wait_ms=10, eof=False),
                 "isolation.level": "read_committed",
                 # A referred range is read, then the reader seeks to the next: little read-ahead.
                 "max.partition.fetch.bytes": D.REFERENCE_READ_AHEAD_BYTES,
                 "queued.max.messages.kbytes": D.REFERENCE_READ_AHEAD_BYTES // 1024,
                 **(self._config or {}),  # the caller's librdkafka settings apply to both readers
-            })
+            }, min_records=1)  # paced by user code
         return self._ref_kc
 
     def on_empty(self) -> None:

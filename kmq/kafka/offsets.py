@@ -16,11 +16,12 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kmq.errors import BrokerUnavailableError
 from kmq.kafka import profiles
+from kmq.kafka.patient_reader import PatientReader
 from kmq.settings import Settings
 
 
-def _reader(settings: Settings) -> Consumer:
-    return Consumer(profiles.reader_config(settings, f"{settings.app_id}-end-offsets",
+def _reader(settings: Settings) -> PatientReader:
+    return PatientReader(profiles.reader_config(settings, f"{settings.app_id}-end-offsets",
                                            fetch_wait_ms=10, eof=True))
 
 
@@ -56,7 +57,7 @@ def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
         c.close()
 
 
-def read_to_end(consumer: Consumer, topic: str, partition: int, start: int,
+def read_to_end(consumer: Consumer | PatientReader, topic: str, partition: int, start: int,
                 timeout_s: float = 60.0) -> Iterator[tuple[int, Any]]:
     """Every record of one partition from ``start`` to its true end: (offset, message).
 

@@ -21,11 +21,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from kmq.kafka.broker_checks import redrive_transaction_timeout_ms
 from kmq.kafka import profiles
 from kmq.kafka.offsets import read_to_end
+from kmq.kafka.patient_reader import PatientReader
 from kmq.protocol import envelope
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.placement import partition_for_key, queue_partitions, validate_queue_name
@@ -69,8 +70,8 @@ def dlq_partition(settings: Settings, queue: str) -> int:
     return partition_for_key(queue.encode(), settings.dlq_partitions)
 
 
-def _reader(settings: Settings) -> Consumer:
-    return Consumer({
+def _reader(settings: Settings) -> PatientReader:
+    return PatientReader({
         **profiles.reader_config(settings, f"{settings.app_id}-dlq-reader", fetch_wait_ms=100, eof=True),
         "isolation.level": "read_committed",  # an aborted redrive never happened
     })

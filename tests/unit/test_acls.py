@@ -46,6 +46,7 @@ ROLE_OF = {
 NO_ROLE = {
     "kmq/kafka/acls.py": "the checklist itself",
     "kmq/kafka/profiles.py": "client configs; group ids come from the callers, scanned there",
+    "kmq/kafka/patient_reader.py": "takes its callers' configs (group id as its name); the callers are scanned",
     "kmq/dev/demo.py": "the local demo on the embedded broker, no ACLs",
 }
 # `"group.id": f"..."` in a config dict, or `conf["transactional.id"] = x or f"..."`.

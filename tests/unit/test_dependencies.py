@@ -95,6 +95,27 @@ def test_the_attributes_consumer_tuning_patches_exist_with_the_shapes_it_assumes
         assert f"{arg}=self.{attr}" in source, f"aiokafka no longer reads {attr} when it starts"
 
 
+def test_the_fetch_app_fetch_wait_wraps_has_the_shape_it_assumes():
+    from aiokafka.consumer.fetcher import Fetcher, FetchResult, PartitionRecords
+    from aiokafka.consumer.subscription_state import TopicPartitionState
+
+    # aiokafka's own (app.fetch_wait keeps it aside when it wraps it)
+    proc = Fetcher.__dict__.get("_kmq_proc_fetch_request") or Fetcher.__dict__["_proc_fetch_request"]
+    assert inspect.iscoroutinefunction(proc)
+    assert list(inspect.signature(proc).parameters) == ["self", "assignment", "node_id", "request"]
+    source = inspect.getsource(proc)
+    # The request's partitions and offsets, the state it updates, and where records go.
+    assert "for partition, offset, _ in partitions:" in source
+    assert "tp_state.highwater = highwater" in source and "tp_state.lso = lso" in source
+    assert "self._records[tp] = FetchResult(" in source and "partition_records=partition_records" in source
+    assert "self._partition_records = partition_records" in inspect.getsource(FetchResult.__init__)
+    assert "self._records = records" in inspect.getsource(PartitionRecords.__init__)
+    # The wait is read per request, from the attribute app.fetch_wait raises.
+    assert "self._fetch_max_wait_ms," in inspect.getsource(Fetcher._get_actions_per_node)
+    init = inspect.getsource(TopicPartitionState.__init__)
+    assert "self.highwater = None" in init and "self.lso = None" in init
+
+
 def test_the_rocksdb_store_opens_each_table_partition_where_the_tuning_checks_its_age():
     from faust.stores.rocksdb import Store
 

@@ -211,7 +211,7 @@ def test_the_trackers_own_clients_are_built_from_the_profile(monkeypatch):
     producers: list = []
     readers: list = []
     monkeypatch.setattr(agents.redeliver, "Producer", capture(producers, then_raise=True))
-    monkeypatch.setattr(agents.payloads, "Consumer", capture(readers, then_raise=True))
+    monkeypatch.setattr(agents.payloads, "PatientReader", capture(readers, then_raise=True))
     s = production()
     r = agents.redeliver.Redeliverer(s, configs=lambda: None)
     with pytest.raises(Captured):

@@ -1,0 +1,111 @@
+"""FetchWait: a reader's fetch wait doubles only after a partition stalled or crawled for
+stall_s while behind its end; never for a reader that keeps up or reads at a usual pace."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from kmq.errors import ConfigError
+from kmq.kafka.fetch_wait import MAX_WAIT_MS, FetchWait
+
+
+def test_a_stalled_partition_doubles_the_wait_once_per_stall_s_up_to_the_cap():
+    w = FetchWait(10, max_wait_ms=40, stall_s=1.0, min_records=1)
+    assert not w.observe(100.0, "p0", behind=True, position=5)
+    assert not w.observe(100.9, "p0", behind=True, position=5), "not yet stall_s"
+    assert w.observe(101.0, "p0", behind=True, position=5) and w.wait_ms == 20
+    assert not w.observe(101.5, "p0", behind=True, position=5), "a whole stall_s at the new wait first"
+    assert w.observe(102.0, "p0", behind=True, position=5) and w.wait_ms == 40
+    assert not w.observe(110.0, "p0", behind=True, position=5) and w.wait_ms == 40, "capped"
+    assert w.raises == 2
+
+
+def test_a_crawl_below_min_records_a_window_raises_a_usual_pace_does_not():
+    w = FetchWait(20, stall_s=1.0, min_records=1000)
+    w.observe(0.0, "fast", behind=True, position=0)
+    w.observe(0.0, "slow", behind=True, position=0)
+    assert not w.observe(1.0, "fast", behind=True, position=5000), "5,000 a second: a usual pace"
+    assert not w.observe(2.0, "fast", behind=True, position=10000)
+    assert w.observe(1.0, "slow", behind=True, position=240) and w.wait_ms == 40
+
+
+def test_a_backlog_of_big_records_is_no_crawl():
+    w = FetchWait(20, stall_s=1.0, min_records=1000, min_bytes=1 << 20)
+    w.observe(0.0, "p", behind=True, position=0, read_bytes=0)
+    assert not w.observe(1.0, "p", behind=True, position=3, read_bytes=3 << 20), "3 records of 1 MiB"
+    assert w.observe(2.0, "p", behind=True, position=4, read_bytes=(3 << 20) + 100)
+
+
+def test_keeping_up_is_no_stall():
+    w = FetchWait(10, stall_s=1.0, min_records=1)
+    for t in range(100):
+        w.observe(float(t), "idle", behind=False, position=t)
+        w.observe(float(t), "busy", behind=True, position=t * 10)
+    assert w.wait_ms == 10 and w.raises == 0
+
+
+def test_catching_up_or_seeking_back_starts_a_new_window():
+    w = FetchWait(10, stall_s=1.0, min_records=1)
+    w.observe(0.0, "p", behind=True, position=100)
+    w.observe(0.9, "p", behind=False, position=100)
+    assert not w.observe(1.5, "p", behind=True, position=100)
+    assert not w.observe(2.0, "p", behind=True, position=50), "sought back"
+    assert not w.observe(2.9, "p", behind=True, position=50)
+    assert w.observe(3.0, "p", behind=True, position=50)
+
+
+def test_a_forgotten_partition_starts_over():
+    w = FetchWait(10, stall_s=1.0)
+    w.observe(0.0, "p", behind=True, position=0)
+    w.forget("p")
+    assert not w.observe(1.5, "p", behind=True, position=0)
+    w.forget_all()
+    assert not w.observe(2.6, "p", behind=True, position=0)
+
+
+def test_a_reader_configured_above_the_cap_keeps_its_wait():
+    assert FetchWait.starting_at(500).max_wait_ms == 500
+    assert FetchWait.starting_at(10).max_wait_ms == MAX_WAIT_MS
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"wait_ms": 0}, "wait_ms"), ({"wait_ms": True}, "wait_ms"), ({"wait_ms": 1.5}, "wait_ms"),
+    ({"wait_ms": 100, "max_wait_ms": 50}, "max_wait_ms"), ({"wait_ms": 10, "stall_s": 0}, "stall_s"),
+    ({"wait_ms": 10, "min_records": 0}, "min_records"), ({"wait_ms": 10, "min_bytes": -1}, "min_bytes")])
+def test_bad_settings_name_the_field(kwargs, field):
+    with pytest.raises(ConfigError, match=field):
+        FetchWait(**kwargs)
+
+
+looks = st.lists(st.tuples(st.floats(0, 3), st.sampled_from("abc"), st.booleans(), st.integers(-50, 3000),
+                           st.integers(0, 1 << 20)), max_size=300)
+
+
+@given(st.integers(1, 2000), st.integers(1, 2000), st.integers(1, 4 << 20), looks)
+def test_the_wait_matches_a_model_of_windows(start_ms, min_records, min_bytes, steps):
+    """Against a model: per partition, when, where and at what byte count it fell behind."""
+    cap = max(start_ms, MAX_WAIT_MS)
+    w = FetchWait(start_ms, max_wait_ms=cap, stall_s=1.0, min_records=min_records, min_bytes=min_bytes)
+    model_wait, window, now, positions, read = start_ms, {}, 0.0, {}, 0
+    for dt, p, behind, step, got_bytes in steps:
+        now += dt
+        pos = positions[p] = max(0, positions.get(p, 0) + step)
+        read += got_bytes
+        before = w.wait_ms
+        raised = w.observe(now, p, behind=behind, position=pos, read_bytes=read)
+        expect = False
+        if not behind:
+            window.pop(p, None)
+        else:
+            t0, p0, b0 = window.setdefault(p, (now, pos, read))
+            if pos < p0:
+                window[p] = (now, pos, read)
+            elif now - t0 >= 1.0:
+                if pos - p0 < min_records and read - b0 < min_bytes and model_wait < cap:
+                    expect, model_wait = True, min(cap, model_wait * 2)
+                    window = {q: (now, pos, read) if q == p else (now, at, b)
+                              for q, (_t, at, b) in window.items()}
+                else:
+                    window[p] = (now, pos, read)
+        assert raised == expect
+        assert w.wait_ms == model_wait and w.wait_ms >= before, "never falls"
+        assert start_ms <= w.wait_ms <= cap
