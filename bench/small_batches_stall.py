@@ -6,8 +6,10 @@ A whole stack on the embedded broker (tracker worker, shared mode, one queue
 partition): N records of another queue are written first, one per batch (a producer
 flushed after every record); then one message is sent to queue ``q`` and one shared
 consumer waits up to 60 s for it, and, not acking it, up to 60 s for its redelivery
-(visibility timeout 2 s). Prints both times or "none". docs/shared-queues.md ("A limit
-of the embedded broker") has what it measured. Not saved to bench/results.
+(visibility timeout 2 s). Prints both times or "none", and each reader's raised fetch
+wait (kmq.kafka.fetch_wait). docs/shared-queues.md ("A limit of the embedded broker") has
+what it measured: none in 60 s at 40,000 before the rising wait, 14.7-16.1 s after. Not
+saved to bench/results.
 """
 
 from __future__ import annotations

@@ -92,6 +92,13 @@ class FetchWait:
                               for p, (_s, at, b) in self._behind_since.items()}
         return True
 
+    def why(self, end: int, position: int) -> str:
+        """Why the wait was just raised, for the log."""
+        came = "nothing" if self.min_records == 1 else f"fewer than {self.min_records} records"
+        return (f"fetch wait raised to {self.wait_ms} ms: the partition ended at {end}, and {came} "
+                f"past {position} came in {self.stall_s:g} s (the embedded broker on a partition of "
+                "many small batches, docs/shared-queues.md)")
+
     def forget(self, partition: Hashable) -> None:
         """The reader no longer reads ``partition``."""
         self._behind_since.pop(partition, None)

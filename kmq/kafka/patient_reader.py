@@ -145,10 +145,7 @@ class PatientReader:
                 raised = (key, at, before)
         if raised is not None:
             (topic, partition), at, end = raised
-            log.warning("%s: fetch wait raised to %d ms: %s[%d] ended at %d, and fewer than %d records "
-                        "up to %d came in %.1f s (the embedded broker on a partition of many small batches, "
-                        "docs/shared-queues.md)", self.name, self.fetch_wait.wait_ms, topic, partition,
-                        end, self.fetch_wait.min_records, at, self.fetch_wait.stall_s)
+            log.warning("%s, %s[%d]: %s", self.name, topic, partition, self.fetch_wait.why(end, at))
             note_raised(self.name, self.fetch_wait.wait_ms)
             self._replace_consumer()
 

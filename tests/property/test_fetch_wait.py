@@ -109,3 +109,13 @@ def test_the_wait_matches_a_model_of_windows(start_ms, min_records, min_bytes, s
         assert raised == expect
         assert w.wait_ms == model_wait and w.wait_ms >= before, "never falls"
         assert start_ms <= w.wait_ms <= cap
+
+
+def test_the_log_line_says_what_was_seen_and_where_to_read_why():
+    w = FetchWait(10, stall_s=0.5, min_records=1)
+    w.observe(0.0, "p", behind=True, position=40000)
+    w.observe(0.5, "p", behind=True, position=40000)
+    assert w.why(40001, 40000) == ("fetch wait raised to 20 ms: the partition ended at 40001, and nothing past "
+                                   "40000 came in 0.5 s (the embedded broker on a partition of many small "
+                                   "batches, docs/shared-queues.md)")
+    assert "fewer than 500 records past 3" in FetchWait(10, min_records=500).why(5, 3)
