@@ -118,7 +118,9 @@ class PatientReader:
     def close(self) -> None:
         self._consumer.close()
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # only for names this class does not have
+        if name == "_consumer":  # not made (its constructor raised): no recursion
+            raise AttributeError(name)
         return getattr(self._consumer, name)
 
     def _positions(self) -> dict[tuple[str, int], int]:
