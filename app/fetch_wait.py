@@ -62,31 +62,6 @@ def install() -> None:
                 note_raised(NAME, wait.wait_ms)
                 log.warning("%s, %s[%d]: %s", NAME, tp.topic, tp.partition, wait.why(before, offset))
         return result
-        now = time.monotonic()
-        ends = self.__dict__.setdefault("_kmq_ends", {})  # tp -> end the last response reported
-        read = self.__dict__.setdefault("_kmq_read_bytes", {})  # tp -> bytes fetched so far
-        for tp, offset in asked.items():
-            state = assignment.state_value(tp)
-            if state is None:
-                continue
-            # Behind: the end the previous response reported lies past this fetch's offset
-            # (what the previous one brought was consumed: aiokafka fetches a partition
-            # only then). This response's own records are not counted yet.
-            before = ends.get(tp)
-            ends[tp] = state.lso if self._isolation_level == READ_COMMITTED and state.lso is not None \
-                else state.highwater
-            got = getattr(self._records.get(tp), "_partition_records", None)
-            if got is not None:  # this response's records (not an error)
-                read[tp] = read.get(tp, 0) + got._records.size_in_bytes()
-            if wait.observe(now, tp, behind=before is not None and before > offset, position=offset,
-                            read_bytes=read.get(tp, 0)):
-                self._fetch_max_wait_ms = wait.wait_ms
-                note_raised(NAME, wait.wait_ms)
-                log.warning("fetch wait raised to %d ms: %s[%d] ended at %d, and fewer than %d records "
-                            "up to %d came in %.1f s (the embedded broker on a partition of many small batches, "
-                            "docs/shared-queues.md)", wait.wait_ms, tp.topic, tp.partition, before, wait.min_records,
-                            offset, wait.stall_s)
-        return result
 
     Fetcher._proc_fetch_request = _proc_fetch_request
     Fetcher._kmq_patient = True
