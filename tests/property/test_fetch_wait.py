@@ -1,11 +1,12 @@
 """FetchWait: a reader's fetch wait doubles only after a partition stalled or crawled for
-stall_s while behind its end; never for a reader that keeps up or reads at a usual pace."""
+stall_s while behind its end; never for a reader that keeps up or reads at a usual pace;
+a crawl's raise stands only if the records a second grew."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kmq.errors import ConfigError
-from kmq.kafka.fetch_wait import MAX_WAIT_MS, FetchWait
+from kmq.kafka.fetch_wait import KEEP_GAIN, MAX_WAIT_MS, FetchWait
 
 
 def test_a_stalled_partition_doubles_the_wait_once_per_stall_s_up_to_the_cap():
@@ -76,39 +77,103 @@ def test_bad_settings_name_the_field(kwargs, field):
         FetchWait(**kwargs)
 
 
-looks = st.lists(st.tuples(st.floats(0, 3), st.sampled_from("abc"), st.booleans(), st.integers(-50, 3000),
-                           st.integers(0, 1 << 20)), max_size=300)
+# Mostly crawls (a few records a look) so that trials are judged, with jumps and seeks back.
+looks = st.lists(st.tuples(st.floats(0, 1.5), st.sampled_from("abc"), st.booleans() | st.just(True),
+                           st.integers(0, 40) | st.integers(-50, 3000), st.integers(0, 1 << 20) | st.just(0)),
+                 max_size=300)
 
 
+@settings(max_examples=300)
 @given(st.integers(1, 2000), st.integers(1, 2000), st.integers(1, 4 << 20), looks)
-def test_the_wait_matches_a_model_of_windows(start_ms, min_records, min_bytes, steps):
-    """Against a model: per partition, when, where and at what byte count it fell behind."""
+def test_the_wait_matches_a_model_of_windows_and_trials(start_ms, min_records, min_bytes, steps):
+    """Against a model: per partition, when, where and at what byte count it fell behind;
+    a crawl's raise judged by the same partition's next window."""
     cap = max(start_ms, MAX_WAIT_MS)
     w = FetchWait(start_ms, max_wait_ms=cap, stall_s=1.0, min_records=min_records, min_bytes=min_bytes)
     model_wait, window, now, positions, read = start_ms, {}, 0.0, {}, 0
+    trial, settled = None, False  # (partition, wait before, rate before)
+
+    def raise_(p, pos, rate):
+        nonlocal model_wait, window, trial
+        if model_wait >= cap:
+            return False
+        trial, model_wait = (p, model_wait, rate), min(cap, model_wait * 2)
+        window = {q: (now, pos, read) if q == p else (now, at, b) for q, (_t, at, b) in window.items()}
+        return True
+
     for dt, p, behind, step, got_bytes in steps:
         now += dt
         pos = positions[p] = max(0, positions.get(p, 0) + step)
         read += got_bytes
-        before = w.wait_ms
-        raised = w.observe(now, p, behind=behind, position=pos, read_bytes=read)
+        changed = w.observe(now, p, behind=behind, position=pos, read_bytes=read)
         expect = False
         if not behind:
             window.pop(p, None)
+            trial = None if trial and trial[0] == p else trial
         else:
             t0, p0, b0 = window.setdefault(p, (now, pos, read))
             if pos < p0:
                 window[p] = (now, pos, read)
             elif now - t0 >= 1.0:
-                if pos - p0 < min_records and read - b0 < min_bytes and model_wait < cap:
-                    expect, model_wait = True, min(cap, model_wait * 2)
-                    window = {q: (now, pos, read) if q == p else (now, at, b)
-                              for q, (_t, at, b) in window.items()}
+                window[p] = (now, pos, read)
+                came, rate = pos - p0, (pos - p0) / (now - t0)
+                if came >= min_records or read - b0 >= min_bytes:
+                    trial = None if trial and trial[0] == p else trial
+                elif came == 0:
+                    trial, settled = None, False
+                    expect = raise_(p, pos, 0.0)
+                elif trial and trial[0] != p:
+                    pass
+                elif trial and rate < trial[2]:
+                    expect, settled, model_wait, trial = True, True, trial[1], None
+                    window = {q: (now, pos, read) if q == p else (now, at, b) for q, (_t, at, b) in window.items()}
+                elif trial and rate < KEEP_GAIN * trial[2]:
+                    settled, trial = True, None
+                elif not settled:
+                    trial = None
+                    expect = raise_(p, pos, rate)
                 else:
-                    window[p] = (now, pos, read)
-        assert raised == expect
-        assert w.wait_ms == model_wait and w.wait_ms >= before, "never falls"
+                    trial = None
+        assert changed == expect
+        assert w.wait_ms == model_wait
         assert start_ms <= w.wait_ms <= cap
+
+
+def test_a_crawls_raise_that_helps_stands_and_the_next_crawl_raises_again():
+    w = FetchWait(20, stall_s=1.0, min_records=1000)
+    w.observe(0.0, "p", behind=True, position=0)
+    assert w.observe(1.0, "p", behind=True, position=200) and w.wait_ms == 40, "200 a second: a crawl"
+    assert w.observe(2.0, "p", behind=True, position=500) and w.wait_ms == 80, "300 a second >= 1.5 x 200"
+    assert not w.observe(3.0, "p", behind=True, position=2000) and w.wait_ms == 80, "a usual pace"
+    assert w.observe(4.0, "p", behind=True, position=2100) and w.wait_ms == 160, "a crawl again"
+
+
+def test_a_crawls_raise_that_slows_the_reader_is_taken_back_and_crawls_raise_no_more():
+    w = FetchWait(160, stall_s=1.0, min_records=5000)
+    w.observe(0.0, "p", behind=True, position=0)
+    assert w.observe(1.0, "p", behind=True, position=1700) and w.wait_ms == 320
+    assert w.observe(2.0, "p", behind=True, position=2900) and w.wait_ms == 160, "1,200 a second < 1,700"
+    assert "back to 160 ms" in w.why(40000, 2900)
+    assert not w.observe(3.0, "p", behind=True, position=3000) and w.wait_ms == 160, "settled"
+    assert w.observe(4.0, "p", behind=True, position=3000) and w.wait_ms == 320, "nothing at all still raises"
+    assert "raised to 320 ms" in w.why(40000, 3000)
+
+
+def test_a_crawls_raise_that_helps_a_little_stands_but_crawls_raise_no_more():
+    w = FetchWait(20, stall_s=1.0, min_records=1000)
+    w.observe(0.0, "p", behind=True, position=0)
+    assert w.observe(1.0, "p", behind=True, position=200) and w.wait_ms == 40
+    assert not w.observe(2.0, "p", behind=True, position=450) and w.wait_ms == 40, "250 a second: < 1.5 x"
+    assert not w.observe(3.0, "p", behind=True, position=500) and w.wait_ms == 40
+
+
+def test_another_partitions_crawl_waits_for_the_trial():
+    w = FetchWait(20, stall_s=1.0, min_records=1000)
+    w.observe(0.0, "a", behind=True, position=0)
+    w.observe(0.0, "b", behind=True, position=0)
+    assert w.observe(1.0, "a", behind=True, position=100) and w.wait_ms == 40
+    assert not w.observe(2.0, "b", behind=True, position=100) and w.wait_ms == 40, "a's trial first"
+    assert w.observe(2.0, "a", behind=True, position=400) and w.wait_ms == 80, "300 a second >= 1.5 x 100"
 
 
 def test_the_log_line_says_what_was_seen_and_where_to_read_why():
