@@ -2,7 +2,7 @@
 
     python -m bench.shared scaling [--counts 1,2,4,8,16,32] [--work-ms 20] [--runs 1]
     python -m bench.shared throughput [--messages 100000] [--sizes 100,1024] [--runs 3]
-    python -m bench.shared latency [--seconds 10] [--flood 300000] [--flood-in-process]
+    python -m bench.shared latency [--seconds 10] [--flood 300000] [--flood-in-process] [--worst N]
     python -m bench.shared first [--tries 20]
 
 - scaling: N consumer processes of ONE queue (spread 1), each handling one message at a
@@ -302,6 +302,7 @@ def main() -> None:
     p = sub.add_parser("latency")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--flood", type=int, default=300_000)
+    p.add_argument("--worst", type=int, default=0, help="print the N longest under the flood, and when sent")
     p.add_argument("--flood-in-process", action="store_true",
                    help="send and drain the flood in this process, as the first measurements did")
     p.add_argument("--name", default="", help="save as shared_latency-NAME (an earlier code's run)")

@@ -1,12 +1,14 @@
 """Send -> receive latency of a shared queue, idle and under another tenant's flood.
 
-    python -m bench.shared latency [--seconds 10] [--flood 300000] [--flood-in-process]
+    python -m bench.shared latency [--seconds 10] [--flood 300000] [--flood-in-process] [--worst N]
 
 (the subcommand of bench/shared.py; see its docstring). A message every 20 ms, idle and
 while another queue on the same partition gets ``--flood`` messages at once, sent by a
 process of its own and drained by another; ``--flood-in-process``: by threads of the
 probe's process, as measured before 2026-11-25 23:00. Both modes, partition mode's
-flood on another queue of the same partition.
+flood on another queue of the same partition. ``--worst N``: print the N longest probes
+under the flood, how long their own send took and when they were sent, and when the
+flood was written.
 """
 
 from __future__ import annotations
@@ -39,9 +41,13 @@ def _other_same_partition(name: str, settings) -> str:
     return _same_partition_queue(name, settings, prefix="flood-p")
 
 
-def probe(client, queue: str, seconds: float, flood=None) -> list[float]:
-    """Send a message every 20 ms for ``seconds``; latencies (s) of send -> receive."""
+def probe(client, queue: str, seconds: float, flood=None, worst: int = 0) -> list[float]:
+    """Send a message every 20 ms for ``seconds``; latencies (s) of send -> receive.
+
+    ``worst``: print that many of the longest, with when they were sent (s after the start)."""
     lat: list[float] = []
+    sent_after: list[float] = []
+    written: dict[str, float] = {}  # a message's value -> s its send took (the broker has it)
     done = threading.Event()
     with client.consumer(queue, visibility_timeout_s=30) as c:
         time.sleep(0.5)
@@ -51,19 +57,32 @@ def probe(client, queue: str, seconds: float, flood=None) -> list[float]:
                 m = c.receive(0.1)
                 if m is not None:
                     lat.append(time.time() - float(m.value))
+                    sent_after.append(float(m.value))
                     m.ack()
+        started = time.time()
         t = threading.Thread(target=receive)
         t.start()
         if flood is not None:
             flood()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            client.send(queue, repr(time.time()).encode())
+            value = repr(time.time())
+            client.send(queue, value.encode())
             client.flush()
+            written[value] = time.time() - float(value)
             time.sleep(0.02)
         time.sleep(1.0)
         done.set()
         t.join()
+    if worst:
+        longest = sorted(zip(lat, sent_after), reverse=True)[:worst]
+        print("  longest (ms, of which its send; sent s after the start):", ", ".join(
+            f"{x * 1000:.0f} ({written.get(repr(at), float('nan')) * 1000:.0f}) @ {at - started:.2f}"
+            for x, at in longest), flush=True)
+        window = getattr(flood, "sent_between", None)
+        if window:
+            print("  the flood was sent and flushed from {:.2f} to {:.2f} s after the start".format(
+                *(t - started for t in window())), flush=True)
     return lat
 
 
@@ -72,10 +91,12 @@ def _pct(xs: list[float], p: float) -> float:
     return round(xs[min(len(xs) - 1, int(p * len(xs)))] * 1000, 1) if xs else float("nan")
 
 
-FLOOD_SENDER = """import sys, kmq
+FLOOD_SENDER = """import sys, time, kmq
 c = kmq.Client()
+t0 = time.time()
 c.send_batch(sys.argv[1], [b"f" * 100] * int(sys.argv[2]))
 c.flush(300)
+print(t0, time.time(), flush=True)
 """
 
 
@@ -119,10 +140,13 @@ def latency(args) -> None:
 
                 def flood() -> None:
                     env = {**os.environ, **settings_env(settings), "PYTHONPATH": str(ROOT)}
-                    subprocess.Popen([sys.executable, "-c", FLOOD_SENDER, a, str(args.flood)], env=env,
-                                     start_new_session=True)
+                    sender.append(subprocess.Popen([sys.executable, "-c", FLOOD_SENDER, a, str(args.flood)],
+                                                   env=env, start_new_session=True, stdout=subprocess.PIPE,
+                                                   text=True))
+                sender: list = []
+                flood.sent_between = lambda: tuple(map(float, sender[0].communicate(timeout=60)[0].split()))
             try:
-                loaded = probe(client, b, args.seconds, flood)
+                loaded = probe(client, b, args.seconds, flood, worst=args.worst)
             finally:
                 stop.set()
                 if drain is not None:
