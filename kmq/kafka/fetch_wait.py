@@ -20,8 +20,9 @@ raised to 1,280 ms read a markers partition at about 600 records a second, again
 about 1,700 at 160 ms). So the next window of that partition judges it: at least
 ``KEEP_GAIN`` times the records a second it replaces, and it stands (and the next crawl
 may raise again); fewer than before, and the wait goes back and crawls raise no more;
-in between, it stands and crawls raise no more. Nothing at all in a window always
-raises. Otherwise the wait never shortens again: a partition on that broker only
+in between, it stands and crawls raise no more (a trial its partition leaves unjudged
+for ``TRIAL_LAPSE_STALLS`` windows, no longer read, stands). Nothing at all in a window
+always raises. Otherwise the wait never shortens again: a partition on that broker only
 grows, and a wait it once needed it needs again. A reader that keeps up, or reads a
 backlog at any usual pace, is never raised; on Apache Kafka a partition that has
 records returns them.
@@ -41,6 +42,7 @@ STALL_S = 0.5       # a partition behind its end this long ...
 MIN_RECORDS = 500   # ... and fewer records than this came ...
 MIN_BYTES = 1 << 20  # ... and fewer bytes (a backlog of big records is no crawl): it is raised
 KEEP_GAIN = 1.5     # a crawl's raise stands for good when the records a second grew this much
+TRIAL_LAPSE_STALLS = 4  # a trial its partition did not judge in this many stall_s stands
 
 
 @dataclass
@@ -56,8 +58,8 @@ class FetchWait:
     lowered: bool = False  # the last change took a raise back (for why())
     # partition -> (since, position then, bytes read then): the window it has been behind
     _behind_since: dict[Hashable, tuple[float, int, int]] = field(default_factory=dict, repr=False)
-    # a crawl's raise on trial: (partition, the wait before, records a second before)
-    _trial: tuple[Hashable, int, float] | None = field(default=None, repr=False)
+    # a crawl's raise on trial: (partition, the wait before, records a second before, since)
+    _trial: tuple[Hashable, int, float, float] | None = field(default=None, repr=False)
     _settled: bool = field(default=False, repr=False)  # crawls raise no more (a trial failed)
 
     def __post_init__(self) -> None:
@@ -107,10 +109,12 @@ class FetchWait:
             self._trial, self._settled = None, False
             return self._raise(now_s, partition, position, read_bytes, rate=0.0)
         rate = came / (now_s - since_s)
-        if self._trial is not None:
-            if self._trial[0] != partition:
+        if self._trial is not None and self._trial[0] != partition:
+            if now_s - self._trial[3] < TRIAL_LAPSE_STALLS * self.stall_s:
                 return False  # another partition's trial is still being judged
-            _p, wait_before, rate_before = self._trial
+            self._trial = None  # that partition is no longer read (or looked at): it stands
+        if self._trial is not None:
+            _p, wait_before, rate_before, _since = self._trial
             self._trial = None
             if rate < rate_before:  # the raise made it slower: take it back
                 self._settled, self.lowered, self.wait_ms = True, True, wait_before
@@ -126,7 +130,7 @@ class FetchWait:
     def _raise(self, now_s: float, partition: Hashable, position: int, read_bytes: int, *, rate: float) -> bool:
         if self.wait_ms >= self.max_wait_ms:
             return False
-        self._trial = (partition, self.wait_ms, rate)
+        self._trial = (partition, self.wait_ms, rate, now_s)
         self.wait_ms = min(self.max_wait_ms, self.wait_ms * 2)
         self.raises += 1
         self.lowered = False

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kmq.errors import ConfigError
-from kmq.kafka.fetch_wait import KEEP_GAIN, MAX_WAIT_MS, FetchWait
+from kmq.kafka.fetch_wait import KEEP_GAIN, MAX_WAIT_MS, TRIAL_LAPSE_STALLS, FetchWait
 
 
 def test_a_stalled_partition_doubles_the_wait_once_per_stall_s_up_to_the_cap():
@@ -97,7 +97,7 @@ def test_the_wait_matches_a_model_of_windows_and_trials(start_ms, min_records, m
         nonlocal model_wait, window, trial
         if model_wait >= cap:
             return False
-        trial, model_wait = (p, model_wait, rate), min(cap, model_wait * 2)
+        trial, model_wait = (p, model_wait, rate, now), min(cap, model_wait * 2)
         window = {q: (now, pos, read) if q == p else (now, at, b) for q, (_t, at, b) in window.items()}
         return True
 
@@ -122,12 +122,12 @@ def test_the_wait_matches_a_model_of_windows_and_trials(start_ms, min_records, m
                 elif came == 0:
                     trial, settled = None, False
                     expect = raise_(p, pos, 0.0)
-                elif trial and trial[0] != p:
+                elif trial and trial[0] != p and now - trial[3] < TRIAL_LAPSE_STALLS * 1.0:
                     pass
-                elif trial and rate < trial[2]:
+                elif trial and trial[0] == p and rate < trial[2]:
                     expect, settled, model_wait, trial = True, True, trial[1], None
                     window = {q: (now, pos, read) if q == p else (now, at, b) for q, (_t, at, b) in window.items()}
-                elif trial and rate < KEEP_GAIN * trial[2]:
+                elif trial and trial[0] == p and rate < KEEP_GAIN * trial[2]:
                     settled, trial = True, None
                 elif not settled:
                     trial = None
@@ -174,6 +174,16 @@ def test_another_partitions_crawl_waits_for_the_trial():
     assert w.observe(1.0, "a", behind=True, position=100) and w.wait_ms == 40
     assert not w.observe(2.0, "b", behind=True, position=100) and w.wait_ms == 40, "a's trial first"
     assert w.observe(2.0, "a", behind=True, position=400) and w.wait_ms == 80, "300 a second >= 1.5 x 100"
+
+
+def test_a_trial_its_partition_never_judges_lapses_and_stands():
+    w = FetchWait(20, stall_s=1.0, min_records=1000)
+    w.observe(0.0, "gone", behind=True, position=0)
+    w.observe(0.0, "b", behind=True, position=0)
+    assert w.observe(1.0, "gone", behind=True, position=100) and w.wait_ms == 40
+    assert not w.observe(2.0, "b", behind=True, position=100), "gone's trial first"
+    assert not w.observe(4.0, "b", behind=True, position=200)
+    assert w.observe(5.0, "b", behind=True, position=300) and w.wait_ms == 80, "lapsed after 4 stall_s"
 
 
 def test_the_log_line_says_what_was_seen_and_where_to_read_why():
