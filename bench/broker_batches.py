@@ -24,10 +24,12 @@ from bench.common import save
 from kmq.dev.embedded import EmbeddedBroker
 
 
-def fill_one_per_batch(bootstrap: str, topic: str, batches: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+def fill_one_per_batch(config: dict, topic: str, batches: int, value: bytes = b"x" * 100,
+                       key: bytes = b"k") -> None:
+    """``batches`` records to partition 0 of ``topic``, one per batch (a flush after each)."""
+    p = Producer({**config, "linger.ms": 0})
     for _ in range(batches):
-        p.produce(topic, b"x" * 100, b"k", partition=0)
+        p.produce(topic, value, key, partition=0)
         if p.flush(30):
             raise RuntimeError("a record was not written within 30 s")
 
@@ -59,7 +61,7 @@ def main() -> None:
         for n in args.batches:
             topic = f"batches-{n}"
             create_topic(broker.bootstrap_servers, topic)
-            fill_one_per_batch(broker.bootstrap_servers, topic, n)
+            fill_one_per_batch({"bootstrap.servers": broker.bootstrap_servers}, topic, n)
             for wait_ms in args.waits:
                 reads = [read_one(broker.bootstrap_servers, topic, n // 2 + i * 200, wait_ms, args.timeout)
                          for i in range(3)]

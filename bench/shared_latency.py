@@ -46,8 +46,8 @@ def probe(client, queue: str, seconds: float, flood=None, worst: int = 0) -> lis
 
     ``worst``: print that many of the longest, with when they were sent (s after the start)."""
     lat: list[float] = []
-    sent_after: list[float] = []
-    written: dict[str, float] = {}  # a message's value -> s its send took (the broker has it)
+    sent_at: list[float] = []
+    send_took: dict[float, float] = {}  # send time -> s until the broker had it
     done = threading.Event()
     with client.consumer(queue, visibility_timeout_s=30) as c:
         time.sleep(0.5)
@@ -57,7 +57,7 @@ def probe(client, queue: str, seconds: float, flood=None, worst: int = 0) -> lis
                 m = c.receive(0.1)
                 if m is not None:
                     lat.append(time.time() - float(m.value))
-                    sent_after.append(float(m.value))
+                    sent_at.append(float(m.value))
                     m.ack()
         started = time.time()
         t = threading.Thread(target=receive)
@@ -66,18 +66,18 @@ def probe(client, queue: str, seconds: float, flood=None, worst: int = 0) -> lis
             flood()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            value = repr(time.time())
-            client.send(queue, value.encode())
+            sent = time.time()
+            client.send(queue, repr(sent).encode())
             client.flush()
-            written[value] = time.time() - float(value)
+            send_took[sent] = time.time() - sent
             time.sleep(0.02)
         time.sleep(1.0)
         done.set()
         t.join()
     if worst:
-        longest = sorted(zip(lat, sent_after), reverse=True)[:worst]
+        longest = sorted(zip(lat, sent_at), reverse=True)[:worst]
         print("  longest (ms, of which its send; sent s after the start):", ", ".join(
-            f"{x * 1000:.0f} ({written.get(repr(at), float('nan')) * 1000:.0f}) @ {at - started:.2f}"
+            f"{x * 1000:.0f} ({send_took.get(at, float('nan')) * 1000:.0f}) @ {at - started:.2f}"
             for x, at in longest), flush=True)
         window = getattr(flood, "sent_between", None)
         if window:

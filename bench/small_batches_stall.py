@@ -23,9 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
-
 import kmq
+from bench.broker_batches import fill_one_per_batch
 from kmq.dev.devstack import TrackerProcess
 from kmq.dev.embedded import EmbeddedBroker, free_port
 from kmq.kafka.admin import ensure_topics
@@ -57,16 +56,13 @@ def main() -> None:
                               data_dir=tempfile.mkdtemp(prefix="kmq-bench-"), web_port=free_port(),
                               dispatch="shared", visibility_timeout_s=2.0, max_processing_s=0.0)
         ensure_topics(s)
-        p = Producer(s.client_config())
         t0 = time.monotonic()
         if args.where == "queue":
             topic, value, key = s.queue_topic, b"x" * 100, b"other"
         else:
             topic, key = s.markers_topic, b"filler"
             value = marker_codec.encode([M.Ack(M.RangeRef("filler", 0, 0, 1), 1)])
-        for _ in range(batches):
-            p.produce(topic, value, key, partition=0)
-            p.flush(30)
+        fill_one_per_batch(s.client_config(), topic, batches, value, key)
         print(f"wrote {batches} one-record batches to {topic} in {time.monotonic() - t0:.1f} s", flush=True)
         log = Path(tempfile.mktemp(prefix="kmq-bench-tracker-", suffix=".log"))
         tracker = TrackerProcess(s, log)

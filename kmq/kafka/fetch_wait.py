@@ -89,8 +89,7 @@ class FetchWait:
         """
         if not behind:
             self._behind_since.pop(partition, None)
-            if self._trial is not None and self._trial[0] == partition:
-                self._trial = None  # caught up at the new wait: it stands
+            self._end_trial_of(partition)  # caught up at the new wait: it stands
             return False
         since_s, since_position, since_bytes = self._behind_since.setdefault(
             partition, (now_s, position, read_bytes))
@@ -102,8 +101,7 @@ class FetchWait:
         came = position - since_position
         self._behind_since[partition] = (now_s, position, read_bytes)  # the next window
         if came >= self.min_records or read_bytes - since_bytes >= self.min_bytes:
-            if self._trial is not None and self._trial[0] == partition:
-                self._trial = None  # a usual pace at the new wait: it stands
+            self._end_trial_of(partition)  # a usual pace at the new wait: it stands
             return False
         if came == 0:  # nothing at all: always worth a longer wait
             self._trial, self._settled = None, False
@@ -155,6 +153,10 @@ class FetchWait:
     def forget(self, partition: Hashable) -> None:
         """The reader no longer reads ``partition``."""
         self._behind_since.pop(partition, None)
+        self._end_trial_of(partition)
+
+    def _end_trial_of(self, partition: Hashable) -> None:
+        """``partition``'s trial, if it has one, ends with the raise standing."""
         if self._trial is not None and self._trial[0] == partition:
             self._trial = None
 
