@@ -189,6 +189,10 @@ def main() -> None:
     a.add_argument("--sample", type=int, default=3)
     a.add_argument("--dispatch", choices=("partition", "shared"), default="partition")
     a.add_argument("--lanes", type=int, default=0, help="deliveries topic partitions (shared; 0: default)")
+    a.add_argument("--payload", choices=("repeated", "random"), default="repeated",
+                   help="payload bytes (shared): one repeated byte, or random (what compression cannot shrink)")
+    a.add_argument("--compression", default="",
+                   help="KMQ_COMPRESSION of the SDK's and tracker's producers (shared; default: the profile's, none)")
     f = sub.add_parser("fairness")
     f.add_argument("--flood", type=int, default=300_000)
     f.add_argument("--seconds", type=float, default=8.0)
@@ -198,8 +202,9 @@ def main() -> None:
                             f"--partitions {args.partitions}", f"--per-queue {args.per_queue}"])
         if args.dispatch == "shared":
             res = shared_amplification(args)
-            extra = "".join(f" --{k} {getattr(args, k)}" for k in ("size", "lanes") if getattr(args, k)
-                            and getattr(args, k) != {"size": 100}.get(k))
+            defaults = {"size": 100, "payload": "repeated"}
+            extra = "".join(f" --{k} {getattr(args, k)}" for k in ("size", "lanes", "payload", "compression")
+                            if getattr(args, k) and getattr(args, k) != defaults.get(k))
             path = save(f"shared_amplification-{args.queues}q-{args.partitions}p{extra.replace(' --', '-')}"
                         .replace(" ", ""), {"command": f"{command} --dispatch shared{extra}", **res})
         else:

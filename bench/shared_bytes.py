@@ -22,6 +22,7 @@ worker dispatching). Two measurements of one run:
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import threading
@@ -202,15 +203,18 @@ def _settle(settings, timeout_s: float = 60.0) -> None:
 
 def shared_amplification(args) -> dict:
     lanes = {"deliveries_partitions": args.lanes} if args.lanes else {}
-    with stack(queue_partitions=args.partitions, dispatch="shared", **lanes) as (settings, _t, _b):
+    with stack(queue_partitions=args.partitions, dispatch="shared", compression=args.compression,
+               **lanes) as (settings, _t, _b):
         client = kmq.Client(settings=settings)
         queues = [f"tenant{i:03d}" for i in range(args.queues)]
-        payload = b"x" * args.size
+        # Random: each message its own bytes (one payload repeated would compress across a batch).
+        payloads = (lambda: [b"x" * args.size] * 100) if args.payload == "repeated" else (
+            lambda: [os.urandom(args.size) for _ in range(100)])
         before = high_watermarks(settings)
         t0 = time.monotonic()
         for _ in range(args.per_queue // 100):  # interleaved, as concurrent producers would
             for q in queues:
-                client.send_batch(q, [payload] * 100)
+                client.send_batch(q, payloads())
         client.flush(300)
         sent = args.per_queue // 100 * 100 * len(queues)
         print(f"sent {sent} in {time.monotonic() - t0:.1f} s", flush=True)
@@ -248,7 +252,8 @@ def shared_amplification(args) -> dict:
         return {
             "reference_rule": "own: the range and one in N of the queue's records after it (N consumers), of the range and the 256 KiB after it; copy what the index no longer spans",
             "queues": args.queues, "partitions": args.partitions, "per_queue": args.per_queue,
-            "size": args.size, "sent": sent, "delivered": delivered,
+            "size": args.size, "payload": args.payload,
+            "compression": settings.effective_compression, "sent": sent, "delivered": delivered,
             "deliveries_partitions": settings.deliveries_partitions,
             "queues_per_partition": sharing,
             "one_at_a_time": one_at_a_time,

@@ -25,7 +25,7 @@ from kmq.settings import Settings
 def service_root() -> Path:
     """The checkout holding ``app/``, ``agents/`` and ``tables/``."""
     candidates = [os.environ.get("KMQ_SERVICE_ROOT"), os.getcwd(),
-                  str(Path(__file__).resolve().parent.parent)]
+                  str(Path(__file__).resolve().parents[2])]  # kmq/dev/ -> the checkout
     for c in candidates:
         if c and (Path(c) / "app" / "__init__.py").is_file() and (Path(c) / "agents").is_dir():
             return Path(c)

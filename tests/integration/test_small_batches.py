@@ -7,22 +7,28 @@ on such a markers partition delivered nothing in 90 s. The readers now raise the
 fetch wait while records wait and none come: these tests fail without that. (A queue
 partition of such batches, where the dispatcher reads through another queue's 40,000
 records first, is bench.small_batches_stall: 15-16 s to the first delivery on a quiet
-machine, too slow for a test on a loaded one.)
+machine, too slow for a test on a loaded one.) The embedded profile writes one changelog
+record per batch, so a long-lived tracker's changelog is such a partition too: recovery
+from an empty data dir never finished in 240 s without the rising wait.
 """
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
 import kmq
+from bench.small_batches_stall import last_range_entry
 from kmq.dev.devstack import TrackerProcess
 from kmq.kafka import profiles
+from kmq.kafka.acls import changelog_topic
 from kmq.kafka.patient_reader import PatientReader
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from tests.conftest import wait_for
-from tests.integration.views import all_acked
+from tests.integration.views import all_acked, queue_detail
 
 BATCHES = 40_000
 
@@ -61,8 +67,8 @@ def test_a_reader_starting_at_10_ms_reads_the_tail_of_a_partition_of_40000_batch
 
 def test_a_shared_queue_on_a_markers_partition_of_40000_batches_delivers_redelivers_and_acks(crowded, artifacts):
     tracker = TrackerProcess(crowded, artifacts / "tracker-small-batches.log")
-    tracker.start(timeout_s=120)
     try:
+        tracker.start(timeout_s=120)
         with kmq.Client(settings=crowded) as client:
             client.send("q", b"hello")
             client.flush()
@@ -76,3 +82,35 @@ def test_a_shared_queue_on_a_markers_partition_of_40000_batches_delivers_redeliv
             wait_for(lambda: all_acked(tracker, "q", 1), 60, what="the ack applied")
     finally:
         tracker.stop()
+
+
+def test_a_tracker_with_an_empty_data_dir_recovers_a_changelog_of_40000_batches(make_settings, artifacts):
+    """The embedded profile writes one changelog record per produce batch, so a long-lived
+    tracker's changelog is such a partition. A tracker started on an empty data dir reads it
+    all (its Faust consumer's fetch wait rises), knows the message acquired before, and
+    applies the ack its consumer sends after."""
+    s = make_settings(queue_partitions=1, markers_partitions=1, dlq_partitions=1, dispatch="shared")
+    log = artifacts / "tracker-changelog-batches.log"
+    before, after = TrackerProcess(s, log), TrackerProcess(s, log)
+    try:
+        before.start(timeout_s=120)
+        with kmq.Client(settings=s) as client:
+            # Held across the restart: a visibility timeout no recovery here comes near.
+            with client.consumer("q", visibility_timeout_s=600) as c:
+                client.send("q", b"hello")
+                client.flush()
+                held = wait_for(lambda: c.receive(0.2), 60, what="the first delivery")
+                wait_for(lambda: (queue_detail(before, "q") or {}).get("in_flight") == 1, 30,
+                         what="the acquisition applied")
+                entry = wait_for(lambda: last_range_entry(s), 30, what="the range's entry in the changelog")
+                before.stop()
+                _one_per_batch(s, changelog_topic(s), entry.value(), entry.key())  # the same entry again
+                shutil.rmtree(s.data_dir)
+                after.start(timeout_s=240)  # 7 s beside a short changelog, 17-20 s beside this one
+                assert queue_detail(after, "q")["in_flight"] == 1  # recovered, not lost
+                held.ack()
+                c.flush()
+                wait_for(lambda: all_acked(after, "q", 1), 60, what="the ack applied")
+    finally:
+        before.stop()
+        after.stop()
