@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import before_after, worker_report
+from bench import before_after, send_codecs, worker_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -264,11 +264,11 @@ def shared_bytes(results: dict[str, dict]) -> list[str]:
            "all at once: median, max | partition mode (Q/P) | goal <= 1.5 (medians): alone, at once |",
            "|---|---|---|---|---|---|---|---|"]
     rows = sorted(rows, key=lambda v: (not v["reference_rule"].startswith("before"), v["size"],
-                                       v["deliveries_partitions"]))
+                                       v["deliveries_partitions"], _payload(v)))
     for v in rows:
         alone = [r["amplification"] for r in v["one_at_a_time"]]
         t = v["together"]
-        out.append(f"| {v['reference_rule']} | {v['queues']} | {v['partitions']} | {v['size']} | "
+        out.append(f"| {v['reference_rule']} | {v['queues']} | {v['partitions']} | {v['size']}{_payload(v)} | "
                    f"**{statistics.median(alone):.2f}** "
                    f"({', '.join(f'{x:.2f}' for x in alone)}; socket "
                    f"{statistics.median(r['amplification_socket'] for r in v['one_at_a_time']):.2f}) | "
@@ -284,7 +284,7 @@ def shared_bytes(results: dict[str, dict]) -> list[str]:
     for v in rows:
         sent, pay = v["sent"], v["size"]
         out += [f"Reference rule {v['reference_rule']}; {v['queues']} queues, {v['partitions']} partitions, "
-                f"{v['deliveries_partitions']} lanes, {sent:,} messages of {pay} B:", "",
+                f"{v['deliveries_partitions']} lanes, {sent:,} messages of {pay} B{_payload(v)}:", "",
                 "| topic | record kind | records | bytes / message | x payload |", "|---|---|---|---|---|"]
         for topic, t in sorted(v["written"].items()):
             for kind, k in sorted(t["kinds"].items()):
@@ -343,6 +343,21 @@ def shared_scaling(r: dict) -> list[str]:
     return out + [""]
 
 
+def _payload(v: dict) -> str:
+    """" (random, lz4)" for a run of random payloads or compressed producers; "" for the
+    repeated byte uncompressed (every run before these options)."""
+    parts = [x for x in (v.get("payload", "repeated"), v.get("compression", "none"))
+             if x not in ("repeated", "none", "")]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _options(run: dict) -> dict:
+    """The payload and compression options of a run's command."""
+    words = run.get("command", "").split()
+    return {k: words[words.index(f"--{k}") + 1] for k in ("payload", "compression")
+            if f"--{k}" in words[:-1]}
+
+
 def shared_throughput(results: dict[str, dict]) -> list[str]:
     """Every run: ``shared_throughput`` (the latest) and ``shared_throughput-*`` (each with
     a ``note`` naming the code it measured)."""
@@ -356,7 +371,7 @@ def shared_throughput(results: dict[str, dict]) -> list[str]:
            "| run | size | partition x1 msgs/s | shared x4 msgs/s | ratio (runs) |", "|---|---|---|---|---|"]
     for r in runs:
         for size, v in r["results"].items():
-            out.append(f"| {r['when']}: {r.get('note', 'latest')} | {size} B | "
+            out.append(f"| {r['when']}: {r.get('note', 'latest')} | {size} B{_payload(_options(r))} | "
                        f"{_k(v['partition_1_msgs_s']['median'])} | {_k(v['shared_4_msgs_s']['median'])} | "
                        f"**{v['ratio']['median']:.2f}** ({_runs(v['ratio'])}) |")
     out.append("")
@@ -527,7 +542,7 @@ def render(results: dict[str, dict]) -> str:
                 ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
                 (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)), ("broker_fetch", broker_fetch),
-                ("broker_batches", broker_batches), (None, shared_bytes), (None, worker_report.section),
+                ("broker_batches", broker_batches), (None, shared_bytes), (None, send_codecs.section), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:

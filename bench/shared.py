@@ -210,7 +210,8 @@ def throughput(args) -> None:
     results = {}
     cpu: dict[str, list] = {}
     # A partition per queue: 2 modes x runs x sizes of them (more runs reuse partitions).
-    with stack(deliveries_partitions=16, dispatch="shared", queue_partitions=16) as (settings, tracker, broker):
+    with stack(deliveries_partitions=16, dispatch="shared", queue_partitions=16,
+               compression=args.compression) as (settings, tracker, broker):
         client = kmq.Client(settings=settings)
         used: set[int] = set()
         for size in [int(s) for s in args.sizes.split(",")]:
@@ -222,7 +223,8 @@ def throughput(args) -> None:
                 client.configure_queue(queues["partition"], dispatch="partition")
                 wait_handover(client, queues["partition"])
                 for mode, q in queues.items():
-                    client.send_batch(q, [b"x" * size] * args.messages)
+                    client.send_batch(q, [b"x" * size] * args.messages if args.payload != "random"
+                                      else [os.urandom(size) for _ in range(args.messages)])
                 client.flush(300)
                 order = ["partition", "shared"] if run % 2 == 0 else ["shared", "partition"]
                 for mode in order:
@@ -278,7 +280,7 @@ def first(args) -> None:
 
 def _argv(args) -> str:
     return " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in vars(args).items()
-                    if k not in ("func", "name", "note") and v != "" and v is not False)
+                    if k not in ("func", "name", "note") and v != "" and v is not False and v is not None)
 
 
 def main() -> None:
@@ -296,6 +298,10 @@ def main() -> None:
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--sizes", default="100,1024")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--payload", choices=("repeated", "random"), default=None,
+                   help="payload bytes: one repeated byte (the default) or random, each message its own")
+    p.add_argument("--compression", default="",
+                   help="KMQ_COMPRESSION of the SDK's and tracker's producers (default: the profile's, none)")
     p.add_argument("--name", default="", help="save as shared_throughput-NAME")
     p.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     p.set_defaults(func=throughput)
