@@ -107,7 +107,8 @@ def test_a_tracker_with_an_empty_data_dir_recovers_a_changelog_of_40000_batches(
                 _one_per_batch(s, changelog_topic(s), entry.value(), entry.key())  # the same entry again
                 shutil.rmtree(s.data_dir)
                 after.start(timeout_s=240)  # 7 s beside a short changelog, 17-20 s beside this one
-                assert queue_detail(after, "q")["in_flight"] == 1  # recovered, not lost
+                wait_for(lambda: (queue_detail(after, "q") or {}).get("in_flight") == 1, 30,
+                         what="the recovered tracker counting the held message")
                 held.ack()
                 c.flush()
                 wait_for(lambda: all_acked(after, "q", 1), 60, what="the ack applied")
