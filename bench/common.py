@@ -48,6 +48,17 @@ def stack(tracker: bool = True, **overrides):
                 proc.stop()
 
 
+PAYLOADS = ("repeated", "random")
+
+
+def payloads(kind: str, size: int, n: int) -> list[bytes]:
+    """``n`` payloads of ``size`` bytes: one repeated byte (compresses to almost nothing), or
+    random, each message its own (one random payload repeated would compress across a batch)."""
+    if kind == "random":
+        return [os.urandom(size) for _ in range(n)]
+    return [b"x" * size] * n
+
+
 def median(xs):
     return statistics.median(xs)
 

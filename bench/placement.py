@@ -26,7 +26,7 @@ import time
 from confluent_kafka import Consumer
 
 import kmq
-from bench.common import save, stack
+from bench.common import PAYLOADS, save, stack
 from bench.shared_bytes import shared_amplification
 from kmq.protocol.placement import queue_partitions
 
@@ -189,7 +189,7 @@ def main() -> None:
     a.add_argument("--sample", type=int, default=3)
     a.add_argument("--dispatch", choices=("partition", "shared"), default="partition")
     a.add_argument("--lanes", type=int, default=0, help="deliveries topic partitions (shared; 0: default)")
-    a.add_argument("--payload", choices=("repeated", "random"), default="repeated",
+    a.add_argument("--payload", choices=PAYLOADS, default="repeated",
                    help="payload bytes (shared): one repeated byte, or random (what compression cannot shrink)")
     a.add_argument("--compression", default="",
                    help="KMQ_COMPRESSION of the SDK's and tracker's producers (shared; default: the profile's, none)")

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import time
 
 import kmq
-from bench.common import save, stack
+from bench.common import payloads, save, stack
 
 SIZES = (100, 1024)
 
@@ -26,9 +25,9 @@ SIZES = (100, 1024)
 def send_once(settings, codec: str, size: int, n: int, queue: str) -> dict:
     client = kmq.Client(settings=dataclasses.replace(settings, compression=codec))
     try:
-        payloads = [os.urandom(size) for _ in range(n)]
+        random_payloads = payloads("random", size, n)
         t0, cpu0 = time.perf_counter(), time.process_time()
-        client.send_batch(queue, payloads)
+        client.send_batch(queue, random_payloads)
         if client.flush(300):
             raise SystemExit(f"{codec}: records not written within 300 s")
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0

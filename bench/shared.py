@@ -35,7 +35,7 @@ from pathlib import Path
 import psutil
 
 import kmq
-from bench.common import median, save, stack
+from bench.common import PAYLOADS, median, payloads, save, stack
 from bench.shared_cpu import CpuSampler, cpu_s
 from kmq.dev.devstack import settings_env
 from kmq.dev.processes import terminate
@@ -223,8 +223,7 @@ def throughput(args) -> None:
                 client.configure_queue(queues["partition"], dispatch="partition")
                 wait_handover(client, queues["partition"])
                 for mode, q in queues.items():
-                    client.send_batch(q, [b"x" * size] * args.messages if args.payload != "random"
-                                      else [os.urandom(size) for _ in range(args.messages)])
+                    client.send_batch(q, payloads(args.payload, size, args.messages))
                 client.flush(300)
                 order = ["partition", "shared"] if run % 2 == 0 else ["shared", "partition"]
                 for mode in order:
@@ -298,7 +297,7 @@ def main() -> None:
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--sizes", default="100,1024")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--payload", choices=("repeated", "random"), default=None,
+    p.add_argument("--payload", choices=PAYLOADS, default=None,
                    help="payload bytes: one repeated byte (the default) or random, each message its own")
     p.add_argument("--compression", default="",
                    help="KMQ_COMPRESSION of the SDK's and tracker's producers (default: the profile's, none)")

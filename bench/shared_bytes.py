@@ -22,7 +22,6 @@ worker dispatching). Two measurements of one run:
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 import threading
@@ -31,7 +30,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 
 import kmq
-from bench.common import stack
+from bench.common import payloads, stack
 from kmq.kafka import profiles
 from kmq.protocol import deliveries as D
 from kmq.protocol import marker_codec
@@ -207,14 +206,11 @@ def shared_amplification(args) -> dict:
                **lanes) as (settings, _t, _b):
         client = kmq.Client(settings=settings)
         queues = [f"tenant{i:03d}" for i in range(args.queues)]
-        # Random: each message its own bytes (one payload repeated would compress across a batch).
-        payloads = (lambda: [b"x" * args.size] * 100) if args.payload == "repeated" else (
-            lambda: [os.urandom(args.size) for _ in range(100)])
         before = high_watermarks(settings)
         t0 = time.monotonic()
         for _ in range(args.per_queue // 100):  # interleaved, as concurrent producers would
             for q in queues:
-                client.send_batch(q, payloads())
+                client.send_batch(q, payloads(args.payload, args.size, 100))
         client.flush(300)
         sent = args.per_queue // 100 * 100 * len(queues)
         print(f"sent {sent} in {time.monotonic() - t0:.1f} s", flush=True)

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import psutil

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import resource
 import time
 
@@ -34,7 +33,7 @@ import psutil
 from confluent_kafka import Consumer, TopicPartition
 
 import kmq
-from bench.common import median, save, stack
+from bench.common import PAYLOADS, median, payloads, save, stack
 from kmq.protocol.placement import queue_partitions
 from kmq.stats.gc_clock import GcClock, set_young_threshold
 
@@ -139,8 +138,9 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=300_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="100,1024")
-    ap.add_argument("--payload", choices=("repeated", "random"), default="repeated",
-                    help="payload bytes: one repeated byte (compresses to almost nothing) or random")
+    ap.add_argument("--payload", choices=PAYLOADS, default="repeated",
+                    help="payload bytes: one repeated byte (compresses to almost nothing) or random, "
+                    "each message its own (before 2026-11-26: one random payload repeated)")
     ap.add_argument("--compression", default="", help="KMQ_COMPRESSION of the SDK's and tracker's producers "
                     "(default: the profile's)")
     ap.add_argument("--gc-threshold", type=int, default=0,
@@ -160,7 +160,6 @@ def main() -> None:
         used: set[int] = set()
         procs = [psutil.Process(tracker_proc.process.pid), psutil.Process(broker_proc.process.pid)]
         for size in sizes:
-            payload = b"x" * size if args.payload == "repeated" else os.urandom(size)
             rows: dict[str, list] = {k: [] for k in (
                 "plain_msgs_s", "kmq_msgs_s", "kmq_batch_ack_msgs_s", "ratio", "ratio_batch_ack",
                 "send_msgs_s", "plain_cpu_s_per_100k", "kmq_consumer_cpu_s_per_100k",
@@ -171,7 +170,7 @@ def main() -> None:
                           for w in ("plain", "kmq", "batch")}
                 t0 = time.perf_counter()
                 for q in queues.values():
-                    client.send_batch(q, [payload] * n)
+                    client.send_batch(q, payloads(args.payload, size, n))
                 client.flush(300)
                 rows["send_msgs_s"].append(3 * n / (time.perf_counter() - t0))
                 order = ["plain", "kmq", "batch"]
