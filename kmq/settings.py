@@ -25,9 +25,12 @@ from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
 
 PROFILES = ("embedded", "production")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")  # librdkafka compression.type values
-# lz4 measured faster than none and zstd (python -m bench.throughput --compression ..., 100k
-# messages x 3 runs, repeated and random payloads; kmq receive+ack medians at 1024 B: 633k/s vs
-# 316k/s repeated, 470k/s vs 278k/s random), on the embedded broker; embedded keeps none.
+# lz4 measured faster than none and zstd where payloads compress (python -m bench.throughput
+# --compression ..., 100k messages x 3 runs; kmq receive+ack medians at 1024 B: 633k/s vs 316k/s
+# repeated bytes, 470k/s vs 278k/s one random payload repeated), on the embedded broker. With
+# each message's own random bytes (2026-11-26, 6 runs each, 300k messages) it costs little:
+# receive+ack 310k/s lz4, 288k/s none, 226k/s zstd at 100 B; 161k, 181k, 177k at 1 KiB; sends
+# 146k, 150k, 121k/s at 100 B. Embedded keeps none.
 PROFILE_COMPRESSION = {"embedded": "none", "production": "lz4"}
 # KIP-62's max.poll.interval.ms default (seed 004): user code may hold a message this long.
 DEFAULT_MAX_PROCESSING_S = 300.0
@@ -174,7 +177,9 @@ class Settings:
     compression: str = _setting(
         "", "KMQ_COMPRESSION",
         "Compression of the SDK's and the tracker's librdkafka producers: none, gzip, snappy, lz4 "
-        "or zstd (empty: the profile's default; the tracker reads every codec)")
+        "or zstd (empty: the profile's default; the tracker reads every codec). zstd stores a "
+        "shared queue's 100-byte messages in 2.16-2.18x their payload against lz4's 2.31x, for "
+        "about 1.4x lz4's CPU in the sender (docs/shared-queues.md)")
     metrics_top_queues: int = _setting(
         100, "KMQ_METRICS_TOP_QUEUES",
         "Queues with their own label in /metrics per worker (the busiest); the rest are summed "
