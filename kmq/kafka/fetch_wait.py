@@ -33,7 +33,7 @@ Pure: time is passed in; ``kmq.kafka.patient_reader`` and ``app.fetch_wait`` app
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Hashable
+from typing import Hashable, NamedTuple
 
 from kmq.errors import ConfigError
 
@@ -43,6 +43,15 @@ MIN_RECORDS = 500   # ... and fewer records than this came ...
 MIN_BYTES = 1 << 20  # ... and fewer bytes (a backlog of big records is no crawl): it is raised
 KEEP_GAIN = 1.5     # a crawl's raise stands for good when the records a second grew this much
 TRIAL_LAPSE_STALLS = 4  # a trial its partition did not judge in this many stall_s stands
+
+
+class _Trial(NamedTuple):
+    """A crawl's raise on trial, judged by its partition's next window."""
+
+    partition: Hashable
+    wait_before_ms: int
+    rate_before: float  # records a second at the wait before
+    since_s: float
 
 
 @dataclass
@@ -58,8 +67,7 @@ class FetchWait:
     lowered: bool = False  # the last change took a raise back (for why())
     # partition -> (since, position then, bytes read then): the window it has been behind
     _behind_since: dict[Hashable, tuple[float, int, int]] = field(default_factory=dict, repr=False)
-    # a crawl's raise on trial: (partition, the wait before, records a second before, since)
-    _trial: tuple[Hashable, int, float, float] | None = field(default=None, repr=False)
+    _trial: _Trial | None = field(default=None, repr=False)  # a crawl's raise on trial
     _settled: bool = field(default=False, repr=False)  # crawls raise no more (a trial failed)
 
     def __post_init__(self) -> None:
@@ -107,12 +115,12 @@ class FetchWait:
             self._trial, self._settled = None, False
             return self._raise(now_s, partition, position, read_bytes, rate=0.0)
         rate = came / (now_s - since_s)
-        if self._trial is not None and self._trial[0] != partition:
-            if now_s - self._trial[3] < TRIAL_LAPSE_STALLS * self.stall_s:
+        if self._trial is not None and self._trial.partition != partition:
+            if now_s - self._trial.since_s < TRIAL_LAPSE_STALLS * self.stall_s:
                 return False  # another partition's trial is still being judged
             self._trial = None  # that partition is no longer read (or looked at): it stands
         if self._trial is not None:
-            _p, wait_before, rate_before, _since = self._trial
+            wait_before, rate_before = self._trial.wait_before_ms, self._trial.rate_before
             self._trial = None
             if rate < rate_before:  # the raise made it slower: take it back
                 self._settled, self.lowered, self.wait_ms = True, True, wait_before
@@ -128,7 +136,7 @@ class FetchWait:
     def _raise(self, now_s: float, partition: Hashable, position: int, read_bytes: int, *, rate: float) -> bool:
         if self.wait_ms >= self.max_wait_ms:
             return False
-        self._trial = (partition, self.wait_ms, rate, now_s)
+        self._trial = _Trial(partition, self.wait_ms, rate, now_s)
         self.wait_ms = min(self.max_wait_ms, self.wait_ms * 2)
         self.raises += 1
         self.lowered = False
@@ -157,7 +165,7 @@ class FetchWait:
 
     def _end_trial_of(self, partition: Hashable) -> None:
         """``partition``'s trial, if it has one, ends with the raise standing."""
-        if self._trial is not None and self._trial[0] == partition:
+        if self._trial is not None and self._trial.partition == partition:
             self._trial = None
 
     def forget_all(self) -> None:
