@@ -38,7 +38,9 @@ from pathlib import Path
 from typing import Callable
 
 import kmq
+from bench.chaos_deadlines import late_acks
 from bench.chaos_ledger import account, read_log
+from bench.chaos_trace import trace
 from bench.markers_diagnosis import diagnose
 from bench import tracker_status
 from bench.markers_dump import dump_markers
@@ -258,13 +260,39 @@ class Harness:
         (self.work / "events.json").write_text(json.dumps(self.events, indent=1))
         if not result["ok"]:  # what the markers say, to read the violation by
             result["markers_diagnosis"] = self._diagnose()
+            result["trace"] = self._trace(result)
             if self.groups:  # an ordered queue's groups, to read rule 4 by
                 (self.work / "groups.json").write_text(json.dumps(self.groups))
         return result
 
-    def _diagnose(self) -> dict:
+    def _acked_late(self) -> set[str]:
+        """Ids acked behind a TICK past their copy's deadline (bench/chaos_deadlines.py), from
+        a dump of the markers topic (kept as markers.jsonl)."""
         dump = self.work / "markers.jsonl"
-        dump_markers(self.s, dump)
+        dump_markers(self.s, dump, set(self.queues))
+        with dump.open() as f:
+            late = late_acks(json.loads(line) for line in f)
+        out = set()
+        for c in self.children:
+            log = read_log(c.log_path, c.ending)
+            out |= {i for i, (qp, offset) in log.acked_copy.items() if (c.queue, qp, offset) in late}
+        return out
+
+    def _trace(self, result: dict) -> dict:
+        """What happened to a few ids a rule names (bench/chaos_trace.py), from the logs and
+        the markers dump ``_acked_late`` wrote."""
+        acc = result["accounting"]
+        ids = {i for key in ("unexplained_after_ack_examples", "unexplained_duplicates_examples",
+                             "lost_examples", "reordered_examples") for i in acc.get(key, ())[:3]}
+        queue_of = {i: q for q, sent in self.sent.items() for i in sent}
+        logs = {c.name: c.log_path.read_text(errors="replace").splitlines()
+                for c in self.children if c.log_path.exists()}
+        with (self.work / "markers.jsonl").open() as f:
+            return trace(ids, queue_of, logs, (json.loads(line) for line in f),
+                         {c.name: c.ending for c in self.children})
+
+    def _diagnose(self) -> dict:
+        dump = self.work / "markers.jsonl"  # written by _acked_late
         resumes = [line for log in sorted(self.work.glob("tracker*.log"))
                    for line in log.read_text(errors="replace").splitlines() if "resuming at" in line]
         with dump.open() as f:
@@ -474,6 +502,7 @@ class Harness:
     def _account(self) -> dict:
         dead_at: dict[str, float] = {}
         dead = self._dead_letters(dead_at)
+        late = self._acked_late()
         groups = {f"{q}/{g}": ids for q in self.ordered for g, ids in self.groups[q].items()}
         if self._shared:  # consumers of a shared queue write no STARTs, in no transaction
             modes = {"ordered": list(self.ordered),
@@ -486,7 +515,7 @@ class Harness:
             if queues:
                 logs = [read_log(c.log_path, c.ending) for c in self.children if c.queue in queues]
                 by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead,
-                                        groups if mode == "ordered" else None, dead_at)
+                                        groups if mode == "ordered" else None, dead_at, late)
         violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
         # Transactional STARTs close the START/commit window, and a shared queue has none
         # (the dispatcher acquires before it delivers): nothing acked comes back at all.
@@ -495,7 +524,7 @@ class Harness:
             if acc is not None and acc.redelivered_after_durable_ack:
                 violations.append(f"{strict}: {acc.redelivered_after_durable_ack} delivered after a durable ack")
         logs = [read_log(c.log_path, c.ending) for c in self.children]
-        everything = account([i for ids in self.sent.values() for i in ids], logs, dead, groups, dead_at)
+        everything = account([i for ids in self.sent.values() for i in ids], logs, dead, groups, dead_at, late)
         total = everything.summary()
         queue_of = {i: q for q, ids in self.sent.items() for i in ids}
         total["lost_by_queue"] = {q: sum(1 for i in everything.lost if queue_of[i] == q) for q in self.queues}

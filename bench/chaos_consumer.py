@@ -77,7 +77,7 @@ def main() -> None:
             log.write(e="assigned", p=sorted(shares[0]), g=sorted(shares[1]))
         if not batch:
             continue
-        log.write(e="recv", m=[[m.id, m.delivery_count] for m in batch])
+        log.write(e="recv", m=[[m.id, m.delivery_count, m.partition, m.offset] for m in batch])
         if args.work_ms:
             stop.wait(args.work_ms / 1000)  # the work itself (a SIGTERM cuts it short)
         fates = [(m, fate(m.id, m.delivery_count, args.reject_pct, args.release_pct)) for m in batch]

@@ -3,8 +3,9 @@
 Each consumer process appends JSON lines to its own file (``bench/chaos_consumer.py``):
 
 - ``{"e": "start", "pid": P, "t": T}`` once;
-- ``{"e": "recv", "m": [[id, delivery_count], ...], "t": T}`` as soon as a batch is received,
-  before anything is done with it;
+- ``{"e": "recv", "m": [[id, delivery_count, partition, offset], ...], "t": T}`` as soon as
+  a batch is received, before anything is done with it (the queue offset says which copy:
+  ``bench.chaos_trace`` follows it through the markers);
 - ``{"e": "acking", "ids": [...], "rejecting": [...], "t": T}`` just before those ids are
   acked (and those rejected), before any of the batch's settlements is sent;
 - ``{"e": "settled", "acked": [...], "released": [...], "rejected": [...], "t": T}`` only
@@ -22,11 +23,14 @@ the dead letters it read back. The rules (docs/reliability.md):
    but died before logging that ``flush()`` returned; such an id never came back).
 2. **acked means gone**: a delivery logged after an id's durable ack is a violation,
    unless a process that was killed held that id unsettled (the plain START/commit
-   window: a re-fetch by the group and a redelivery by the tracker of one range).
+   window: a re-fetch by the group and a redelivery by the tracker of one range), or
+   the ack reached the markers log behind a TICK past its copy's deadline
+   (``acked_late``, from the markers dump: ``bench.chaos_deadlines``; the tracker
+   took the copy back first, as the visibility timeout says).
 3. **duplicates** are deliveries beyond the first that nobody asked for (a release
    asks): each must be explained by a kill (an earlier copy was unsettled in a
-   process that was killed or crashed) or a graceful stop (close() gave it back).
-   Unexplained duplicates are violations.
+   process that was killed or crashed), a graceful stop (close() gave it back) or
+   a late ack. Unexplained duplicates are violations.
 4. **reordered = 0** on ordered queues (docs/ordering.md): the first delivery of a
    group's message comes after every earlier message of its group was settled (see
    :func:`out_of_order`).
@@ -60,6 +64,9 @@ class ProcessLog:
     # again after releasing it; that second delivery is unsettled until settled again.
     received: Counter = field(default_factory=Counter)
     settles: Counter = field(default_factory=Counter)
+    # Which copy (queue partition, offset) of an id it acked: the one it received last.
+    acked_copy: dict[str, tuple[int, int]] = field(default_factory=dict)
+    last_copy: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def unsettled(self) -> set[str]:
         """Ids of which it held a delivery it had not durably settled when it ended."""
@@ -77,8 +84,9 @@ def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> Proce
         except ValueError:
             continue
         if ev.get("e") == "recv":
-            log.recv += [(ev["t"], i, c) for i, c in ev["m"]]
-            log.received.update(i for i, _c in ev["m"])
+            log.recv += [(ev["t"], m[0], m[1]) for m in ev["m"]]
+            log.received.update(m[0] for m in ev["m"])
+            log.last_copy.update((m[0], (m[2], m[3])) for m in ev["m"] if len(m) >= 4)
         elif ev.get("e") == "acking":
             log.acking.update(ev["ids"])
             for i in [*ev["ids"], *ev.get("rejecting", ())]:
@@ -86,6 +94,8 @@ def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> Proce
         elif ev.get("e") == "settled":
             for i in ev.get("acked", ()):
                 log.acked.setdefault(i, ev["t"])
+                if i in log.last_copy:
+                    log.acked_copy.setdefault(i, log.last_copy[i])
             log.released.update(ev.get("released", ()))
             log.rejected.update(ev.get("rejected", ()))
             for kind in ("acked", "released", "rejected"):
@@ -115,11 +125,14 @@ class Accounting:
     duplicates_after_kill: int
     duplicates_after_graceful_stop: int
     unexplained_duplicates: list[str]
-    redelivered_after_durable_ack: int  # all explained by a kill, or listed below
+    redelivered_after_durable_ack: int  # all explained by a kill, or listed below (late acks apart)
     unexplained_after_ack: list[str]
     max_deliveries_of_one_id: int
     unexpected_ids: list[str]
     reordered: list[str] = field(default_factory=list)  # ordered queues only (rule 4)
+    acked_late: int = 0  # ids acked behind a TICK past their copy's deadline (rule 2)
+    duplicates_after_late_ack: int = 0
+    redelivered_after_late_ack: int = 0  # not in redelivered_after_durable_ack
 
     @property
     def violations(self) -> list[str]:
@@ -155,12 +168,15 @@ class Accounting:
 
 def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str, str],
             groups: dict[str, list[str]] | None = None,
-            dead_lettered_s: dict[str, float] | None = None) -> Accounting:
+            dead_lettered_s: dict[str, float] | None = None,
+            acked_late: set[str] | None = None) -> Accounting:
     """Apply the module's rules; ``dead_letters`` maps id -> reason (read from the DLQ topic).
 
     ``groups`` (ordered queues: group -> its ids in send order) and ``dead_lettered_s``
-    (id -> when the tracker dead-lettered it, epoch seconds) add rule 4."""
+    (id -> when the tracker dead-lettered it, epoch seconds) add rule 4; ``acked_late``
+    (ids whose ack came behind a TICK past its copy's deadline) excuses rules 2 and 3."""
     sent = set(sent)
+    acked_late = acked_late or set()
     deliveries: dict[str, list[tuple[float, int, int]]] = defaultdict(list)  # id -> (t, log#, count)
     acked_at: dict[str, float] = {}
     attempted_ack: dict[str, set[int]] = defaultdict(set)  # id -> killed logs that sent its ack
@@ -188,9 +204,9 @@ def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str,
     in_transit = (never_back & sent) - set(acked_at) - set(dead_letters)
     lost = sorted(sent - set(acked_at) - set(dead_letters) - in_transit)
 
-    dup_kill = dup_stop = dup_other = requested = 0
+    dup_kill = dup_stop = dup_late = dup_other = requested = 0
     unexplained: list[str] = []
-    after_ack = 0
+    after_ack = after_late_ack = 0
     unexplained_after_ack: list[str] = []
     for i, ds in deliveries.items():
         ds.sort()
@@ -203,13 +219,17 @@ def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str,
                 dup_kill += rest
             elif i in held_at_stop:
                 dup_stop += rest
+            elif i in acked_late:
+                dup_late += rest
             else:
                 dup_other += rest
                 unexplained.append(i)
         t_ack = acked_at.get(i)
         if t_ack is not None:
             late = [d for d in ds if d[0] > t_ack]
-            if late:
+            if late and i in acked_late:
+                after_late_ack += len(late)
+            elif late:
                 after_ack += len(late)
                 if i not in held_at_kill:
                     unexplained_after_ack.append(i)
@@ -217,13 +237,15 @@ def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str,
         sent=len(sent), delivered=len(delivered & sent), acked=len(set(acked_at) & sent),
         dead_lettered=_count_by(dead_letters, sent), ack_in_transit=len(in_transit), lost=lost,
         deliveries=sum(len(d) for d in deliveries.values()), requested_redeliveries=requested,
-        duplicates=dup_kill + dup_stop + dup_other,
+        duplicates=dup_kill + dup_stop + dup_late + dup_other,
         duplicates_after_kill=dup_kill, duplicates_after_graceful_stop=dup_stop,
         unexplained_duplicates=sorted(unexplained), redelivered_after_durable_ack=after_ack,
         unexplained_after_ack=sorted(unexplained_after_ack),
         max_deliveries_of_one_id=max((len(d) for d in deliveries.values()), default=0),
         unexpected_ids=sorted(delivered - sent),
-        reordered=out_of_order(groups, logs, dead_lettered_s or {}) if groups else [])
+        reordered=out_of_order(groups, logs, dead_lettered_s or {}) if groups else [],
+        acked_late=len(acked_late & set(acked_at)), duplicates_after_late_ack=dup_late,
+        redelivered_after_late_ack=after_late_ack)
 
 
 def out_of_order(groups: dict[str, list[str]], logs: list[ProcessLog],

@@ -46,5 +46,7 @@ def run_chaos_in_ci(settings, cfg, artifacts, name: str) -> dict:
 
     result = run_chaos(settings, cfg, artifacts / name, say=print)
     (artifacts / f"{name}.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: result[k] for k in ("chaos", "drain", "accounting", "tracker_warnings")}, indent=1))
+    # A failed run's markers diagnosis and trace in full (an assertion message is cut short).
+    shown = ("chaos", "drain", "accounting", "tracker_warnings", "markers_diagnosis", "trace")
+    print(json.dumps({k: result[k] for k in shown if k in result}, indent=1))
     return result

@@ -44,6 +44,7 @@ def test_nothing_is_lost_under_kills_restarts_and_rebalances(make_settings, arti
     assert acc["unexplained_after_ack"] == 0, acc
     assert acc["unexplained_duplicates"] == 0, acc
     assert acc["unexpected_ids"] == 0, acc
-    assert acc["duplicates"] == acc["duplicates_after_kill"] + acc["duplicates_after_graceful_stop"]
+    assert acc["duplicates"] == (acc["duplicates_after_kill"] + acc["duplicates_after_graceful_stop"]
+                                 + acc["duplicates_after_late_ack"])
     assert result["by_mode"]["plain"]["sent"] == 5 * 720
     assert result["ok"] or (stranded and all(" lost, e.g." in v for v in acc["violations"])), acc["violations"]

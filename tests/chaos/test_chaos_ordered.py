@@ -36,7 +36,8 @@ def test_ordered_groups_keep_their_order_and_lose_nothing_under_consumer_kills(m
     assert result["by_mode"]["ordered"]["sent"] == 2 * 400
     assert acc["lost"] == 0, acc
     assert acc["reordered"] == 0, acc
-    why = {"accounting": acc, "tracker_warnings": result["tracker_warnings"]}
+    why = {"accounting": acc, "tracker_warnings": result["tracker_warnings"],
+           "markers": result.get("markers_diagnosis"), "trace": result.get("trace")}
     assert acc["redelivered_after_durable_ack"] == 0, why
     assert acc["unexplained_duplicates"] == 0, why
     assert acc["unexpected_ids"] == 0, acc

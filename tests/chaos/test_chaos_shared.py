@@ -34,11 +34,13 @@ def test_shared_queues_lose_nothing_under_unpaced_kills_restarts_joins_and_leave
     assert result["drain"]["stranded_queues"] == []
     assert acc["lost"] == 0, acc
     # A dispatcher writing after its successor began would show here (agents/dispatch/dispatcher.py).
+    # A late ack (behind a TICK past its copy's deadline) is excused: bench/chaos_deadlines.py.
     why = {"accounting": acc, "tracker_warnings": result["tracker_warnings"],
-           "markers": result.get("markers_diagnosis")}
+           "markers": result.get("markers_diagnosis"), "trace": result.get("trace")}
     assert acc["redelivered_after_durable_ack"] == 0, why
     assert acc["unexplained_duplicates"] == 0, why
     assert acc["unexpected_ids"] == 0, acc
-    assert acc["duplicates"] == acc["duplicates_after_kill"] + acc["duplicates_after_graceful_stop"]
+    assert acc["duplicates"] == (acc["duplicates_after_kill"] + acc["duplicates_after_graceful_stop"]
+                                 + acc["duplicates_after_late_ack"])
     assert result["by_mode"]["shared"]["sent"] == 4 * 600
     assert result["ok"], acc["violations"]
