@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kmq.protocol import entries as E
 from kmq.protocol.clock import PartitionClock
+from kmq.protocol.tick_proposals import TickProposals
 from kmq.protocol.gaps import Gaps
 from kmq.protocol.outcomes import SET_ASIDE, Outcome
 from kmq.stats.gauges import GaugedStore, QueueGauges
@@ -31,9 +32,7 @@ class OwnedPartition:
     state: PartitionState
     clock: PartitionClock = field(default_factory=PartitionClock)
     next_deadline_ms: int | None = 0  # 0: unknown yet, so the first tick goes out at once
-    tick_sent_ms: int = 0
-    tick_pending: bool = False
-    last_tick_ms: int = 0
+    ticks: TickProposals = field(default_factory=TickProposals)  # the timer's TICKs on their way
     malformed: int = 0
     tick_failures: int = 0  # TICKs whose redelivery raised (retried by the next TICK)
     counters: Counter = field(default_factory=Counter)  # (queue, what) -> messages

@@ -2,7 +2,8 @@
 
 A timer may not change tables (FAUST.md), so it only writes a TICK record to
 the partition; the markers agent decides when it reaches it. Idle partitions
-get a TICK every ``idle_tick_ms`` so their clock keeps moving.
+get a TICK every ``idle_tick_ms`` so their clock keeps moving. When to propose
+one, also while others are on their way: ``kmq.protocol.tick_proposals``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from app import app, settings
 from app.topics import markers_topic
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
-
-TICK_RETRY_MS = 5000  # a TICK lost in a rebalance is proposed again after this
 
 
 @app.timer(interval=settings.tick_interval_ms / 1000.0, name="propose_ticks")
@@ -29,10 +28,5 @@ async def propose_ticks() -> None:
     for p in actives:
         part = owned.get_or_create(p)
         now_ms = part.clock.now_ms()
-        if part.tick_pending and now_ms - part.tick_sent_ms < TICK_RETRY_MS:
-            continue
-        due = part.next_deadline_ms is not None and part.next_deadline_ms <= now_ms
-        if due or now_ms - part.last_tick_ms >= settings.idle_tick_ms:
-            part.tick_pending = True
-            part.tick_sent_ms = now_ms
+        if part.ticks.propose(now_ms, part.next_deadline_ms, settings.idle_tick_ms):
             await markers_topic.send(value=marker_codec.encode([M.Tick(now_ms)]), partition=p)

@@ -189,16 +189,15 @@ def _encoded_or_empty(marker: M.Marker) -> bytes:
 async def _tick(rt: TrackerRuntime, part, tick: M.Tick) -> None:
     """Redeliver what is due, then forget it (never the other way round).
 
-    What is due is taken at ``expiry.tick_time`` (a fresh TICK at the clock's
-    time, a replayed one at its own); what it becomes is ``expiry.plan``'s.
+    What is due is taken at ``expiry.tick_time`` (the TICK's own time, however
+    late it is read); what it becomes is ``expiry.plan``'s.
     """
     now_ms = part.clock.observe(tick.now_ms)
-    part.tick_pending = False
+    part.ticks.ran(now_ms)
     try:
         await rt.redeliverer.flush_set_aside()
     except DeliveryError as exc:
         log.warning("setting malformed markers aside: %s", exc)
-    part.last_tick_ms = now_ms
     due_at = expiry.tick_time(now_ms, tick.now_ms)
     started = time.perf_counter()
     due = part.state.due(due_at, settings.redeliver_batch_limit)

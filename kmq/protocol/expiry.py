@@ -3,8 +3,8 @@
 The state machine (:mod:`kmq.protocol.state`) says *what* is due; this module
 decides what each of it becomes, given what the tracker read back:
 
-- the time a TICK runs at (:func:`tick_time`: a fresh TICK takes the clock's
-  time, a replayed one its own);
+- the time a TICK runs at (:func:`tick_time`: its own, so the log's order
+  decides between an ack and a deadline);
 - which offsets of a START are tracked at all (:func:`admit_start`: none on a
   queue-topic partition that does not exist, none below a purge floor);
 - for each expired offset (:func:`plan`): its record found -> the queue's
@@ -34,7 +34,6 @@ from kmq.protocol.masks import mask_offsets
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol.state import Due, DueSend, Expiry
 
-FRESH_TICK_MS = 1000  # a TICK this recent was proposed by a live timer, not replayed
 # Backoff deadlines are rounded up to this share of the delay (and at least
 # BACKOFF_GRAIN_MS), so jittered deferrals of one range share a few groups.
 BACKOFF_GRAIN_MS = 100
@@ -44,14 +43,18 @@ QUEUE, DLQ = "queue", "dlq"  # which topic a write goes to
 
 
 def tick_time(clock_ms: int, tick_ms: int) -> int:
-    """The time a TICK proposed at ``tick_ms`` runs at, the partition clock reading ``clock_ms``.
+    """The time a TICK proposed at ``tick_ms`` runs at, the partition clock reading ``clock_ms``:
+    its own, however late it is read.
 
-    A fresh TICK takes the clock's time, so deadlines that passed while it
-    travelled are not left for the next one. A TICK from a backlog (replayed
-    after a crash or handover) keeps its own time: acks that came after it in
-    the log must not be outrun.
+    The log decides: a settlement that reaches the markers partition before the
+    first TICK stamped at or after its deadline wins, whether that TICK is read at
+    once, from a backlog after a crash or handover, or by a loaded worker. (Running
+    a TICK read within a second at the clock's later time let a TICK proposed just
+    before a deadline expire a message whose ack came right behind it in the log:
+    the ack lost to processing lag.) Deadlines that pass while a TICK travels are
+    the next one's: the timer proposes a TICK as soon as something is due.
     """
-    return clock_ms if clock_ms - tick_ms <= FRESH_TICK_MS else tick_ms
+    return min(clock_ms, tick_ms)
 
 
 def admit_start(start: Start | Acquire, queue_partitions: int,

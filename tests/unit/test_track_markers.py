@@ -13,6 +13,8 @@ from types import SimpleNamespace
 
 from agents import track_markers
 from agents.partitions import OwnedPartition, OwnedPartitions
+from agents.redeliver import Execution
+from kmq.protocol.clock import PartitionClock
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.outcomes import Outcome
@@ -85,3 +87,55 @@ def test_names_only_set_aside_markers_bring_add_no_queue_and_are_still_counted()
     stats = QueueStats(owned, SimpleNamespace(result=ScanResult()), lambda: None, 1)
     assert set(stats.queues()) == {"orders"}  # the admin's queue list held every ghost name
     assert not any(q.startswith("ghost-") for q, _ in part.rates.keys())
+
+
+class RecordingRedeliverer(FakeRedeliverer):
+    """Records what a TICK found due; writes nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.executed: list[list] = []
+
+    async def flush_set_aside(self) -> None:
+        pass
+
+    async def end_offsets(self, queues):
+        return {}
+
+    async def attempt_points(self, ranges):
+        return {r: (0, 0) for r in ranges}
+
+    async def execute(self, due, now_ms, sends, ranges):
+        self.executed.append(due)
+        return Execution()
+
+
+def test_an_ack_right_behind_a_tick_in_the_log_wins_however_late_the_tick_is_read():
+    """The log decides between an ack and a deadline: a TICK proposed before the deadline
+    expires nothing, even when a loaded worker reads it after the deadline; the ack that
+    follows it in the log is applied first. (Run at the clock's time when read within a
+    second, such a TICK redelivered the message, which then came again after its ack.)"""
+    mono = [0.0]
+    rt, part = _runtime(), _partition()
+    rt.redeliverer = RecordingRedeliverer()
+    part.clock = PartitionClock(start_ms=1_000_000, mono_s=lambda: mono[0])
+    part.state.apply(M.Start(R, 4000, R.full_mask), part.clock.now_ms())  # due at 1_004_000
+    mono[0] = 4.5  # the worker reads the TICK 500 ms after the deadline
+    _apply(rt, part, [M.Tick(1_003_500)], offset=1)
+    assert rt.redeliverer.executed == [] and part.state.next_deadline_ms() == 1_004_000
+    _apply(rt, part, [M.Ack(R, R.full_mask)], offset=2)
+    mono[0] = 5.0
+    _apply(rt, part, [M.Tick(1_005_000)], offset=3)
+    assert rt.redeliverer.executed == [] and part.state.next_deadline_ms() is None
+
+
+def test_a_tick_stamped_at_the_deadline_expires_what_is_due():
+    """The other side of the rule above: a TICK stamped past a deadline acts on it."""
+    mono = [0.0]
+    rt, part = _runtime(), _partition()
+    rt.redeliverer = RecordingRedeliverer()
+    part.clock = PartitionClock(start_ms=1_000_000, mono_s=lambda: mono[0])
+    part.state.apply(M.Start(R, 4000, R.full_mask), part.clock.now_ms())
+    mono[0] = 4.0
+    _apply(rt, part, [M.Tick(1_004_000)], offset=1)
+    assert len(rt.redeliverer.executed) == 1
