@@ -266,17 +266,19 @@ class Harness:
         return result
 
     def _acked_late(self) -> set[str]:
-        """Ids acked behind a TICK past their copy's deadline (bench/chaos_deadlines.py), from
-        a dump of the markers topic (kept as markers.jsonl)."""
+        """Ids whose first durable ack came behind a TICK past its copy's deadline
+        (bench/chaos_deadlines.py), from a dump of the markers topic (kept as markers.jsonl)."""
         dump = self.work / "markers.jsonl"
         dump_markers(self.s, dump, set(self.queues))
         with dump.open() as f:
             late = late_acks(json.loads(line) for line in f)
-        out = set()
+        first: dict[str, tuple[float, tuple[str, int, int]]] = {}  # id -> its earliest durable ack
         for c in self.children:
             log = read_log(c.log_path, c.ending)
-            out |= {i for i, (qp, offset) in log.acked_copy.items() if (c.queue, qp, offset) in late}
-        return out
+            for i, (qp, offset) in log.acked_copy.items():
+                if i not in first or log.acked[i] < first[i][0]:
+                    first[i] = (log.acked[i], (c.queue, qp, offset))
+        return {i for i, (_t, copy) in first.items() if copy in late}
 
     def _trace(self, result: dict) -> dict:
         """What happened to a few ids a rule names (bench/chaos_trace.py), from the logs and
