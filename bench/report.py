@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import before_after, send_codecs, worker_report
+from bench import before_after, lateness_ab, send_codecs, worker_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -120,7 +120,7 @@ def throughput_runs(results: dict[str, dict]) -> list[str]:
 
 
 def lateness(results: dict[str, dict]) -> list[str]:
-    rows = [(k, v) for k, v in results.items() if k.startswith("lateness")]
+    rows = [(k, v) for k, v in results.items() if k in ("lateness", "lateness-load")]
     if not rows:
         return []
     out = ["## Redelivery and delayed-delivery lateness", "",
@@ -536,7 +536,7 @@ def render(results: dict[str, dict]) -> str:
            "same run are the figures to trust, absolute rates move with the neighbours. The sections",
            "before the shared-queue ones measure partition-mode queues (`dispatch=\"partition\"`).", ""]
     # A named section renders its result file; an unnamed one gathers several files.
-    sections = [("throughput", throughput), (None, throughput_runs), (None, lateness), ("chaos", chaos), ("chaos_shared", chaos),
+    sections = [("throughput", throughput), (None, throughput_runs), (None, lateness), (None, lateness_ab.section), ("chaos", chaos), ("chaos_shared", chaos),
                 ("chaos_ordered", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),

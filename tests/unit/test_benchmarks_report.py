@@ -21,3 +21,18 @@ def test_a_run_with_random_payloads_or_compression_says_so():
     assert report._payload(report._options({"command": "python -m bench.shared throughput --runs 3"})) == ""
     assert report._payload({"payload": "random", "compression": "none"}) == " (random)"
     assert report._payload({"size": 100}) == ""  # runs saved before these options
+
+
+def test_a_lateness_change_shows_every_run_and_the_ratio_of_the_medians():
+    from bench import lateness_ab
+
+    def run(tree, p50):
+        return {"tree": tree, "redelivery": {"p50_ms": p50, "p99_ms": 40, "max_ms": 50},
+                "delayed": {"p50_ms": 10, "p99_ms": 40, "max_ms": 50}}
+    r = {"command": "python -m bench.lateness_ab --name x", "machine": "m", "when": "w", "load": False,
+         "baseline": "old", "change": "new",
+         "runs": [run("baseline", 20), run("change", 30), run("baseline", 24), run("change", 36),
+                  run("baseline", 22), run("change", 33)]}
+    page = "\n".join(lateness_ab.section({"lateness_ab-x": r}))
+    assert "| redelivery p50 | 22 (20, 24, 22) | 33 (30, 36, 33) | **1.50** |" in page
+    assert "| delayed p99 | 40 (40, 40, 40) | 40 (40, 40, 40) | **1.00** |" in page
