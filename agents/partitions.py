@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from kmq.protocol import entries as E
 from kmq.protocol.clock import PartitionClock
-from kmq.protocol.tick_proposals import TickProposals
 from kmq.protocol.gaps import Gaps
 from kmq.protocol.outcomes import SET_ASIDE, Outcome
+from kmq.protocol.tick_proposals import TickProposals
 from kmq.stats.gauges import GaugedStore, QueueGauges
 from kmq.stats.rates import RateWindow
 from kmq.protocol.state import PartitionState
