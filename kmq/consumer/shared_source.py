@@ -40,6 +40,7 @@ from kmq.errors import DeliveryError
 from kmq.kafka import profiles
 from kmq.kafka.patient_reader import PatientReader
 from kmq.consumer.marker_writer import RetryTransaction
+from kmq.consumer.receipts import Receipts
 from kmq.consumer import read_ahead, referred
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
@@ -75,8 +76,7 @@ class SharedSource:
         self._header_key = D.header_key(self.consumer_id)
         self._topic = s.deliveries_topic
         self.lane = random.randrange(lanes)
-        self._epoch = 0
-        self._seq = 0
+        self._receipts = Receipts()  # what a CREDIT may say was received (lock held)
         self._last_free = -1
         self._freed = 0  # messages settled since the last CREDIT
         self._last_credit_s = 0.0
@@ -121,7 +121,8 @@ class SharedSource:
         self._freed = 0
         self._last_free = free
         self._last_credit_s = now_s
-        return [M.Credit(c.queue, self.consumer_id, self.lane, self._epoch, self._seq, free,
+        epoch, seq = self._receipts.claim()
+        return [M.Credit(c.queue, self.consumer_id, self.lane, epoch, seq, free,
                          0 if self._leaving else LEASE_MS, c._timeout_ms)]
 
     def starving(self) -> bool:
@@ -190,7 +191,8 @@ class SharedSource:
                     continue
                 if d.range.queue != c.queue:
                     continue
-                self._epoch, self._seq = d.epoch, d.seq
+                with c._lock:  # a CREDIT claims it only once its messages are held
+                    self._receipts.header(d.epoch, d.seq)
                 if d.kind == D.REFERENCE:
                     self._refs.append(d)
                     continue
@@ -235,13 +237,22 @@ class SharedSource:
         return fresh
 
     def _hold_ref(self, d: D.Delivery) -> int:
-        r, got = d.range, self._ref_got
+        """Hold a referred range's records that are ours, at most the free room (the rest
+        is given back at once, uncounted, as in :meth:`_hold`); return how many."""
+        c, r, got = self._c, d.range, self._ref_got
         self._ref_got = []
         keep, rels = referred.ours(got, r, d.mask, self._key_of_queue)
+        with c._lock:
+            room = max(0, c.max_in_flight - c._in_flight)
+            if len(keep) > room:
+                c._writer.send([M.Release(r, rels_mask(list(rels[room:]), r.length), 0, counted=False)], [],
+                               on_confirmed=_nothing)
+                keep, rels = keep[:room], rels[:room]
+            if keep:
+                c._hold(r, keep, rels)
+            self._receipts.held(d.epoch, d.seq)
         if not keep:
             return 0
-        with self._c._lock:
-            self._c._hold(r, keep, rels)
         self._received(len(keep))
         return len(keep)
 
@@ -295,6 +306,8 @@ class SharedSource:
         d, copies = self._pending, self._copies
         self._pending, self._copies = None, []
         if not copies:
+            with c._lock:
+                self._receipts.held(d.epoch, d.seq)
             return 0
         r = d.range
         rels = _rels(d.mask)[:len(copies)]
@@ -312,6 +325,7 @@ class SharedSource:
             if keep:
                 c._hold(r, copies[purged:purged + len(keep)], keep)
                 self._received(len(keep))
+            self._receipts.held(d.epoch, d.seq)
             if markers:
                 c._writer.send(markers, [], on_confirmed=_nothing)
         return len(keep)
@@ -348,7 +362,7 @@ class SharedSource:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             f = self._farewell
-            if f is not None and self._pending is None and not self._refs and (f.seq == 0 or self._seq >= f.seq):
+            if f is not None and self._pending is None and not self._refs and (f.seq == 0 or self._receipts.read[1] >= f.seq):
                 return
             self.fetch(0, min(0.1, max(0.0, deadline - time.monotonic())))
         log.info("queue %s: no farewell from the dispatcher within %g s", c.queue, timeout_s)
