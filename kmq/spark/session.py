@@ -34,7 +34,11 @@ def local_session(master: str = "local[2]", app_name: str = "kmq-spark",
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "8")
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC")
+               # A Python worker that dies (one planning a kmq read did, once in CI: "exited
+               # unexpectedly (crashed)", no traceback) then says where, in the error.
+               .config("spark.python.worker.faulthandler.enabled", "true")
+               .config("spark.sql.execution.pyspark.udf.faulthandler.enabled", "true"))
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
