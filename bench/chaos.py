@@ -39,7 +39,7 @@ from typing import Callable
 
 import kmq
 from bench.chaos_deadlines import late_acks
-from bench.chaos_ledger import account, read_log
+from bench.chaos_ledger import ProcessLog, account, read_log
 from bench.chaos_trace import trace
 from bench.markers_diagnosis import diagnose
 from bench import tracker_status
@@ -265,7 +265,7 @@ class Harness:
                 (self.work / "groups.json").write_text(json.dumps(self.groups))
         return result
 
-    def _acked_late(self) -> set[str]:
+    def _acked_late(self, parsed: dict[str, ProcessLog]) -> set[str]:
         """Ids whose first durable ack came behind a TICK past its copy's deadline
         (bench/chaos_deadlines.py), from a dump of the markers topic (kept as markers.jsonl)."""
         dump = self.work / "markers.jsonl"
@@ -274,7 +274,7 @@ class Harness:
             late = late_acks(json.loads(line) for line in f)
         first: dict[str, tuple[float, tuple[str, int, int]]] = {}  # id -> its earliest durable ack
         for c in self.children:
-            log = read_log(c.log_path, c.ending)
+            log = parsed[c.name]
             for i, (qp, offset) in log.acked_copy.items():
                 if i not in first or log.acked[i] < first[i][0]:
                     first[i] = (log.acked[i], (c.queue, qp, offset))
@@ -504,7 +504,8 @@ class Harness:
     def _account(self) -> dict:
         dead_at: dict[str, float] = {}
         dead = self._dead_letters(dead_at)
-        late = self._acked_late()
+        parsed = {c.name: read_log(c.log_path, c.ending) for c in self.children}  # each log once
+        late = self._acked_late(parsed)
         groups = {f"{q}/{g}": ids for q in self.ordered for g, ids in self.groups[q].items()}
         if self._shared:  # consumers of a shared queue write no STARTs, in no transaction
             modes = {"ordered": list(self.ordered),
@@ -515,7 +516,7 @@ class Harness:
         by_mode = {}
         for mode, queues in modes.items():
             if queues:
-                logs = [read_log(c.log_path, c.ending) for c in self.children if c.queue in queues]
+                logs = [parsed[c.name] for c in self.children if c.queue in queues]
                 by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead,
                                         groups if mode == "ordered" else None, dead_at, late)
         violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
@@ -525,7 +526,7 @@ class Harness:
             acc = by_mode.get(strict)
             if acc is not None and acc.redelivered_after_durable_ack:
                 violations.append(f"{strict}: {acc.redelivered_after_durable_ack} delivered after a durable ack")
-        logs = [read_log(c.log_path, c.ending) for c in self.children]
+        logs = list(parsed.values())
         everything = account([i for ids in self.sent.values() for i in ids], logs, dead, groups, dead_at, late)
         total = everything.summary()
         queue_of = {i: q for q, ids in self.sent.items() for i in ids}
