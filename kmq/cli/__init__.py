@@ -2,7 +2,7 @@
 
 ``kmq dev`` is the README's main job: embedded broker + tracker worker +
 web view + a demo workload; Ctrl-C stops everything it started.
-``kmq send | receive | stats | dlq`` (kmq/cli/ops.py) and ``kmq bench``
+``kmq send | receive | stats | dlq`` (kmq/cli/ops.py), ``kmq queue`` (kmq/cli/queues.py) and ``kmq bench``
 (kmq/dev/bench.py) are the everyday tools; ``kmq spark`` the report jobs.
 """
 
@@ -139,11 +139,12 @@ def _port_free(port: int) -> bool:
             return False
 
 
-# `kmq send | receive | stats | dlq | bench` (rich is imported when they print).
+# `kmq send | receive | stats | dlq | queue | bench` (rich is imported when they print).
 from kmq.dev.bench import bench as _bench  # noqa: E402
 from kmq.cli.ops import COMMANDS as _ops  # noqa: E402
+from kmq.cli.queues import COMMANDS as _queues  # noqa: E402
 from kmq.cli.worker import worker as _worker  # noqa: E402
-for _command in (*_ops, _bench, _worker):
+for _command in (*_ops, *_queues, _bench, _worker):
     main.add_command(_command)
 
 # `kmq spark ...` (click only here; pyspark is imported when a job runs).

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_command_has_help():
     runner = CliRunner()
     for args in (["send", "--help"], ["receive", "--help"], ["stats", "--help"], ["dlq", "--help"],
-                 ["dlq", "list", "--help"], ["dlq", "redrive", "--help"], ["dlq", "purge", "--help"]):
+                 ["dlq", "list", "--help"], ["dlq", "redrive", "--help"], ["dlq", "purge", "--help"],
+                 ["queue", "--help"], ["queue", "show", "--help"], ["queue", "set", "--help"],
+                 ["queue", "purge", "--help"]):
         out = runner.invoke(main, args)
         assert out.exit_code == 0, (args, out.output)
         assert "Usage: " in out.output
