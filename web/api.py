@@ -63,7 +63,9 @@ scanner = QueueScanner(
         stats.owner_part(q)),
     config=lambda q: stats.config(q),
     refresh_s=settings.stats_refresh_ms / 1000, scan_limit=settings.stats_scan_limit)
-stats = QueueStats(runtime().owned, scanner, _configs, settings.markers_partitions)
+stats = QueueStats(runtime().owned, scanner, _configs, settings.markers_partitions,
+                   consumers=lambda: runtime().dispatcher.snapshot()["consumers"],
+                   default_dispatch=settings.dispatch)
 _state = {"routes_warm": False, "configs": False}
 
 

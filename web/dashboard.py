@@ -63,7 +63,7 @@ svg{background:#fff;border-radius:6px}
 <script>
 "use strict";
 const COLS=[["queue","queue"],["tenant","tenant"],["depth","depth"],["in_flight","in flight"],
- ["scheduled","scheduled"],["dead_letters","dead letters"],["oldest_in_flight_age_s","oldest (s)"],
+ ["scheduled","scheduled"],["dead_letters","dead letters"],["oldest_in_flight_age_s","oldest (s)"],["consumers","consumers"],
  ["sent_per_min","sent/min"],["received_per_min","received/min"],["acked_per_min","acked/min"],
  ["redelivered_per_min","redelivered/min"],["dead_lettered_per_min","dead-lettered/min"]];
 const SERIES=[["sent","#6b7a99"],["acked","#1b8a3a"],["redelivered","#d98400"],["dead_lettered","#c0182b"]];
@@ -117,7 +117,7 @@ async function loadQueue(name){
  const d=await api("/kmq/api/queues/"+encodeURIComponent(name));
  el("detail").hidden=false;el("qname").textContent=d.queue;el("where").textContent="/ "+d.queue;
  cards(el("qcards"),[["depth",d.depth_exact===false?"\u2265"+d.depth:d.depth,"depth"],["in flight",d.in_flight,"in_flight"],
-  ["scheduled",d.scheduled,"scheduled"],["dead letters",d.dead_letters,"dead_letters"],["oldest in flight",fmtAge(d.oldest_in_flight_age_s)],
+  ["scheduled",d.scheduled,"scheduled"],["dead letters",d.dead_letters,"dead_letters"],["oldest in flight",fmtAge(d.oldest_in_flight_age_s)],...(d.consumers==null?[]:[["consumers",d.consumers,"consumers"]]),
   ["acked/min",d.acked_per_min,"acked_per_min"],["redelivered/min",d.redelivered_per_min],["dead-lettered/min",d.dead_lettered_per_min],
   ...(d.groups?[["groups waiting",d.groups.waiting,"groups_waiting"],["groups in flight",d.groups.in_flight,"groups_in_flight"],["oldest group head",fmtAge(d.groups.oldest_head_age_s)]]:[])]);
  chart(el("qchart"),d.history);

@@ -33,6 +33,7 @@ GAUGES = {
     "in_flight": "Messages delivered and not yet acked, redelivered or dead-lettered",
     "scheduled": "Delayed sends held by the tracker until due",
     "dead_letters": "Dead letters of the queue on the dead-letter topic (not redriven or purged)",
+    "consumers": "Live consumers of a shared queue (asking its dispatcher for work; 0 in partition mode)",
 }
 
 

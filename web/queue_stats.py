@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from agents.partitions import OwnedPartition, OwnedPartitions
@@ -37,7 +37,7 @@ RATE_EVENTS = {
     "dead_lettered": (Outcome.DEAD_LETTERED,),
 }
 EVENT_FIELD = {ev: name for name, evs in RATE_EVENTS.items() for ev in evs}
-SORT_FIELDS = ("queue", "depth", "in_flight", "scheduled", "dead_letters", "oldest_in_flight_age_s",
+SORT_FIELDS = ("queue", "depth", "in_flight", "scheduled", "dead_letters", "oldest_in_flight_age_s", "consumers",
                *(f"{name}_per_min" for name in RATE_EVENTS))
 MINUTE_S = 60.0
 _NO_COUNTS: Counter = Counter()
@@ -64,6 +64,9 @@ class QueueStats:
     scanner: QueueScanner
     configs: Callable[[], QueueConfigs | None]
     markers_partitions: int
+    # Live consumers per shared queue, as this worker's dispatcher knows them (its rosters).
+    consumers: Callable[[], dict[str, int]] = field(default=dict)
+    default_dispatch: str = "shared"  # KMQ_DISPATCH: the mode of queues that set none
 
     def config(self, queue: str) -> QueueConfig:
         c = self.configs()
@@ -104,6 +107,7 @@ class QueueStats:
         """One summary row per queue the caller may see."""
         now_s = time.time() if now_s is None else now_s
         sent = self.scanner.sent_window(MINUTE_S, now_s)
+        consumers = self.consumers()
         windows: dict[int, Counter] = {}
         rows = []
         for q, part in self.queues().items():
@@ -113,7 +117,7 @@ class QueueStats:
             w = windows.get(part.partition)
             if w is None:
                 w = windows[part.partition] = _per_queue(part.rates.window(MINUTE_S, now_s))
-            rows.append(self._row(q, part, cfg, w, sent, now_s))
+            rows.append(self._row(q, part, cfg, w, sent, now_s, consumers))
         return rows
 
     def row(self, queue: str, now_s: float) -> dict[str, Any] | None:
@@ -129,10 +133,10 @@ class QueueStats:
             return None
         return self._row(queue, part, self.config(queue),
                          _per_queue(part.rates.window(MINUTE_S, now_s)),
-                         self.scanner.sent_window(MINUTE_S, now_s), now_s)
+                         self.scanner.sent_window(MINUTE_S, now_s), now_s, self.consumers())
 
     def _row(self, q: str, part: OwnedPartition, cfg: QueueConfig, window: dict[str, Counter],
-             sent: Counter, now_s: float) -> dict[str, Any]:
+             sent: Counter, now_s: float, consumers: dict[str, int]) -> dict[str, Any]:
         g = part.gauges
         depth = self.scanner.result.depth.get(q)
         oldest = g.oldest_started_ms(q)
@@ -144,6 +148,9 @@ class QueueStats:
             "dead_letters": self.scanner.result.dead_letters.get(q, 0),
             "oldest_in_flight_age_s": (None if oldest is None
                                        else round(max(0.0, now_s - oldest / 1000), 3)),
+            # Consumers asking the dispatcher for work (a lease renewed within 5 s); a
+            # partition-mode queue's consumers are a Kafka group the tracker does not track.
+            "consumers": consumers.get(q, 0) if (cfg.dispatch or self.default_dispatch) == "shared" else None,
         }
         counts = window.get(q, _NO_COUNTS)
         for name in RATE_EVENTS:

@@ -20,7 +20,8 @@ import pytest
 
 import kmq
 from kmq.dev.devstack import TrackerProcess, settings_env
-from tests.conftest import wait_for
+from tests.conftest import partition_mode, wait_for
+from tests.integration.views import queue_detail
 
 HELPER = Path(__file__).parent / "helpers" / "consume_then_hang.py"
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +79,25 @@ def test_more_consumers_than_partitions_all_get_work_none_more_than_it_asked(cli
     assert set(got) == set(ids) and max(got.values()) == 1, "lost or duplicated"
     assert all(w.got for w in workers), f"an idle consumer: {[len(w.got) for w in workers]}"
     assert max(w.most_held for w in workers) <= 5, "a consumer held more than it asked for"
+
+
+def test_the_queue_view_counts_live_consumers(client, queue, tracker):
+    shared(client, queue)
+
+    def consumers() -> int | None:
+        return (queue_detail(tracker, queue) or {}).get("consumers", -1)
+
+    opened = [client.consumer(queue) for _ in range(3)]
+    try:
+        wait_for(lambda: consumers() == 3, 60, what="three consumers in the queue's view")
+        opened.pop().close()  # a consumer that leaves says so: gone at once, not after its lease
+        wait_for(lambda: consumers() == 2, 30, what="two consumers after one closed")
+    finally:
+        for c in opened:
+            c.close()
+    wait_for(lambda: consumers() == 0, 30, what="no consumers")
+    partition_mode(client, queue)  # a Kafka group's members: not the tracker's to count
+    wait_for(lambda: consumers() is None, 30, what="no count in partition mode")
 
 
 def test_a_dead_consumers_messages_come_back_to_the_others(client, queue, shared_settings):
