@@ -449,6 +449,19 @@ def shared_idle(r: dict) -> list[str]:
     return out + [""]
 
 
+def shared_ref_idle(r: dict) -> list[str]:
+    v = r["results"]
+    out = ["## Shared queues: an idle consumer after references", "",
+           "Broker CPU cores while one shared consumer waits on an empty queue, before and after it",
+           "drained a backlog whose ranges came by reference (read from the queue topic by a reader",
+           f"of its own); median added: **{v['added_cores_median']:.3f}** cores. " + _source(r), "",
+           "| round | idle before | idle after | by reference | reader still assigned |", "|---|---|---|---|---|"]
+    for row in v["rounds"]:
+        out.append(f"| {row['round']} | {row['idle_before_cores']:.3f} | {row['idle_after_cores']:.3f} | "
+                   f"{row['by_reference']} | {row['reader_assigned_after']} |")
+    return out + [""]
+
+
 def broker_fetch(r: dict) -> list[str]:
     out = ["## The embedded broker: how fast one reader gets a partition", "",
            f"{r['records']:,} records of {r['size']} B (queue key, `kmq.id` header) on one partition, read",
@@ -541,7 +554,8 @@ def render(results: dict[str, dict]) -> str:
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
-                (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)), ("broker_fetch", broker_fetch),
+                (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)),
+                (None, every_run("shared_ref_idle", shared_ref_idle)), ("broker_fetch", broker_fetch),
                 ("broker_batches", broker_batches), (None, shared_bytes), (None, send_codecs.section), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:

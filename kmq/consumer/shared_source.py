@@ -53,6 +53,9 @@ log = logging.getLogger("kmq.consumer")
 
 HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
 LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
+# A reference reader with no range to read this long stops fetching (unassigned): left
+# assigned at a queue partition's end it asked the broker every fetch wait, for nothing.
+REF_IDLE_S = 1.0
 
 
 class SharedSource:
@@ -88,6 +91,8 @@ class SharedSource:
         self._ref_carry: list = []  # records read past a reference, for the next one
         self._ref_since = 0.0
         self._ref_kc: PatientReader | None = None
+        self._ref_assigned = False
+        self._ref_done_at = 0.0  # when the last referred range was held (monotonic s)
         self._leaving = False
         self._farewell: D.Farewell | None = None
         self._config = config
@@ -161,6 +166,9 @@ class SharedSource:
         fresh = self._read_lane(0.0 if self._refs else timeout_s)
         if self._refs:
             fresh += self._read_refs(timeout_s)
+        elif self._ref_assigned and time.monotonic() - self._ref_done_at >= REF_IDLE_S:
+            self._ref_reader().unassign()  # the next reference assigns it where it starts
+            self._ref_assigned, self._ref_at, self._ref_carry = False, None, []
         return fresh
 
     def _read_lane(self, timeout_s: float) -> int:
@@ -234,6 +242,7 @@ class SharedSource:
             self._ref_carry = leftover
             self._ref_at = (r.partition, r.end) if complete else None
             self._ref_since = 0.0
+            self._ref_done_at = time.monotonic()
         return fresh
 
     def _hold_ref(self, d: D.Delivery) -> int:
@@ -259,6 +268,7 @@ class SharedSource:
     def _point_refs(self, partition: int, offset: int) -> None:
         """Make the reference reader return ``partition`` from ``offset`` on."""
         self._ref_reader().assign([TopicPartition(self._c._settings.queue_topic, partition, offset)])
+        self._ref_assigned = True
         self._ref_at = (partition, offset)
         self._ref_carry = []
 
@@ -266,7 +276,8 @@ class SharedSource:
         if self._ref_kc is None:
             s = self._c._settings
             self._ref_kc = PatientReader({
-                **profiles.reader_config(s, f"{s.group_id(self._c.queue)}.refs", fetch_wait_ms=10, eof=False),
+                **profiles.reader_config(s, f"{s.group_id(self._c.queue)}.refs",
+                                         fetch_wait_ms=profiles.reference_fetch_wait_ms(s), eof=False),
                 "isolation.level": "read_committed",
                 # A referred range is read, then the reader seeks to the next: little read-ahead.
                 "max.partition.fetch.bytes": D.REFERENCE_READ_AHEAD_BYTES,

@@ -159,6 +159,17 @@ def lane_fetch_wait_ms(s: Settings) -> int:
     return 50 if s.embedded else 500
 
 
+def reference_fetch_wait_ms(s: Settings) -> int:
+    """How long a shared consumer's reference reader waits per fetch of a queue partition.
+
+    A referred range is in the log before the consumer hears of it, so on Apache Kafka a
+    fetch of it is answered at once and the wait only paces fetches at the partition's end
+    (at 10 ms, a hundred empty fetches a second per consumer); the embedded broker answers
+    only when the wait is over, so there it is the reader's latency floor.
+    """
+    return 10 if s.embedded else 500
+
+
 def dispatcher_fetch_wait_ms(s: Settings) -> int:
     """How long the tracker's dispatcher waits per fetch of a queue partition (as above)."""
     return 10 if s.embedded else 100

@@ -191,3 +191,31 @@ def test_a_tracker_killed_mid_run_loses_nothing_it_handed_out(make_client, make_
     assert [w.error for w in workers] == [None] * 3
     got = Counter(i for w in workers for i in w.got)
     assert set(got) == set(ids), "a message was lost"
+
+
+def test_a_reference_reader_stops_fetching_once_its_consumer_idles(make_client, make_settings, artifacts, queue):
+    # A deployment of its own: the queue alone on its partition, so its ranges go by reference.
+    settings = make_settings()
+    t = TrackerProcess(settings, artifacts / "tracker-shared-ref-idle.log").start(timeout_s=120)
+    try:
+        client = make_client(settings)
+        shared(client, queue)
+        client.send_batch(queue, [b"x" * 100] * 5000)
+        client.flush()
+        with client.consumer(queue, max_in_flight=5000, batch_size=5000) as c:
+            got = []
+
+            def drain() -> bool:
+                batch = c.receive_batch(5000, 0.2)
+                batch.ack()
+                got.extend(m.id for m in batch)
+                return len(got) >= 5000
+            wait_for(drain, 60, what="5,000 messages")
+            refs = c._source._ref_kc  # the reader of referred ranges: made by the first one
+            assert refs is not None, "no range came by reference"
+            # Left assigned at the partition's end it would fetch every fetch wait, for nothing.
+            wait_for(lambda: not c.receive_batch(10, 0.1) and not refs.assignment(), 15,
+                     what="the idle reference reader unassigned")
+        assert len(set(got)) == 5000
+    finally:
+        t.stop()

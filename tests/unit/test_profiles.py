@@ -77,6 +77,14 @@ def test_the_embedded_profile_only_shortens_group_timeouts():
     assert prod == emb, "durability is the same on the dev broker"
 
 
+def test_readers_wait_long_on_kafka_and_short_on_the_embedded_broker():
+    # Apache Kafka answers a fetch as soon as records are there: a long wait costs no latency
+    # and spares empty fetches; the embedded broker answers only when the wait is over.
+    for wait in (profiles.lane_fetch_wait_ms, profiles.reference_fetch_wait_ms, profiles.dispatcher_fetch_wait_ms):
+        assert wait(production()) >= 100 and wait(embedded()) <= 50, wait.__name__
+    assert profiles.reference_fetch_wait_ms(production()) == 500
+
+
 def test_kmq_compression_sets_every_producers_codec_and_refuses_unknown_ones():
     assert profiles.producer_config(embedded(KMQ_COMPRESSION="zstd"))["compression.type"] == "zstd"
     assert profiles.producer_config(production(KMQ_COMPRESSION="none"))["compression.type"] == "none"
