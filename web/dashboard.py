@@ -63,9 +63,9 @@ svg{background:#fff;border-radius:6px}
 <script>
 "use strict";
 const COLS=[["queue","queue"],["tenant","tenant"],["depth","depth"],["in_flight","in flight"],
- ["scheduled","scheduled"],["dead_letters","dead letters"],["oldest_in_flight_age_s","oldest (s)"],["consumers","consumers"],
+ ["scheduled","scheduled"],["dead_letters","dead letters"],["oldest_in_flight_age_s","oldest (s)"],
  ["sent_per_min","sent/min"],["received_per_min","received/min"],["acked_per_min","acked/min"],
- ["redelivered_per_min","redelivered/min"],["dead_lettered_per_min","dead-lettered/min"]];
+ ["redelivered_per_min","redelivered/min"],["dead_lettered_per_min","dead-lettered/min"],["consumers","consumers"]];
 const SERIES=[["sent","#6b7a99"],["acked","#1b8a3a"],["redelivered","#d98400"],["dead_lettered","#c0182b"]];
 const view={sort:"queue",order:"asc",offset:0,limit:50,prefix:""};
 const m=location.hash.match(/token=([^&]+)/);

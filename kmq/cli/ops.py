@@ -27,9 +27,10 @@ from kmq.settings import Settings
 
 STATS_COLUMNS = (("queue", "queue"), ("depth", "depth"), ("in_flight", "in flight"),
                  ("scheduled", "scheduled"), ("dead_letters", "dead letters"),
-                 ("oldest_in_flight_age_s", "oldest s"), ("consumers", "consumers"), ("sent_per_min", "sent/min"),
+                 ("oldest_in_flight_age_s", "oldest s"), ("sent_per_min", "sent/min"),
                  ("received_per_min", "recv/min"), ("acked_per_min", "acked/min"),
-                 ("redelivered_per_min", "redeliv/min"), ("dead_lettered_per_min", "dlq/min"))
+                 ("redelivered_per_min", "redeliv/min"), ("dead_lettered_per_min", "dlq/min"),
+                 ("consumers", "consumers"))
 
 
 def console(stderr: bool = False) -> Any:
