@@ -167,7 +167,7 @@ class SharedSource:
         if self._refs:
             fresh += self._read_refs(timeout_s)
         elif self._ref_assigned and time.monotonic() - self._ref_done_at >= REF_IDLE_S:
-            self._ref_reader().unassign()  # the next reference assigns it where it starts
+            self._ref_kc.unassign()  # the next reference assigns it where it starts
             self._ref_assigned, self._ref_at, self._ref_carry = False, None, []
         return fresh
 
