@@ -15,3 +15,7 @@ async def create_topics(self) -> None:
                         (t.dlq, settings.dlq_partitions), (t.queues, settings.queues_partitions)):
         state = "created" if name in created else "exists"
         self.say(f"{name}: {parts} partitions ({state})")
+    lanes = settings.lane_layout
+    state = "created" if set(lanes.names()) <= set(created) else "exists"
+    self.say(f"{', '.join(lanes.names()[:2])}{', ...' if lanes.topics > 2 else ''}: {lanes.topics} "
+             f"deliveries topics of {lanes.per_topic} partitions, {lanes.count} lanes ({state})")

@@ -189,6 +189,7 @@ def main() -> None:
     a.add_argument("--sample", type=int, default=3)
     a.add_argument("--dispatch", choices=("partition", "shared"), default="partition")
     a.add_argument("--lanes", type=int, default=0, help="deliveries topic partitions (shared; 0: default)")
+    a.add_argument("--name", default="", help="shared: save with -NAME added (another code's run)")
     a.add_argument("--payload", choices=PAYLOADS, default="repeated",
                    help="payload bytes (shared): one repeated byte, or random (what compression cannot shrink)")
     a.add_argument("--compression", default="",
@@ -206,7 +207,8 @@ def main() -> None:
             extra = "".join(f" --{k} {getattr(args, k)}" for k in ("size", "lanes", "payload", "compression")
                             if getattr(args, k) and getattr(args, k) != defaults.get(k))
             path = save(f"shared_amplification-{args.queues}q-{args.partitions}p{extra.replace(' --', '-')}"
-                        .replace(" ", ""), {"command": f"{command} --dispatch shared{extra}", **res})
+                        .replace(" ", "") + (f"-{args.name}" if args.name else ""),
+                        {"command": f"{command} --dispatch shared{extra}", **res})
         else:
             res = amplification(args)
             path = save(f"amplification-{args.queues}q-{args.partitions}p", {"command": command, **res})

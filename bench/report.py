@@ -264,7 +264,7 @@ def shared_bytes(results: dict[str, dict]) -> list[str]:
            "all at once: median, max | partition mode (Q/P) | goal <= 1.5 (medians): alone, at once |",
            "|---|---|---|---|---|---|---|---|"]
     rows = sorted(rows, key=lambda v: (not v["reference_rule"].startswith("before"), v["size"],
-                                       v["deliveries_partitions"], _payload(v)))
+                                       v["deliveries_partitions"], _payload(v), v.get("lane_topics", 1)))
     for v in rows:
         alone = [r["amplification"] for r in v["one_at_a_time"]]
         t = v["together"]
@@ -273,7 +273,7 @@ def shared_bytes(results: dict[str, dict]) -> list[str]:
                    f"({', '.join(f'{x:.2f}' for x in alone)}; socket "
                    f"{statistics.median(r['amplification_socket'] for r in v['one_at_a_time']):.2f}) | "
                    f"**{t['median']:.2f}**, {t['max']:.2f} ({t['consumers']} consumers on "
-                   f"{v['deliveries_partitions']} lanes, {sum(r['amplification'] > 1.5 for r in t['runs'])} "
+                   f"{v['deliveries_partitions']} lanes{_lane_topics(v)}, {sum(r['amplification'] > 1.5 for r in t['runs'])} "
                    f"above 1.5; socket {t['median_socket']:.2f}) | "
                    f"{v['queues'] / v['partitions']:.2f} | "
                    f"{_met(statistics.median(alone) <= 1.5)}, {_met(t['median'] <= 1.5)} |")
@@ -284,7 +284,7 @@ def shared_bytes(results: dict[str, dict]) -> list[str]:
     for v in rows:
         sent, pay = v["sent"], v["size"]
         out += [f"Reference rule {v['reference_rule']}; {v['queues']} queues, {v['partitions']} partitions, "
-                f"{v['deliveries_partitions']} lanes, {sent:,} messages of {pay} B{_payload(v)}:", "",
+                f"{v['deliveries_partitions']} lanes{_lane_topics(v)}, {sent:,} messages of {pay} B{_payload(v)}:", "",
                 "| topic | record kind | records | bytes / message | x payload |", "|---|---|---|---|---|"]
         for topic, t in sorted(v["written"].items()):
             for kind, k in sorted(t["kinds"].items()):
@@ -440,7 +440,8 @@ def shared_idle(r: dict) -> list[str]:
     after = r["results"][0].get("after", 0)
     out = ["## Shared queues: what idle consumers cost" + (f", after {after} messages each" if after else ""), "",
            "CPU cores used while N shared consumer processes wait on an empty queue (lane reads on",
-           "the embedded broker, credits, the tracker). " + _source(r), "",
+           "the embedded broker, credits, the tracker)" + (f"; lanes: {r['lanes']}" if r.get("lanes") else "")
+           + ". " + _source(r), "",
            "| consumers | broker | tracker | consumers | total of 2 cores |", "|---|---|---|---|---|"]
     for v in r["results"]:
         c = v["cpu_cores"]
@@ -471,6 +472,25 @@ def broker_fetch(r: dict) -> list[str]:
     for v in r["runs"]:
         out.append(f"| {v['run']} | {v['fetch_bytes'] >> 20} MiB | {v['records_s']:,} | "
                    f"{v['reader_cpu_us_per_record']:.2f} |")
+    return out + [""]
+
+
+def _lane_topics(v: dict) -> str:
+    """Lanes in several deliveries topics (their bytes are one row, under the first's name)."""
+    n = v.get("lane_topics", 1)
+    return f" in {n} topics" if n > 1 else ""
+
+
+def broker_lane_topics(r: dict) -> list[str]:
+    out = ["## The embedded broker: what idle lane readers cost, one topic or several", "",
+           f"{r['readers']} librdkafka readers, each assigned one random lane of {r['lanes']} at its end",
+           f"({r['fetch_wait_ms']} ms fetch wait, as a shared consumer's), wait on empty lanes; broker CPU",
+           "cores, layouts alternating (no tracker, no kmq code; docs/shared-queues.md, \"Lanes in",
+           "several topics\"). " + _source(r), "",
+           "| round | layout | topics x partitions | broker cores |", "|---|---|---|---|"]
+    for v in r["runs"]:
+        out.append(f"| {v['round']} | {v['layout']} | {v['topics']} x {v['partitions_per_topic']} | "
+                   f"{v['broker_cores']:.2f} |")
     return out + [""]
 
 
@@ -556,6 +576,7 @@ def render(results: dict[str, dict]) -> str:
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
                 (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)),
                 (None, every_run("shared_ref_idle", shared_ref_idle)), ("broker_fetch", broker_fetch),
+                ("broker_lane_topics", broker_lane_topics),
                 ("broker_batches", broker_batches), (None, shared_bytes), (None, send_codecs.section), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:

@@ -146,7 +146,7 @@ def _kind(settings, topic: str, rec) -> str:
         except Exception:
             return "undecodable"
         return "+".join(kinds)
-    if topic == settings.deliveries_topic:
+    if topic == settings.deliveries_topic or topic.startswith(settings.deliveries_topic + "."):  # lanes
         return "lane header" if (rec.key() or b"").startswith(D.HEADER_KEY_PREFIX) else "lane copy"
     if topic == settings.queue_topic:
         return "queue record"
@@ -180,11 +180,32 @@ def bytes_written(settings, since: dict[str, dict[int, int]]) -> dict[str, dict]
                 k["records"] += 1
                 k["bytes"] += _record_bytes(rec)
         _one_more_callback(kc)
-        out[topic] = {"kinds": kinds, "records": sum(k["records"] for k in kinds.values()),
-                      "bytes": sum(k["bytes"] for k in kinds.values()),
-                      "socket_bytes": _Stats.socket_bytes(stats.latest), "complete": not left}
+        row = {"kinds": kinds, "records": sum(k["records"] for k in kinds.values()),
+               "bytes": sum(k["bytes"] for k in kinds.values()),
+               "socket_bytes": _Stats.socket_bytes(stats.latest), "complete": not left}
         kc.close()
+        name = _lanes_as_one(settings, topic)
+        if name in out:  # lanes in several topics (kmq.protocol.lane_layout): one row
+            _add_row(out[name], row)
+        else:
+            out[name] = row
     return out
+
+
+def _lanes_as_one(settings, topic: str) -> str:
+    """The deliveries topics under the first one's name (its ``.N`` siblings are lanes too)."""
+    base = settings.deliveries_topic
+    return base if topic.startswith(base + ".") and topic[len(base) + 1:].isdigit() else topic
+
+
+def _add_row(into: dict, row: dict) -> None:
+    for kind, k in row["kinds"].items():
+        mine = into["kinds"].setdefault(kind, {"records": 0, "bytes": 0})
+        mine["records"] += k["records"]
+        mine["bytes"] += k["bytes"]
+    for key in ("records", "bytes", "socket_bytes"):
+        into[key] += row[key]
+    into["complete"] = into["complete"] and row["complete"]
 
 
 def _settle(settings, timeout_s: float = 60.0) -> None:
@@ -251,6 +272,7 @@ def shared_amplification(args) -> dict:
             "size": args.size, "payload": args.payload,
             "compression": settings.effective_compression, "sent": sent, "delivered": delivered,
             "deliveries_partitions": settings.deliveries_partitions,
+            "lane_topics": settings.lane_layout.topics,
             "queues_per_partition": sharing,
             "one_at_a_time": one_at_a_time,
             "one_at_a_time_median": statistics.median(r["amplification"] for r in one_at_a_time),

@@ -30,11 +30,16 @@ def main() -> None:
     ap.add_argument("--counts", default="0,8,32")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--after", type=int, default=0, help="messages per consumer drained first")
+    ap.add_argument("--name", default="", help="save as shared_idle-NAME (an earlier code's run)")
+    ap.add_argument("--note", default="", help="what code this run measured (BENCHMARKS.md shows it)")
     args = ap.parse_args()
     rows = []
     with stack(dispatch="shared") as (settings, tracker, broker):
         client = kmq.Client(settings=settings)
         procs = {"tracker": [psutil.Process(tracker.process.pid)], "broker": [psutil.Process(broker.process.pid)]}
+        layout = getattr(settings, "lane_layout", None)  # None: code from before lanes in several topics
+        lanes = (f"{layout.topics} topic{'s' if layout.topics > 1 else ''} of {layout.per_topic} partitions"
+                 if layout else f"1 topic of {settings.deliveries_partitions} partitions")
         for n in [int(x) for x in args.counts.split(",")]:
             queue = f"idle-{n}-{int(time.time())}"
             fleet = Fleet(settings, queue, n, 0, 100) if n else None
@@ -57,8 +62,10 @@ def main() -> None:
             cores = {k: round((after[k] - before[k]) / args.seconds, 3) for k in after}
             rows.append({"consumers": n, "after": args.after, "cpu_cores": cores, "total_cores": round(sum(cores.values()), 3)})
             print(rows[-1], flush=True)
-    path = save("shared_idle", {"command": f"python -m bench.shared_idle --counts {args.counts} "
-                                           f"--seconds {args.seconds:g} --after {args.after}", "results": rows})
+    path = save("shared_idle" + (f"-{args.name}" if args.name else ""),
+                {"command": f"python -m bench.shared_idle --counts {args.counts} "
+                            f"--seconds {args.seconds:g} --after {args.after}", "results": rows,
+                 "lanes": lanes, **({"note": args.note} if args.note else {})})
     print(f"saved {path}")
 
 

@@ -36,6 +36,7 @@ from kmq.kafka.backpressure import produce_when_room
 from kmq.consumer import Consumer
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
+from kmq.protocol.lane_layout import LaneLayout, discover
 from kmq.protocol.ordering import MAX_DEDUP_ID_BYTES, MAX_GROUP_BYTES, dedup_message_id
 from kmq.protocol.placement import (markers_partition, partition_for_key, queue_partitions,
                                     validate_queue_name)
@@ -78,6 +79,14 @@ class Client(QueueAdmin):
         self._placement_version = -1
 
     # -- metadata ----------------------------------------------------------------
+
+    def lane_layout(self, timeout_s: float = 10.0) -> LaneLayout:
+        """The deliveries topics as they exist (kmq.protocol.lane_layout); a missing first
+        one is a clear error."""
+        self.partition_count(self.settings.deliveries_topic, timeout_s)  # raises if missing
+        layout = discover(self.settings.deliveries_topic, self._partition_counts)
+        assert layout is not None
+        return layout
 
     def partition_count(self, topic: str, timeout_s: float = 10.0) -> int:
         """Partitions of ``topic`` (cached); a missing topic is a clear error."""
@@ -287,8 +296,7 @@ class Client(QueueAdmin):
             self.settings, queue,
             queue_topic_partitions=self.partition_count(self.settings.queue_topic),
             markers_topic_partitions=self.partition_count(self.settings.markers_topic),
-            deliveries_topic_partitions=(self.partition_count(self.settings.deliveries_topic)
-                                         if shared else None),
+            lane_layout=self.lane_layout() if shared else None,
             configs=configs, **options)
 
     def close(self, timeout_s: float = 30.0) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from kmq.kafka import security
 from kmq.errors import ConfigError
+from kmq.protocol.lane_layout import MAX_LANE_TOPICS, LaneLayout, planned
 from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
 
 PROFILES = ("embedded", "production")
@@ -82,9 +83,13 @@ class Settings:
     queues_partitions: int = _setting(1, "KMQ_QUEUES_PARTITIONS", "Partitions of the queues topic")
     deliveries_partitions: int = _setting(
         256, "KMQ_DELIVERIES_PARTITIONS",
-        "Lanes of the deliveries topic (used when it is created; consumers use the topic's own count); "
-        "a shared-queue consumer fetches every copy on its (random) lane, so give a few times as many "
-        "as busy shared-queue consumers run at once")
+        "Lanes: partitions of the deliveries topics together (used when they are created; consumers "
+        "use the topics' own counts); a shared-queue consumer fetches every copy on its (random) lane, "
+        "so give a few times as many as busy shared-queue consumers run at once")
+    deliveries_topic_partitions: int = _setting(
+        0, "KMQ_DELIVERIES_TOPIC_PARTITIONS",
+        "Lanes per deliveries topic: more lanes go to kmq.deliveries.1, .2, ... (0: 16 embedded, "
+        "where a fetch costs in proportion to the topic's partitions; all in one topic production)")
     replication_factor: int = _setting(
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(
@@ -209,7 +214,8 @@ class Settings:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 allow_zero = f.name in ("replication_factor", "session_timeout_ms",
                                         "standby_replicas", "min_insync_replicas",
-                                        "tracker_fetch_wait_ms", "max_processing_s")
+                                        "tracker_fetch_wait_ms", "max_processing_s",
+                                        "deliveries_topic_partitions")
                 if value < 0 or (value == 0 and not allow_zero):
                     raise ConfigError(
                         f"{f.metadata['env']}={value} must be a positive number")
@@ -217,6 +223,11 @@ class Settings:
             raise ConfigError(f"KMQ_WEB_PORT={self.web_port} is not a TCP port (1-65535)")
         if self.max_deliveries < 1:
             raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
+        if self.lane_layout.topics > MAX_LANE_TOPICS:
+            raise ConfigError(
+                f"KMQ_DELIVERIES_PARTITIONS={self.deliveries_partitions} at "
+                f"KMQ_DELIVERIES_TOPIC_PARTITIONS={self.lane_layout.per_topic} makes "
+                f"{self.lane_layout.topics} deliveries topics, above {MAX_LANE_TOPICS}: raise the second")
         if self.max_delay_s * 1000 > MAX_DELAY_MS:
             raise ConfigError(f"KMQ_MAX_DELAY_S={self.max_delay_s:g} is above the marker codec's limit "
                               f"of {MAX_DELAY_MS // 1000} s (365 days): lower it")
@@ -293,6 +304,13 @@ class Settings:
         """The one mapping from settings to topic names."""
         return TopicNames(self.queue_topic, self.markers_topic, self.dlq_topic, self.queues_topic,
                           self.deliveries_topic)
+
+    @property
+    def lane_layout(self) -> LaneLayout:
+        """The deliveries topics to create (kmq.protocol.lane_layout); consumers and the
+        dispatcher read the layout back from the topics as they exist."""
+        per_topic = self.deliveries_topic_partitions or (16 if self.embedded else 0)
+        return planned(self.deliveries_topic, self.deliveries_partitions, per_topic)
 
     @property
     def effective_replication_factor(self) -> int:

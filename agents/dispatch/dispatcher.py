@@ -90,8 +90,8 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                     self._reader = QueueReader(self.settings, TRACE)
                 self._configs = self._configs_factory()
                 self._queue_parts = self._partitions(self.settings.queue_topic)
-                # The topic's own count, not the setting: a topic made with another count.
-                self._lane_count = self._partitions(self.settings.deliveries_topic)
+                # The topics as they exist, not the settings: what consumers pick lanes from.
+                self._lanes.read_layout()
                 self._set_up_done.set()
                 return True
             except Exception as exc:  # the broker not answering yet: anything it raises
@@ -235,9 +235,11 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         part = self._parts.get(m)
         if part is None or not part.ready:
             return  # from before our BEGIN: the consumer asks again within its heartbeat
-        if not 0 <= c.lane < self._lane_count:
-            self.stats["bad-credits"] += 1
-            return
+        if not 0 <= c.lane < self._lanes.layout.count:
+            self._lanes.read_layout_again()  # deliveries topics added since we read them?
+            if not 0 <= c.lane < self._lanes.layout.count:
+                self.stats["bad-credits"] += 1
+                return
         self.stats["credits"] += 1
         if TRACE:
             log.info("TRACE credit %s free=%d seq=%d", c.consumer_id[:6], c.free, c.seq)

@@ -32,12 +32,15 @@ from kmq.protocol import deliveries as D
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import ConsumerSlot, refer
+from kmq.protocol.lane_layout import LaneLayout, discover
 from kmq.protocol.lookahead import Lookahead
+from kmq.errors import ConfigError
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 
 MAX_ACQUIRES_PER_RECORD = 1000
+LANES_REREAD_S = 10.0  # how often a CREDIT for an unknown lane may make us read the topics again
 
 
 @dataclass
@@ -86,6 +89,9 @@ class LaneWriter:
         self._membership = membership
         self._trace = trace
         self.fatal = False  # the producer failed for good: replace this writer
+        # The deliveries topics as they exist (set by the dispatcher once it has read them)
+        self.layout = LaneLayout(settings.deliveries_topic, 1, 0)
+        self._layout_read_at = 0.0  # monotonic s
         self.producer = Producer({
             **profiles.producer_config(settings),
             "linger.ms": 1,
@@ -98,10 +104,36 @@ class LaneWriter:
         self._acked: list[tuple[float, list[Batch]]] = []
         self._acquires_in_flight = 0  # ACQUIRE records written, not yet acknowledged or failed
 
+    def read_layout(self) -> None:
+        """The deliveries topics as they exist, not as the settings say: what consumers
+        pick their lanes from (kmq.protocol.lane_layout)."""
+        topics = self.producer.list_topics(timeout=10).topics
+        layout = discover(self.settings.deliveries_topic,
+                          {name: len(t.partitions) for name, t in topics.items() if t.error is None})
+        if layout is None:
+            raise ConfigError(f"topic {self.settings.deliveries_topic!r} does not exist yet")
+        self.layout, self._layout_read_at = layout, time.monotonic()
+
+    def read_layout_again(self) -> None:
+        """For a consumer that picked a lane beyond the layout (deliveries topics added since
+        they were read): read them again, at most every ``LANES_REREAD_S``."""
+        if time.monotonic() < self._layout_read_at + LANES_REREAD_S:
+            return
+        before = self.layout.count
+        try:
+            self.read_layout()
+        except Exception as exc:  # the broker not answering: the consumer asks again
+            log.warning("could not read the deliveries topics again: %s", exc)
+            self._layout_read_at = time.monotonic()
+            return
+        if self.layout.count != before:
+            log.info("deliveries topics read again: %d lanes (were %d)", self.layout.count, before)
+
     def adopt(self, old: "LaneWriter") -> None:
         """Take over the lanes a failed writer still owed (their ACQUIREs are in the log)."""
         self._acked = old._acked + self._acked
         old._acked = []
+        self.layout, self._layout_read_at = old.layout, old._layout_read_at
 
     def _note(self, err: Any) -> None:
         if err is not None and err.fatal():
@@ -157,7 +189,7 @@ class LaneWriter:
         acked, self._acked = self._acked, []
         if self._trace:
             log.info("TRACE lanes %d", sum(len(c) for _, c in acked))
-        topic = self.settings.deliveries_topic
+        layout = self.layout
         member_until = self._membership()
         for acked_at, chunk in acked:
             if chunk and (chunk[0].delivery.epoch not in epochs or acked_at >= member_until):
@@ -170,12 +202,13 @@ class LaneWriter:
             for b in chunk:
                 # A lane write that fails loses nothing (the messages time out), but it ends
                 # this producer all the same (no gaps; error_cb notes it): counted per delivery.
+                topic, lane_partition = layout.topic(b.lane), layout.partition(b.lane)
                 produce_when_room(self.producer, topic, D.encode(b.delivery), D.header_key(b.consumer_id),
-                                  partition=b.lane, on_delivery=self._lane_written)
+                                  partition=lane_partition, on_delivery=self._lane_written)
                 key = b.consumer_id.encode()
                 for rec in b.records:
                     ts = rec.timestamp()[1]
-                    produce_when_room(self.producer, topic, rec.value(), key, partition=b.lane,
+                    produce_when_room(self.producer, topic, rec.value(), key, partition=lane_partition,
                                       headers=rec.headers(), timestamp=ts if ts > 0 else 0)
                 self.stats["dispatched"] += b.delivery.count
                 self.stats["deliveries"] += 1
@@ -191,9 +224,9 @@ class LaneWriter:
         """Answer a goodbye on its lane, after every delivery already sent to it."""
         self.producer.flush(10)  # our ACQUIREs are acknowledged, their callbacks queued
         self.write_lanes(epochs)
-        produce_when_room(self.producer, self.settings.deliveries_topic,
+        produce_when_room(self.producer, self.layout.topic(lane),
                           D.encode_farewell(D.Farewell(epoch, last_seq)), D.header_key(consumer_id),
-                          partition=lane, on_delivery=self._lane_written)
+                          partition=self.layout.partition(lane), on_delivery=self._lane_written)
 
     def settle_writes(self, epochs: set[int], timeout_s: float) -> None:
         """Wait until everything written is acknowledged; write the lanes that opened."""

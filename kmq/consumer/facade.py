@@ -48,6 +48,7 @@ from kmq.consumer.shared_source import SharedSource
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
 from kmq.message import Message
 from kmq.protocol import markers as M
+from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol.placement import markers_partition, validate_queue_name
 from kmq.queue_config import QueueConfig
 from kmq.ops.queues_topic import QueueConfigs
@@ -72,7 +73,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         *,
         queue_topic_partitions: int,
         markers_topic_partitions: int,
-        deliveries_topic_partitions: int | None = None,
+        lane_layout: LaneLayout | None = None,
         visibility_timeout_s: float | None = None,
         max_in_flight: int = 1000,
         batch_size: int = 1000,
@@ -116,7 +117,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
 
         self._qkey = self.queue.encode()
         self._queue_topic_partitions = queue_topic_partitions
-        self._deliveries_topic_partitions = deliveries_topic_partitions
+        self._lane_layout = lane_layout
         self._markers_partition = markers_partition(self.queue, markers_topic_partitions)
         self._client_config = config
 

@@ -2,8 +2,8 @@
 
 Any number of consumers share a shared queue; none joins a group. Each consumer
 
-1. picks a *lane* (a partition of the deliveries topic) at random and reads it from its
-   end, keeping only records keyed with its own id;
+1. picks a *lane* (a partition of a deliveries topic, kmq.protocol.lane_layout) at random
+   and reads it from its end, keeping only records keyed with its own id;
 2. asks for work with CREDIT markers on the queue's markers partition: how many more
    messages it can take (its free ``max_in_flight``), as of the last delivery it
    received; it asks again whenever that grows and at least every ``HEARTBEAT_S`` (its
@@ -44,6 +44,7 @@ from kmq.consumer.receipts import Receipts
 from kmq.consumer import read_ahead, referred
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
+from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol import markers as M
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,7 +64,7 @@ class SharedSource:
 
     mode = "shared"
 
-    def __init__(self, consumer: "Consumer", lanes: int, config: dict[str, Any] | None = None,
+    def __init__(self, consumer: "Consumer", lanes: LaneLayout, config: dict[str, Any] | None = None,
                  prefetch: int | None = None) -> None:
         c = self._c = consumer
         self._fixed_prefetch = prefetch is not None
@@ -77,8 +78,8 @@ class SharedSource:
         self._key = self.consumer_id.encode()
         self._key_of_queue = c.queue.encode()
         self._header_key = D.header_key(self.consumer_id)
-        self._topic = s.deliveries_topic
-        self.lane = random.randrange(lanes)
+        self.lane = random.randrange(lanes.count)
+        self._topic, self._lane_partition = lanes.topic(self.lane), lanes.partition(self.lane)
         self._receipts = Receipts()  # what a CREDIT may say was received (lock held)
         self._last_free = -1
         self._freed = 0  # messages settled since the last CREDIT
@@ -101,11 +102,11 @@ class SharedSource:
                                      fetch_wait_ms=profiles.lane_fetch_wait_ms(s), eof=False),
             **(config or {}),
         }, min_records=1)  # paced by user code
-        tp = TopicPartition(self._topic, self.lane)
+        tp = TopicPartition(self._topic, self._lane_partition)
         # From the lane's end: nothing before it can be ours (our id is new). ListOffsets
         # may undercount (BROKER.md): then a few older records are read and skipped.
         _, high = self._kc.get_watermark_offsets(tp, timeout=10, cached=False)
-        self._kc.assign([TopicPartition(self._topic, self.lane, max(0, high))])
+        self._kc.assign([TopicPartition(self._topic, self._lane_partition, max(0, high))])
         c._log.wake_at = self._refill_at()
         c._log.wake.set()  # the flusher asks for work at once, not after its first idle wait
 

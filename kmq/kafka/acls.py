@@ -71,6 +71,11 @@ def _queue_settings_reader(s: Settings) -> list[Grant]:
 def grants(s: Settings) -> dict[str, list[Grant]]:
     """Role -> the ACLs it needs, with the names these settings give."""
     t, app, prefix = s.topics, s.app_id, s.group_prefix
+    lanes = s.lane_layout
+    # Lanes in several topics (kmq.protocol.lane_layout): `kmq.deliveries`, `kmq.deliveries.1`, ...
+    lanes_prefixed = lanes.topics > 1
+    lanes_note = (f" ({lanes.topics} topics `{t.deliveries}`, `{t.deliveries}.1`, ...: prefix ACL)"
+                  if lanes_prefixed else "")
     producer = [
         Grant("Topic", t.queue, False, ("Write", "Describe"), "messages"),
         Grant("Topic", t.markers, False, ("Write", "Describe"), "SCHEDULE markers of delayed sends"),
@@ -79,7 +84,8 @@ def grants(s: Settings) -> dict[str, list[Grant]]:
     consumer = [
         Grant("Topic", t.queue, False, ("Read", "Describe"),
               "partition mode: the group's partitions; shared mode: referenced ranges"),
-        Grant("Topic", t.deliveries, False, ("Read", "Describe"), "shared mode: the consumer's lane"),
+        Grant("Topic", t.deliveries, lanes_prefixed, ("Read", "Describe"),
+              "shared mode: the consumer's lane" + lanes_note),
         Grant("Topic", t.markers, False, ("Write", "Describe"), "START, ACK, RELEASE, REJECT, CREDIT ..."),
         Grant("Group", prefix, True, ("Read", "Describe"),
               f"`{prefix}<queue>`, `{prefix}<queue>@<switch ms>` after a mode switch, "
@@ -107,9 +113,11 @@ def grants(s: Settings) -> dict[str, list[Grant]]:
         *(Grant("Topic", name, False, ("Read", "Write", "Describe", "DescribeConfigs"), why)
           for name, why in ((t.queue, "payload read-back, redeliveries, due delayed sends"),
                             (t.markers, "the markers it tracks; TICK, ACQUIRE, BEGIN"),
-                            (t.dlq, "dead letters; the views count them"),
-                            (t.deliveries, "shared queues' deliveries"),
-                            (t.queues, "queue settings, handover, its auth record"))),
+                            (t.dlq, "dead letters; the views count them"))),
+        Grant("Topic", t.deliveries, lanes_prefixed, ("Read", "Write", "Describe", "DescribeConfigs"),
+              "shared queues' deliveries" + lanes_note),
+        Grant("Topic", t.queues, False, ("Read", "Write", "Describe", "DescribeConfigs"),
+              "queue settings, handover, its auth record"),
         Grant("Topic", f"{app}-", True, ("Read", "Write", "Describe", "Create", "DescribeConfigs"),
               f"Faust's internal topics: `{changelog_topic(s)}`, `{app}-__assignor-__leader`"),
         Grant("Group", app, True, ("Read", "Describe"),

@@ -21,6 +21,7 @@ from kmq.settings import Settings
 def topic_specs(settings: Settings) -> list[NewTopic]:
     """The topics kmq needs, with explicit partition counts and retention."""
     rf = settings.effective_replication_factor
+    lanes = settings.lane_layout
     common = {"cleanup.policy": "delete", **topic_durability_config(settings)}
     return [
         NewTopic(settings.queue_topic, settings.queue_partitions, rf,
@@ -33,10 +34,12 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
         NewTopic(settings.dlq_topic, settings.dlq_partitions, rf,
                  config={**common, "retention.ms": str(settings.dlq_retention_ms),
                          "max.message.bytes": str(settings.max_message_bytes + 4096)}),
-        # Shared queues' deliveries: copies of queue records, read once, soon useless.
-        NewTopic(settings.deliveries_topic, settings.deliveries_partitions, rf,
-                 config={**common, "retention.ms": str(settings.deliveries_retention_ms),
-                         "max.message.bytes": str(settings.max_message_bytes + 4096)}),
+        # Shared queues' deliveries: copies of queue records, read once, soon useless; the
+        # lanes in one topic or several (kmq.protocol.lane_layout).
+        *(NewTopic(name, lanes.per_topic, rf,
+                   config={**common, "retention.ms": str(settings.deliveries_retention_ms),
+                           "max.message.bytes": str(settings.max_message_bytes + 4096)})
+          for name in lanes.names()),
         # The latest record per queue is its configuration: compact, never expire.
         NewTopic(settings.queues_topic, settings.queues_partitions, rf,
                  config={**common, "cleanup.policy": "compact"}),

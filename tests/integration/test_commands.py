@@ -67,7 +67,8 @@ def test_ctrl_c_stops_everything_kmq_dev_started():
 def test_faust_create_topics_creates_the_three_topics(make_settings):
     s = make_settings()
     fresh = s.replace(queue_topic=s.queue_topic + "-new", markers_topic=s.markers_topic + "-new",
-                      dlq_topic=s.dlq_topic + "-new", dlq_partitions=3)
+                      dlq_topic=s.dlq_topic + "-new", dlq_partitions=3,
+                      deliveries_topic=s.deliveries_topic + "-new", deliveries_partitions=40)
     env = {**os.environ, **settings_env(fresh)}
     out = subprocess.run([sys.executable, "-m", "faust", "-A", "app", "create-topics"], env=env,
                          cwd=service_root(), capture_output=True, text=True, timeout=120)
@@ -75,7 +76,11 @@ def test_faust_create_topics_creates_the_three_topics(make_settings):
     counts = topic_partition_counts(fresh)
     assert counts[fresh.queue_topic] == 4 and counts[fresh.markers_topic] == 4
     assert counts[fresh.dlq_topic] == 3
+    # 40 lanes, 16 a topic on the embedded broker: three topics of 16 (kmq.protocol.lane_layout)
+    lanes = [fresh.deliveries_topic, f"{fresh.deliveries_topic}.1", f"{fresh.deliveries_topic}.2"]
+    assert [counts.get(t) for t in lanes] == [16, 16, 16] and f"{fresh.deliveries_topic}.3" not in counts
     assert "(created)" in out.stdout + out.stderr
+    assert "3 deliveries topics of 16 partitions, 48 lanes (created)" in out.stdout + out.stderr
     again = subprocess.run([sys.executable, "-m", "faust", "-A", "app", "create-topics"], env=env,
                            cwd=service_root(), capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "(exists)" in again.stdout + again.stderr

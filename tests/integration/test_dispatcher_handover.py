@@ -19,7 +19,9 @@ import math
 from contextlib import contextmanager
 
 import kmq
+from agents.dispatch import lanes as lanes_module
 from agents.dispatch.dispatcher import Dispatcher
+from kmq.kafka.admin import ensure_topics
 from kmq.protocol import deliveries as D
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
@@ -35,7 +37,9 @@ def _markers(settings, m: int) -> list:
 
 def _deliveries(settings, lane: int, consumer_id: str) -> list:
     key = D.header_key(consumer_id)
-    return [D.decode(r.value()) for r in records_to_end(settings, settings.deliveries_topic, [lane]) if r.key() == key]
+    layout = settings.lane_layout
+    return [D.decode(r.value()) for r in records_to_end(settings, layout.topic(lane), [layout.partition(lane)])
+            if r.key() == key]
 
 
 def _round(d: Dispatcher) -> None:
@@ -194,6 +198,36 @@ def test_a_credit_is_checked_against_the_lanes_the_topic_has_not_the_setting(mak
         got = wait_for(lambda: [x for x in _deliveries(settings, 3, "c-near") if isinstance(x, D.Delivery)])
         assert sum(x.count for x in got) == 1
         assert d.stats["bad-credits"] == 1
+    finally:
+        d.stop()
+        client.close()
+
+
+def test_lanes_past_the_first_topic_and_topics_added_later_are_written_to(make_settings, queue, monkeypatch):
+    """Lanes live in several deliveries topics (kmq.protocol.lane_layout): lane 20 of two
+    16-partition topics is partition 4 of the second. A topic added after the dispatcher read
+    them is found when a consumer asks on one of its lanes, not refused as a bad lane."""
+    monkeypatch.setattr(lanes_module, "LANES_REREAD_S", 0.0)
+    settings = make_settings(dispatch="shared", deliveries_partitions=32, deliveries_topic_partitions=16)
+    assert settings.lane_layout.names() == [settings.deliveries_topic, f"{settings.deliveries_topic}.1"]
+    d = Dispatcher(settings, configs=lambda: QueueConfigs(settings, follow=True))
+    d.start()
+    client = kmq.Client(settings=settings)
+    try:
+        m = _one_message_and_begun(d, client, settings, queue)
+        d.on_credit(m, M.Credit(queue, "c-second", 20, 0, 0, 1, 60_000, 30_000))
+        got = wait_for(lambda: [x for x in _deliveries(settings, 20, "c-second") if isinstance(x, D.Delivery)])
+        assert sum(x.count for x in got) == 1
+
+        grown = settings.replace(deliveries_partitions=48)
+        ensure_topics(grown)  # the third topic, f"{...}.2"
+        client.send(queue, b"m1")
+        client.flush()
+        d.on_credit(m, M.Credit(queue, "c-third", 40, 0, 0, 1, 60_000, 30_000))
+        got = wait_for(lambda: [x for x in _deliveries(grown, 40, "c-third") if isinstance(x, D.Delivery)])
+        assert sum(x.count for x in got) == 1
+        assert grown.lane_layout.topic(40) == f"{settings.deliveries_topic}.2"
+        assert d.stats["bad-credits"] == 0
     finally:
         d.stop()
         client.close()

@@ -145,6 +145,18 @@ def test_every_kmq_topic_a_module_names_is_granted_to_its_role():
             assert_granted(rel, granted, "Topic", topic)
 
 
+@pytest.mark.parametrize("profile", ["embedded", "production"])
+def test_every_lane_topic_is_granted_to_consumers_and_the_tracker_and_nothing_beside(profile):
+    s = Settings.from_env({}, profile=profile)
+    granted = acls.grants(s)
+    for role in ("consumer", "tracker"):
+        for name in s.lane_layout.names():
+            assert any(g.covers("Topic", name, "Read") for g in granted[role]), (role, name)
+    consumer = [g for g in granted["consumer"] if g.resource == "Topic"]
+    assert not any(g.covers("Topic", "kmq.queues-other", "Read") for g in consumer if g.prefixed)
+    assert (s.lane_layout.topics > 1) == any(g.prefixed and g.name == s.deliveries_topic for g in consumer)
+
+
 def test_the_tracker_may_use_fausts_changelog_and_group_and_the_redrive_ids():
     tracker = acls.grants(S)["tracker"]
     from kmq.spark.changelog import tracker_changelog_topic
