@@ -57,6 +57,11 @@ from kmq.settings import Settings
 log = logging.getLogger("kmq.consumer")
 
 FLUSH_TICK_S = 0.02    # how often a receive blocked by max_in_flight looks again
+# librdkafka waits in whole milliseconds and a poll may end a little early: a receive that
+# fetched again with less than this left polled with 0 ms, at once, until its deadline
+# (measured: about 180 empty polls ending every timed-out receive(0.1), 9 of an idle
+# consumer's 14 ms of CPU a second).
+POLL_RESOLUTION_S = 0.001
 
 
 class Consumer(LiveSettings, Flusher, GatedReceive):
@@ -229,7 +234,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
             if got:
                 self.stats["received"] += got
                 return got
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline - POLL_RESOLUTION_S:
                 return 0
 
     def _hold(self, ref: M.RangeRef, recs: list, rels: range | list[int]) -> HeldRange:
