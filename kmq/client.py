@@ -31,12 +31,12 @@ from kmq.protocol import envelope
 from kmq.kafka import profiles
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
-from kmq.kafka.admin import topic_partition_counts
+from kmq.kafka.admin import existing_lanes, topic_partition_counts
 from kmq.kafka.backpressure import produce_when_room
 from kmq.consumer import Consumer
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
-from kmq.protocol.lane_layout import LaneLayout, discover
+from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol.ordering import MAX_DEDUP_ID_BYTES, MAX_GROUP_BYTES, dedup_message_id
 from kmq.protocol.placement import (markers_partition, partition_for_key, queue_partitions,
                                     validate_queue_name)
@@ -83,10 +83,8 @@ class Client(QueueAdmin):
     def lane_layout(self, timeout_s: float = 10.0) -> LaneLayout:
         """The deliveries topics as they exist (kmq.protocol.lane_layout); a missing first
         one is a clear error."""
-        self.partition_count(self.settings.deliveries_topic, timeout_s)  # raises if missing
-        layout = discover(self.settings.deliveries_topic, self._partition_counts)
-        assert layout is not None
-        return layout
+        self.partition_count(self.settings.deliveries_topic, timeout_s)  # fills the cache; raises if missing
+        return existing_lanes(self.settings, self._partition_counts)
 
     def partition_count(self, topic: str, timeout_s: float = 10.0) -> int:
         """Partitions of ``topic`` (cached); a missing topic is a clear error."""

@@ -27,14 +27,14 @@ from typing import Any, Callable
 from confluent_kafka import Producer
 
 from kmq.kafka import profiles
+from kmq.kafka.admin import existing_lanes, partition_counts
 from kmq.kafka.backpressure import produce_when_room
 from kmq.protocol import deliveries as D
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import ConsumerSlot, refer
-from kmq.protocol.lane_layout import LaneLayout, discover
+from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol.lookahead import Lookahead
-from kmq.errors import ConfigError
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
@@ -107,12 +107,8 @@ class LaneWriter:
     def read_layout(self) -> None:
         """The deliveries topics as they exist, not as the settings say: what consumers
         pick their lanes from (kmq.protocol.lane_layout)."""
-        topics = self.producer.list_topics(timeout=10).topics
-        layout = discover(self.settings.deliveries_topic,
-                          {name: len(t.partitions) for name, t in topics.items() if t.error is None})
-        if layout is None:
-            raise ConfigError(f"topic {self.settings.deliveries_topic!r} does not exist yet")
-        self.layout, self._layout_read_at = layout, time.monotonic()
+        counts = partition_counts(self.producer.list_topics(timeout=10))
+        self.layout, self._layout_read_at = existing_lanes(self.settings, counts), time.monotonic()
 
     def read_layout_again(self) -> None:
         """For a consumer that picked a lane beyond the layout (deliveries topics added since

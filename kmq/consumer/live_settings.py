@@ -22,7 +22,6 @@ from kmq.consumer.shared_source import SharedSource
 from kmq.errors import ConfigError
 from kmq.message import RELEASED, Message, Verb
 from kmq.protocol import markers as M
-from kmq.protocol.lane_layout import discover
 from kmq.queue_config import QueueConfig
 
 log = logging.getLogger("kmq.consumer")
@@ -84,12 +83,8 @@ class LiveSettings:
     def _new_source(self, mode: str) -> PartitionSource | SharedSource:
         if mode == "shared":
             if self._lane_layout is None:
-                from kmq.kafka.admin import topic_partition_counts
-                counts = topic_partition_counts(self._settings)
-                self._lane_layout = discover(self._settings.deliveries_topic, counts)
-                if self._lane_layout is None:
-                    raise ConfigError(f"topic {self._settings.deliveries_topic!r} does not exist: "
-                                      "create kmq's topics first (`faust -A app create-topics`)")
+                from kmq.kafka.admin import existing_lanes
+                self._lane_layout = existing_lanes(self._settings)
             return SharedSource(self, self._lane_layout, self._client_config, self._prefetch)
         return PartitionSource(self, self._client_config)
 

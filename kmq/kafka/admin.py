@@ -9,12 +9,14 @@ error that says so rather than something silently tolerated.
 from __future__ import annotations
 
 import time
+from typing import Any, Mapping
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.kafka.profiles import client_config, topic_durability_config
+from kmq.protocol.lane_layout import LaneLayout, discover
 from kmq.settings import Settings
 
 
@@ -58,7 +60,22 @@ def topic_partition_counts(settings: Settings, timeout_s: float = 10.0) -> dict[
         raise BrokerUnavailableError(
             f"no Kafka broker answered at {settings.bootstrap_servers} within {timeout_s:g}s "
             f"(KMQ_BOOTSTRAP_SERVERS): {exc}") from exc
-    return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+    return partition_counts(md)
+
+
+def partition_counts(metadata: Any) -> dict[str, int]:
+    """Partition counts of the topics a librdkafka ``list_topics()`` answer holds."""
+    return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def existing_lanes(settings: Settings, counts: Mapping[str, int] | None = None) -> LaneLayout:
+    """The deliveries topics as they exist (kmq.protocol.lane_layout), from ``counts`` or the
+    broker; a missing first one is a clear error."""
+    layout = discover(settings.deliveries_topic, topic_partition_counts(settings) if counts is None else counts)
+    if layout is None:
+        raise ConfigError(f"topic {settings.deliveries_topic!r} does not exist: "
+                          "create kmq's topics first (`faust -A app create-topics`)")
+    return layout
 
 
 def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
