@@ -35,6 +35,7 @@ RATE_EVENTS = {
     "rejected": (Outcome.REJECTED,),
     "redelivered": (Outcome.REDELIVERED,),
     "dead_lettered": (Outcome.DEAD_LETTERED,),
+    "late": (Outcome.LATE,),  # settles for messages already taken back or settled
 }
 EVENT_FIELD = {ev: name for name, evs in RATE_EVENTS.items() for ev in evs}
 SORT_FIELDS = ("queue", "depth", "in_flight", "scheduled", "dead_letters", "oldest_in_flight_age_s", "consumers",

@@ -24,6 +24,11 @@ class Outcome(StrEnum):
     SCHEDULED_DUPLICATE = "scheduled-duplicate"
     PURGED = "purged"
     FENCED = "fenced"                    # an ACQUIRE of a dispatcher that lost its partition
+    # A settle or EXTEND for a range handed out before (below the queue partition's cursor)
+    # that the tracker no longer holds: its messages were acked, or taken back when their
+    # visibility timeout passed (redelivered or dead-lettered). Normal at-least-once traffic,
+    # not acted on; a steady rate says the queue's visibility timeout is too short.
+    LATE = "late"
     # 5. what came due, carried out
     REDELIVERED = "redelivered"
     DEAD_LETTERED = "dead-lettered"

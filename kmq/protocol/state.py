@@ -112,7 +112,7 @@ class PartitionState(DispatchView, Attempts):
         key = E.range_key(marker.range)
         raw = self._get(key)
         if raw is None:
-            return Applied(marker.range.queue, Outcome.UNKNOWN_RANGE, marker.mask.bit_count())
+            return Applied(marker.range.queue, self._not_held(marker.range), marker.mask.bit_count())
         entry = E.decode_inflight(raw)
         if isinstance(marker, Ack):
             what, touched = Outcome.ACKED, entry.remove(marker.mask)
@@ -137,6 +137,12 @@ class PartitionState(DispatchView, Attempts):
             raise TypeError(f"not a marker: {marker!r}")
         self._store_range(key, entry)
         return Applied(marker.range.queue, what, touched.bit_count())
+
+    def _not_held(self, r: RangeRef) -> Outcome:
+        """Why a marker's range is not held: LATE if it was handed out (the queue partition's
+        cursor is at or past its end), else UNKNOWN_RANGE (never started: set aside)."""
+        raw = self._get(E.cursor_key(r.queue, r.partition))
+        return Outcome.LATE if raw is not None and E.decode_offset(raw) >= r.end else Outcome.UNKNOWN_RANGE
 
     def _start(self, m: Start, now_ms: int) -> Applied:
         key = E.range_key(m.range)

@@ -14,6 +14,7 @@ from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
 from tests.integration.dlq import dead_letters
+from tests.integration.views import queue_detail
 
 pytestmark = pytest.mark.usefixtures("tracker")
 
@@ -22,6 +23,12 @@ pytestmark = pytest.mark.usefixtures("tracker")
 def client(shared_settings):
     with kmq.Client(settings=shared_settings) as c:
         yield c
+
+
+def stats_of(tracker, queue: str) -> dict:
+    """What the tracker counted for ``queue`` since it started (``/kmq/stats``)."""
+    with urllib.request.urlopen(tracker.url + "/kmq/stats", timeout=10) as r:
+        return json.loads(r.read())["queues"].get(queue, {})
 
 
 def receive_all(consumer, n, timeout_s=30.0):
@@ -59,7 +66,7 @@ def test_acked_messages_never_come_back(client, queue):
         assert c.receive_batch(100, timeout_s=5.0) == []
 
 
-def test_an_unacked_message_comes_back_after_its_visibility_timeout(client, queue):
+def test_an_unacked_message_comes_back_after_its_visibility_timeout(client, queue, tracker):
     msg_id = client.send(queue, b"slow", headers={"h": b"1"})
     client.flush()
     with client.consumer(queue, visibility_timeout_s=1.5) as c:
@@ -71,6 +78,13 @@ def test_an_unacked_message_comes_back_after_its_visibility_timeout(client, queu
         wait_for(lambda: first.lapsed, 10, what="the first copy to lapse")
         assert c.in_flight == 1  # the lapsed copy no longer counts against max_in_flight
         first.ack()  # a stale copy: changes nothing
+        c.flush()
+        # The tracker counts it as late (a settle for a copy it took back), not as a marker
+        # it could not place (set aside: unknown-range).
+        counts = wait_for(lambda: (lambda q: q if q.get("late") else None)(stats_of(tracker, queue)), 20,
+                          what="the late ack counted")
+        assert counts["late"] == 1 and counts.get("unknown-range", 0) == 0, counts
+        assert queue_detail(tracker, queue)["since_start"]["late"] == 1
         again.ack()
         c.flush()
 

@@ -6,7 +6,9 @@ that the machine dues exactly what the model says, so:
 - an acked offset is never redelivered;
 - every unacked offset is redelivered or dead-lettered exactly once per deadline;
 - a shared queue's ACQUIRE acts as a START only for the current dispatcher epoch (BEGIN),
-  and every START and ACQUIRE moves its queue partition's cursor up, never down.
+  and every START and ACQUIRE moves its queue partition's cursor up, never down;
+- a marker for a range the machine no longer holds is ``late`` if the range was handed out
+  (acked or taken back since), ``unknown-range`` if it never was, and changes nothing.
 """
 
 from __future__ import annotations
@@ -68,10 +70,20 @@ class TrackerVsModel(RuleBasedStateMachine):
             return
         self._started(i, mask, timeout)
 
+    def _check_not_held(self, i, applied):
+        """A marker for range ``i``: when the model holds none of its offsets, the machine says
+        why (late: handed out before; unknown-range: never) and changes nothing."""
+        if any(k[0] == i for k in self.model):
+            assert applied is None or applied.what not in ("late", "unknown-range"), applied
+            return
+        r = RANGES[i]
+        handed = self.cursors.get((r.queue, r.partition), 0) >= r.end
+        assert applied.what == ("late" if handed else "unknown-range"), (applied, handed)
+
     @rule(i=st.sampled_from(range(3)), data=st.data())
     def ack(self, i, data):
         mask = data.draw(st.integers(1, RANGES[i].full_mask))
-        self.machine.apply(Ack(RANGES[i], mask), self.now)
+        self._check_not_held(i, self.machine.apply(Ack(RANGES[i], mask), self.now))
         for rel in self._rels(i, mask):
             if self.model.pop((i, rel), None) is not None:
                 self.acked.add((i, rel))
@@ -79,7 +91,7 @@ class TrackerVsModel(RuleBasedStateMachine):
     @rule(i=st.sampled_from(range(3)), data=st.data(), timeout=st.integers(0, 9000))
     def extend(self, i, data, timeout):
         mask = data.draw(st.integers(1, RANGES[i].full_mask))
-        self.machine.apply(Extend(RANGES[i], mask, timeout), self.now)
+        self._check_not_held(i, self.machine.apply(Extend(RANGES[i], mask, timeout), self.now))
         for rel in self._rels(i, mask):
             m = self.model.get((i, rel))
             if m and m[1] == Cause.TIMEOUT:
@@ -89,7 +101,7 @@ class TrackerVsModel(RuleBasedStateMachine):
           delay=st.one_of(st.just(-1), st.just(0), st.integers(1, 4000)), counted=st.booleans())
     def release(self, i, data, delay, counted):
         mask = data.draw(st.integers(1, RANGES[i].full_mask))
-        self.machine.apply(Release(RANGES[i], mask, delay, counted), self.now)
+        self._check_not_held(i, self.machine.apply(Release(RANGES[i], mask, delay, counted), self.now))
         if not counted:
             cause = Cause.RETURNED
         else:
@@ -102,7 +114,7 @@ class TrackerVsModel(RuleBasedStateMachine):
     @rule(i=st.sampled_from(range(3)), data=st.data(), reason=st.sampled_from(["x", "y"]))
     def reject(self, i, data, reason):
         mask = data.draw(st.integers(1, RANGES[i].full_mask))
-        self.machine.apply(Reject(RANGES[i], mask, reason), self.now)
+        self._check_not_held(i, self.machine.apply(Reject(RANGES[i], mask, reason), self.now))
         for rel in self._rels(i, mask):
             m = self.model.get((i, rel))
             if m and m[1] != Cause.REJECTED:

@@ -109,6 +109,20 @@ def test_acks_for_unknown_ranges_are_counted_not_fatal():
     assert applied.what == "unknown-range" and applied.count == 1
 
 
+def test_a_settle_after_the_visibility_timeout_took_the_range_back_is_late_not_set_aside():
+    # kmq dev's demo: a consumer releases held messages after the tracker redelivered them.
+    s = fresh()
+    s.apply(Start(R, 1500, 0b11), now_ms=0)
+    s.settle(s.due(1500))
+    for late in (Release(R, 0b11, 0), Extend(R, 0b1, 1500), Ack(R, 0b10), Reject(R, 0b1, "x")):
+        applied = s.apply(late, now_ms=1600)
+        assert (applied.what, applied.count) == ("late", late.mask.bit_count())
+    assert s.due(10**9) == []  # nothing came back
+    # The next range of the same partition, never handed out, is still unknown.
+    ahead = RangeRef("orders", 0, 110, 120)
+    assert s.apply(Ack(ahead, 0b1), now_ms=1600).what == "unknown-range"
+
+
 def test_a_repeated_start_is_a_fresh_delivery_of_the_same_range():
     store = MemoryStore()
     s = PartitionState(store)

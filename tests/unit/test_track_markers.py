@@ -80,8 +80,11 @@ def test_names_only_set_aside_markers_bring_add_no_queue_and_are_still_counted()
     part.state.apply(M.Start(R, 60_000, R.full_mask), part.clock.now_ms())
     ghosts = [M.Ack(M.RangeRef(f"ghost-{i}", 0, 0, 1), 1) for i in range(1000)]  # valid names, no range
     _apply(rt, part, ghosts, offset=1)
-    _apply(rt, part, [M.Ack(R, R.full_mask), M.Ack(R, 1)], offset=2)  # a known queue's duplicate keeps its name
+    never = M.RangeRef(R.queue, R.partition, R.end + 10, R.end + 11)  # beyond what was handed out
+    # A known queue's duplicate ack is late, its never-started range set aside: both keep its name.
+    _apply(rt, part, [M.Ack(R, R.full_mask), M.Ack(R, 1), M.Ack(never, 1)], offset=2)
     assert {q for q, _ in part.counters} == {"orders"}
+    assert part.counters[("orders", Outcome.LATE)] == 1
     assert part.counters[("orders", Outcome.UNKNOWN_RANGE)] == 1
     assert owned.set_aside()[Outcome.UNKNOWN_RANGE] == 1001
     stats = QueueStats(owned, SimpleNamespace(result=ScanResult()), lambda: None, 1)
