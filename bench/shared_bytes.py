@@ -112,7 +112,7 @@ def drain_one(client, queue: str, expect: int, stop_at: float) -> dict:
                     len(k) + len(v or b"") for k, v in rec.headers() or [])
             batch.ack()
             got += len(batch)
-        for kc in (c._source._kc, c._source._ref_kc):  # one more statistics callback each
+        for kc in (c._source._kc, c._source.refs.kc):  # one more statistics callback each
             if kc is not None:
                 _one_more_callback(kc)
     latest = stats.latest

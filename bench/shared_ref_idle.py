@@ -59,7 +59,7 @@ def main() -> None:
                     batch.ack()
                     got += len(batch)
                 after = idle_broker_cores(c, broker, args.seconds)
-                reader = c._source._ref_kc  # the reference reader: made by the first referred range
+                reader = c._source.refs.kc  # the reference reader: made by the first referred range
                 rows.append({"round": i, "idle_before_cores": round(before, 3), "idle_after_cores": round(after, 3),
                              "by_reference": reader is not None,
                              "reader_assigned_after": bool(reader is not None and reader.assignment())})

@@ -31,7 +31,6 @@ import logging
 import random
 import time
 import uuid
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, TopicPartition
@@ -42,6 +41,7 @@ from kmq.kafka.patient_reader import PatientReader
 from kmq.consumer.marker_writer import RetryTransaction
 from kmq.consumer.receipts import Receipts
 from kmq.consumer import read_ahead, referred
+from kmq.consumer.reference_reader import ReferenceReader
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
 from kmq.protocol.lane_layout import LaneLayout
@@ -54,9 +54,6 @@ log = logging.getLogger("kmq.consumer")
 
 HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
 LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
-# A reference reader with no range to read this long stops fetching (unassigned): left
-# assigned at a queue partition's end it asked the broker every fetch wait, for nothing.
-REF_IDLE_S = 1.0
 
 
 class SharedSource:
@@ -86,17 +83,10 @@ class SharedSource:
         self._last_credit_s = 0.0
         self._pending: D.Delivery | None = None  # a header whose copies are still arriving
         self._copies: list = []
-        self._refs: deque[D.Delivery] = deque()  # references to read from the queue topic
-        self._ref_got: list = []
-        self._ref_at: tuple[int, int] | None = None  # (partition, next offset) the reader returns
-        self._ref_carry: list = []  # records read past a reference, for the next one
-        self._ref_since = 0.0
-        self._ref_kc: PatientReader | None = None
-        self._ref_assigned = False
-        self._ref_done_at = 0.0  # when the last referred range was held (monotonic s)
+        # Ranges delivered by reference, read from the queue topic.
+        self.refs = ReferenceReader(s, f"{s.group_id(c.queue)}.refs", config)
         self._leaving = False
         self._farewell: D.Farewell | None = None
-        self._config = config
         self._kc = PatientReader({
             **profiles.reader_config(s, f"{s.group_id(c.queue)}.lanes",
                                      fetch_wait_ms=profiles.lane_fetch_wait_ms(s), eof=False),
@@ -164,12 +154,12 @@ class SharedSource:
 
     def fetch(self, room: int, timeout_s: float) -> int:
         """Read the lane (and referred ranges); hold complete deliveries. Returns how many."""
-        fresh = self._read_lane(0.0 if self._refs else timeout_s)
-        if self._refs:
-            fresh += self._read_refs(timeout_s)
-        elif self._ref_assigned and time.monotonic() - self._ref_done_at >= REF_IDLE_S:
-            self._ref_kc.unassign()  # the next reference assigns it where it starts
-            self._ref_assigned, self._ref_at, self._ref_carry = False, None, []
+        fresh = self._read_lane(0.0 if self.refs else timeout_s)
+        if self.refs:
+            for d, got in self.refs.read(timeout_s):
+                fresh += self._hold_ref(d, got)
+        else:
+            self.refs.rest_if_idle()
         return fresh
 
     def _read_lane(self, timeout_s: float) -> int:
@@ -203,7 +193,7 @@ class SharedSource:
                 with c._lock:  # a CREDIT claims it only once its messages are held
                     self._receipts.header(d.epoch, d.seq)
                 if d.kind == D.REFERENCE:
-                    self._refs.append(d)
+                    self.refs.add(d)
                     continue
                 self._pending, self._copies = d, []
             elif rec.error() is not None:
@@ -216,41 +206,10 @@ class SharedSource:
 
     # -- references: ranges read from the queue topic ------------------------------------
 
-    def _read_refs(self, timeout_s: float) -> int:
-        """Read the oldest referred range from the queue topic; hold it once complete."""
-        fresh = 0
-        while self._refs:
-            d = self._refs[0]
-            r = d.range
-            if not self._ref_since:  # a new range: read on where the last ended, or seek
-                if self._ref_at != (r.partition, r.start):
-                    self._point_refs(r.partition, r.start)
-                self._ref_since = time.monotonic()
-            # Only what the range still lacks: records read past it belong to other consumers'
-            # ranges (as Python objects they would cost as much as our own, for nothing).
-            lacking = r.end - (self._ref_got[-1].offset() + 1 if self._ref_got else r.start)
-            recs = self._ref_carry or self._ref_reader().consume(min(10_000, max(1, lacking)), timeout_s)
-            self._ref_carry = []
-            leftover = referred.in_range(recs, r, self._ref_got)
-            complete = bool(leftover) or bool(self._ref_got and self._ref_got[-1].offset() == r.end - 1)
-            if not complete and time.monotonic() - self._ref_since <= d.timeout_ms / 1000:
-                return fresh  # the rest is still on its way
-            # (Not complete past its visibility timeout: gone from the log; what is missing
-            # comes back from the tracker when due.)
-            fresh += self._hold_ref(d)
-            self._refs.popleft()
-            # The reader goes on after this range: the next one starts there, or it seeks.
-            self._ref_carry = leftover
-            self._ref_at = (r.partition, r.end) if complete else None
-            self._ref_since = 0.0
-            self._ref_done_at = time.monotonic()
-        return fresh
-
-    def _hold_ref(self, d: D.Delivery) -> int:
+    def _hold_ref(self, d: D.Delivery, got: list) -> int:
         """Hold a referred range's records that are ours, at most the free room (the rest
         is given back at once, uncounted, as in :meth:`_hold`); return how many."""
-        c, r, got = self._c, d.range, self._ref_got
-        self._ref_got = []
+        c, r = self._c, d.range
         keep, rels = referred.ours(got, r, d.mask, self._key_of_queue)
         with c._lock:
             room = max(0, c.max_in_flight - c._in_flight)
@@ -265,27 +224,6 @@ class SharedSource:
             return 0
         self._received(len(keep))
         return len(keep)
-
-    def _point_refs(self, partition: int, offset: int) -> None:
-        """Make the reference reader return ``partition`` from ``offset`` on."""
-        self._ref_reader().assign([TopicPartition(self._c._settings.queue_topic, partition, offset)])
-        self._ref_assigned = True
-        self._ref_at = (partition, offset)
-        self._ref_carry = []
-
-    def _ref_reader(self) -> PatientReader:
-        if self._ref_kc is None:
-            s = self._c._settings
-            self._ref_kc = PatientReader({
-                **profiles.reader_config(s, f"{s.group_id(self._c.queue)}.refs",
-                                         fetch_wait_ms=profiles.reference_fetch_wait_ms(s), eof=False),
-                "isolation.level": "read_committed",
-                # A referred range is read, then the reader seeks to the next: little read-ahead.
-                "max.partition.fetch.bytes": D.REFERENCE_READ_AHEAD_BYTES,
-                "queued.max.messages.kbytes": D.REFERENCE_READ_AHEAD_BYTES // 1024,
-                **(self._config or {}),  # the caller's librdkafka settings apply to both readers
-            }, min_records=1)  # paced by user code
-        return self._ref_kc
 
     def on_empty(self) -> None:
         """User code found nothing ready: read further ahead if it took all we asked for."""
@@ -374,17 +312,16 @@ class SharedSource:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             f = self._farewell
-            if f is not None and self._pending is None and not self._refs and (f.seq == 0 or self._receipts.read[1] >= f.seq):
+            if f is not None and self._pending is None and not self.refs and (f.seq == 0 or self._receipts.read[1] >= f.seq):
                 return
             self.fetch(0, min(0.1, max(0.0, deadline - time.monotonic())))
         log.info("queue %s: no farewell from the dispatcher within %g s", c.queue, timeout_s)
 
     def close(self) -> None:
         """Stop reading the lane (after :meth:`leave`)."""
-        for kc in (self._kc, self._ref_kc):
+        for reader in (self._kc, self.refs):
             try:
-                if kc is not None:
-                    kc.close()
+                reader.close()
             except Exception:  # pragma: no cover - closing twice
                 pass
 

@@ -211,7 +211,7 @@ def test_a_reference_reader_stops_fetching_once_its_consumer_idles(make_client, 
                 got.extend(m.id for m in batch)
                 return len(got) >= 5000
             wait_for(drain, 60, what="5,000 messages")
-            refs = c._source._ref_kc  # the reader of referred ranges: made by the first one
+            refs = c._source.refs.kc  # the reader of referred ranges: made by the first one
             assert refs is not None, "no range came by reference"
             # Left assigned at the partition's end it would fetch every fetch wait, for nothing.
             wait_for(lambda: not c.receive_batch(10, 0.1) and not refs.assignment(), 15,
