@@ -11,8 +11,9 @@ table already holds. Applying them again would do harm: a replayed START
 brings back offsets since acked or republished, and a replayed TICK
 republishes them. After each record that changed it, the table records its
 offset (same changelog, so a restored table says which records it holds);
-older ones are skipped. (Records that changed nothing, e.g. malformed ones or
-idle TICKs, cost no write and are harmless to apply again.)
+older ones are skipped. Records that changed nothing (malformed ones, idle
+TICKs, CREDITs) and records of ACKs only (``state.replay_safe``: an ACK applied
+again clears what is clear) cost no such write and are harmless to apply again.
 
 What it works with (owned partitions, the redeliverer, the dispatcher, queue settings)
 is the worker's :class:`~agents.runtime.TrackerRuntime`, passed down from the agent.
@@ -32,7 +33,7 @@ from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.protocol.outcomes import Outcome
-from kmq.protocol.state import DueSend, Expiry, StaleIndexKey
+from kmq.protocol.state import DueSend, Expiry, StaleIndexKey, replay_safe
 
 log = logging.getLogger("kmq.tracker.markers")
 
@@ -89,22 +90,25 @@ async def _apply_once(rt: TrackerRuntime, part, event) -> None:
         part.replayed += 1  # its changes are in the table already
         return
     writes = part.state.store.writes
-    await _apply(rt, part, event)
-    # A record that changed nothing may be applied again; but the mark moves at least every
-    # APPLIED_MARK_EVERY records, so what a successor reads again after an assignment
-    # (kmq.protocol.gaps) stays short on a partition of TICKs and CREDITs.
-    if part.state.store.writes != writes or msg.offset - part.applied_upto() >= APPLIED_MARK_EVERY:
+    safe = await _apply(rt, part, event)
+    # A record that changed nothing, or only by ACKs, may be applied again; but the mark moves
+    # at least every APPLIED_MARK_EVERY records, so what a successor reads again after an
+    # assignment (kmq.protocol.gaps) stays short on a partition of TICKs, CREDITs and ACKs.
+    if (part.state.store.writes != writes and not safe) or msg.offset - part.applied_upto() >= APPLIED_MARK_EVERY:
         part.mark_applied(msg.offset)
 
 
-async def _apply(rt: TrackerRuntime, part, event) -> None:
-    """Apply one marker record of ``part``: what cannot be used is set aside, never raised."""
+async def _apply(rt: TrackerRuntime, part, event) -> bool:
+    """Apply one marker record of ``part``: what cannot be used is set aside, never raised.
+
+    Returns whether applying the record again would change nothing (``state.replay_safe``).
+    """
     msg = event.message
     try:
         got = marker_codec.decode_lenient(event.value)
     except MarkerDecodeError as exc:
         _set_aside(rt, part, msg, exc.reason, exc.data)
-        return
+        return True
     if got.set_aside:  # markers outside the codec's limits; the rest of the record is applied
         _set_aside(rt, part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
     if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
@@ -113,6 +117,7 @@ async def _apply(rt: TrackerRuntime, part, event) -> None:
         # A consumer's clock is not ours to trust (seed 003): marker time only.
         now_ms = part.clock.now_ms()
     part.state.begin_record()
+    writes = part.state.store.writes
     for i, marker in enumerate(got.markers):
         try:
             refused = await _apply_marker(rt, part, marker, now_ms)
@@ -121,7 +126,9 @@ async def _apply(rt: TrackerRuntime, part, event) -> None:
             refused = f"{type(exc).__name__}: {exc}"
         if refused is not None:
             _set_aside(rt, part, msg, f"marker {i + 1} of {len(got.markers)}: {refused}", _encoded_or_empty(marker))
-    part.next_deadline_ms = part.state.next_deadline_ms()
+    if part.state.store.writes != writes or part.next_deadline_ms == 0:  # 0: not known yet
+        part.next_deadline_ms = part.state.next_deadline_ms()  # a seek of the deadline index
+    return replay_safe(got.markers)
 
 
 async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int) -> str | None:

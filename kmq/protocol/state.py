@@ -41,6 +41,15 @@ from kmq.protocol.store import Store
 GIVEABLE = (Cause.TIMEOUT, Cause.RELEASED, Cause.RETURNED, Cause.RELEASED_BACKOFF)
 
 
+def replay_safe(markers: list[Marker] | tuple[Marker, ...]) -> bool:
+    """Whether a record of only these markers changes nothing when it is applied again:
+    ACKs (an ACK clears offsets; cleared ones stay clear, and a range taken back or settled
+    is not held, so the ACK is ``late``) and CREDITs (not state). The markers agent records
+    in the table that it holds a record's changes only for other records (a START applied
+    again would bring back offsets since acked; an EXTEND or RELEASE would move deadlines)."""
+    return all(isinstance(m, (Ack, Credit)) for m in markers)
+
+
 class PartitionState(DispatchView, Attempts):
     """In-flight ranges and scheduled sends of one markers partition."""
 

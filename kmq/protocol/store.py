@@ -26,7 +26,12 @@ class Store(Protocol):
     and the old one deleted after. A prefix can leave an orphan index key;
     :meth:`~kmq.protocol.state.PartitionState.due` reports it and
     :meth:`~kmq.protocol.state.PartitionState.settle` removes it.
+
+    ``writes`` counts the writes (puts and deletes, index ones included) so far: the
+    markers agent tells by it whether a record changed anything.
     """
+
+    writes: int
 
     def get(self, key: bytes) -> bytes | None: ...
     def put(self, key: bytes, value: bytes) -> None: ...
@@ -46,22 +51,27 @@ class MemoryStore:
     def __init__(self) -> None:
         self.entries: dict[bytes, bytes] = {}
         self.index: list[bytes] = []
+        self.writes = 0
 
     def get(self, key: bytes) -> bytes | None:
         return self.entries.get(key)
 
     def put(self, key: bytes, value: bytes) -> None:
+        self.writes += 1
         self.entries[key] = value
 
     def delete(self, key: bytes) -> None:
+        self.writes += 1
         self.entries.pop(key, None)
 
     def index_put(self, key: bytes) -> None:
+        self.writes += 1
         i = bisect.bisect_left(self.index, key)
         if i == len(self.index) or self.index[i] != key:
             self.index.insert(i, key)
 
     def index_delete(self, key: bytes) -> None:
+        self.writes += 1
         i = bisect.bisect_left(self.index, key)
         if i < len(self.index) and self.index[i] == key:
             del self.index[i]

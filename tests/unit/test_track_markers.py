@@ -142,3 +142,40 @@ def test_a_tick_stamped_at_the_deadline_expires_what_is_due():
     mono[0] = 4.0
     _apply(rt, part, [M.Tick(1_004_000)], offset=1)
     assert len(rt.redeliverer.executed) == 1
+
+
+class QuietDispatcher:
+    def on_credit(self, partition: int, credit: M.Credit) -> None:
+        pass
+
+    def on_started(self, partition: int, r: M.RangeRef) -> None:
+        pass
+
+
+def _apply_once(rt, part: OwnedPartition, markers: list[M.Marker], offset: int) -> None:
+    msg = SimpleNamespace(partition=part.partition, offset=offset, timestamp=None, timestamp_type=0)
+    asyncio.run(track_markers._apply_once(rt, part, SimpleNamespace(message=msg, value=marker_codec.encode(markers))))
+
+
+def test_a_record_of_acks_only_moves_no_applied_mark_and_applied_again_changes_nothing():
+    # The mark costs a changelog write per record; a record of ACKs needs none (state.replay_safe).
+    rt = SimpleNamespace(redeliverer=FakeRedeliverer(), dispatcher=QuietDispatcher(),
+                         config=lambda queue: QueueConfig(dispatch="partition"))
+    part = _partition()
+    store = part.state.store
+    _apply_once(rt, part, [M.Start(R, 60_000, R.full_mask)], offset=1)
+    assert part.applied_upto() == 1
+    writes = store.writes
+    _apply_once(rt, part, [M.Ack(R, 0b11)], offset=2)
+    assert part.applied_upto() == 1 and store.writes > writes  # the ACK changed the range, no mark
+    entries, index = dict(store.entries), list(store.index)
+    part.applied_offset = None  # a successor restored the table: it reads the mark from it
+    _apply_once(rt, part, [M.Ack(R, 0b11)], offset=2)  # ... and applies the ACK record again
+    assert (store.entries, store.index) == (entries, index)
+    _apply_once(rt, part, [M.Credit("orders", "c-1", 0, 0, 0, 10, 30_000, 30_000)], offset=3)
+    assert part.applied_upto() == 1
+    _apply_once(rt, part, [M.Ack(R, 0b100), M.Extend(R, 0b1000, 5_000)], offset=4)
+    assert part.applied_upto() == 4  # an EXTEND applied again would move its deadline: marked
+    # The whole range acked: its entry goes.
+    _apply_once(rt, part, [M.Ack(R, R.full_mask)], offset=5)
+    assert not any(k.startswith(b"R") for k in store.entries)
