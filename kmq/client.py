@@ -20,7 +20,6 @@ Queue administration (settings, tenants, dead letters, purges) is
 from __future__ import annotations
 
 import itertools
-import math
 import time
 import uuid
 from typing import Any, Callable, Iterable, Mapping
@@ -37,10 +36,11 @@ from kmq.consumer import Consumer
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.protocol.lane_layout import LaneLayout
-from kmq.protocol.ordering import MAX_DEDUP_ID_BYTES, MAX_GROUP_BYTES, dedup_message_id
+from kmq.protocol.ordering import dedup_message_id
 from kmq.protocol.placement import (markers_partition, partition_for_key, queue_partitions,
                                     validate_queue_name)
 from kmq.queue_admin import QueueAdmin
+from kmq import send_args
 from kmq.queue_config import QueueConfig
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.settings import Settings
@@ -154,11 +154,11 @@ class Client(QueueAdmin):
         """:meth:`send`; ``on_delivery(err, record)`` gets this record's delivery report
         (kmq.aio's per-send futures; every report needs DELIVERY_REPORT_ONLY_ERROR off)."""
         queue = validate_queue_name(queue)
-        payload = _check_value(value)
-        user_headers = _check_headers(headers)
+        payload = send_args.check_value(value)
+        user_headers = send_args.check_headers(headers)
         user_headers += trace_headers(user_headers)  # W3C trace context, if OpenTelemetry is there
         due_ms = self._due_ms(delay_s, deliver_at)
-        order_headers = _order_headers(group, dedup_id)
+        order_headers = send_args.order_headers(group, dedup_id)
         size = len(payload) + len(queue) + sum(len(k) + len(v) for k, v in user_headers + order_headers)
         if size + HEADER_OVERHEAD_BYTES > self.settings.max_message_bytes:
             raise MessageTooLargeError(
@@ -214,9 +214,9 @@ class Client(QueueAdmin):
             return None
         now = time.time()
         if delay_s is not None:
-            name, delay = "delay_s", _finite("delay_s", delay_s)
+            name, delay = "delay_s", send_args.finite_s("delay_s", delay_s)
         else:
-            name, delay = "deliver_at", _finite("deliver_at", deliver_at) - now
+            name, delay = "deliver_at", send_args.finite_s("deliver_at", deliver_at) - now
         if delay < 0 and name == "delay_s":
             raise ConfigError(f"delay_s={delay_s!r} is negative: give 0 or more seconds")
         if delay > self.settings.max_delay_s:
@@ -246,8 +246,8 @@ class Client(QueueAdmin):
                    headers: Mapping[str, bytes | str] | None = None) -> list[str]:
         """Enqueue many values on one queue; all are validated before any is written."""
         queue = validate_queue_name(queue)
-        payloads = [_check_value(v) for v in values]
-        user_headers = _check_headers(headers)
+        payloads = [send_args.check_value(v) for v in values]
+        user_headers = send_args.check_headers(headers)
         user_headers += trace_headers(user_headers)
         extra = len(queue) + sum(len(k) + len(v) for k, v in user_headers) + HEADER_OVERHEAD_BYTES
         for i, p in enumerate(payloads):
@@ -312,52 +312,3 @@ class Client(QueueAdmin):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _finite(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{name}={value!r} must be a finite number of seconds")
-    return float(value)
-
-
-def _check_value(value: Any) -> bytes:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    raise ConfigError(
-        f"value must be bytes, not {type(value).__name__}: encode it first, e.g. value.encode()")
-
-
-def _order_bytes(name: str, value: str | bytes, limit: int) -> bytes:
-    raw = value.encode() if isinstance(value, str) else value
-    if not isinstance(raw, (bytes, bytearray)) or not 1 <= len(raw) <= limit:
-        raise ConfigError(f"{name}={value!r} must be a str or bytes of 1 to {limit} bytes")
-    return bytes(raw)
-
-
-def _order_headers(group: str | bytes | None, dedup_id: str | bytes | None) -> list[tuple[str, bytes]]:
-    """The ``kmq.group`` / ``kmq.dedup-id`` headers of a send (none without them: no cost)."""
-    out = []
-    if group is not None:
-        out.append((envelope.GROUP, _order_bytes("group", group, MAX_GROUP_BYTES)))
-    if dedup_id is not None:
-        out.append((envelope.DEDUP_ID, _order_bytes("dedup_id", dedup_id, MAX_DEDUP_ID_BYTES)))
-    return out
-
-
-def _check_headers(headers: Mapping[str, bytes | str] | None) -> list[tuple[str, bytes]]:
-    if headers is None:
-        return []
-    if not isinstance(headers, Mapping):
-        raise ConfigError(f"headers must be a dict of str to bytes, not {type(headers).__name__}")
-    out = []
-    for k, v in headers.items():
-        if not isinstance(k, str) or not k:
-            raise ConfigError(f"header name {k!r} must be a non-empty string")
-        if k.startswith(envelope.RESERVED_PREFIX):
-            raise ConfigError(f"header {k!r}: names starting with 'kmq.' are kmq's own; rename it")
-        if isinstance(v, str):
-            v = v.encode()
-        elif not isinstance(v, (bytes, bytearray)):
-            raise ConfigError(f"header {k!r} value must be bytes or str, not {type(v).__name__}")
-        out.append((k, bytes(v)))
-    return out

@@ -1,0 +1,67 @@
+"""What a send may carry, checked before anything is written; pure.
+
+A bad argument raises :class:`~kmq.errors.ConfigError` naming it and the fix, so a send
+either writes a valid record or nothing (``Client.send`` and ``send_batch``, and
+``kmq.aio``'s client through them).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from kmq.errors import ConfigError
+from kmq.protocol import envelope
+from kmq.protocol.ordering import MAX_DEDUP_ID_BYTES, MAX_GROUP_BYTES
+
+
+def finite_s(name: str, value: Any) -> float:
+    """A delay or time argument: a finite number of seconds (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name}={value!r} must be a finite number of seconds")
+    return float(value)
+
+
+def check_value(value: Any) -> bytes:
+    """A message's value: bytes-like, as bytes."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise ConfigError(
+        f"value must be bytes, not {type(value).__name__}: encode it first, e.g. value.encode()")
+
+
+def _order_bytes(name: str, value: str | bytes, limit: int) -> bytes:
+    raw = value.encode() if isinstance(value, str) else value
+    if not isinstance(raw, (bytes, bytearray)) or not 1 <= len(raw) <= limit:
+        raise ConfigError(f"{name}={value!r} must be a str or bytes of 1 to {limit} bytes")
+    return bytes(raw)
+
+
+def order_headers(group: str | bytes | None, dedup_id: str | bytes | None) -> list[tuple[str, bytes]]:
+    """The ``kmq.group`` / ``kmq.dedup-id`` headers of a send (none without them: no cost)."""
+    out = []
+    if group is not None:
+        out.append((envelope.GROUP, _order_bytes("group", group, MAX_GROUP_BYTES)))
+    if dedup_id is not None:
+        out.append((envelope.DEDUP_ID, _order_bytes("dedup_id", dedup_id, MAX_DEDUP_ID_BYTES)))
+    return out
+
+
+def check_headers(headers: Mapping[str, bytes | str] | None) -> list[tuple[str, bytes]]:
+    """User headers as (name, bytes) pairs: names non-empty and not kmq's own, values bytes or str."""
+    if headers is None:
+        return []
+    if not isinstance(headers, Mapping):
+        raise ConfigError(f"headers must be a dict of str to bytes, not {type(headers).__name__}")
+    out = []
+    for k, v in headers.items():
+        if not isinstance(k, str) or not k:
+            raise ConfigError(f"header name {k!r} must be a non-empty string")
+        if k.startswith(envelope.RESERVED_PREFIX):
+            raise ConfigError(f"header {k!r}: names starting with 'kmq.' are kmq's own; rename it")
+        if isinstance(v, str):
+            v = v.encode()
+        elif not isinstance(v, (bytes, bytearray)):
+            raise ConfigError(f"header {k!r} value must be bytes or str, not {type(v).__name__}")
+        out.append((k, bytes(v)))
+    return out
