@@ -78,13 +78,16 @@ def test_verbs_on_a_settled_message_raise_before_anything_is_sent(client, queue)
 def test_explicit_extend_keeps_a_message_invisible(client, queue):
     client.send(queue, b"slow")
     client.flush()
-    with client.consumer(queue, visibility_timeout_s=1, max_processing_s=1) as c:
+    # The EXTEND must reach the tracker before the visibility runs out. 3 s leaves a loaded
+    # machine room: with 1 s, a CI run once saw the message back within 2.5 s.
+    with client.consumer(queue, visibility_timeout_s=3, max_processing_s=3) as c:
         m = first(c)
-        m.extend(4)
+        m.extend(9)
         t0 = time.monotonic()
-        assert c.receive(2.5) is None  # the 1 s visibility alone would have expired
-        again = first(c, 10)
-        assert time.monotonic() - t0 >= 3.0
+        # Without the extend it would be back by ~4 s (one keepalive at most, then 3 s).
+        assert c.receive(6.0) is None
+        again = first(c, 15)
+        assert time.monotonic() - t0 >= 8.0
         assert again.delivery_count == 2
         again.ack()
 
@@ -92,13 +95,15 @@ def test_explicit_extend_keeps_a_message_invisible(client, queue):
 def test_keepalive_holds_a_slow_message_until_max_processing_s(client, queue):
     client.send(queue, b"slow")
     client.flush()
-    with client.consumer(queue, visibility_timeout_s=1, max_processing_s=4) as c:
+    # Each keepalive must land within the visibility of the one before: 2 s (rounds every
+    # 0.5 s) leaves a loaded machine room to be late by more than a second.
+    with client.consumer(queue, visibility_timeout_s=2, max_processing_s=6) as c:
         m = first(c)
         t0 = time.monotonic()
-        assert c.receive(3.0) is None  # kept alive well past the 1 s visibility
-        again = first(c, 10)  # ... but not past max_processing_s
+        assert c.receive(5.0) is None  # kept alive well past the 2 s visibility
+        again = first(c, 15)  # ... but not past max_processing_s
         elapsed = time.monotonic() - t0
-        assert 4.0 <= elapsed < 8.0, elapsed
+        assert 6.0 <= elapsed < 12.0, elapsed
         assert again.delivery_count == 2
         wait_for(lambda: m.lapsed, 10, what="the old copy to lapse")
         again.ack()
