@@ -48,7 +48,10 @@ def test_set_switches_the_mode_at_run_time_and_consumers_follow(cli, queue, shar
         assert d["dispatch"] == "partition" and d["visibility_timeout_s"] == 30.0
         assert d["backoff"]["kind"] == "fixed" and d["backoff"]["base_s"] == 2.0
         assert "visibility_timeout_s" not in d["defaults"]
-        wait_for(lambda: not client.queue_config(queue).handover_pending, 60, what="the tracker's handover")
+        # This client's view of the queues topic sees the command's write a moment later; before
+        # that, the old settings say no handover is pending too.
+        switched = lambda cfg: cfg.dispatch == "partition" and not cfg.handover_pending  # noqa: E731
+        wait_for(lambda: switched(client.queue_config(queue)), 60, what="the switch and the tracker's handover")
         with client.consumer(queue) as c:
             assert c.mode == "partition" and c.visibility_timeout_s == 30.0
             got = []
