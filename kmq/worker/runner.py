@@ -56,6 +56,7 @@ class HandlerRunner(ChainRunner):
         self.shutdown = shutdown
         self.metrics = metrics
         self.running = 0          # handlers in user code now
+        self.submitted = 0        # sync calls handed to the pool and not yet returned
         self.still_running_at_close = 0
         self.max_processing_s = 0.0  # the consumer's, once open
         self.consumer: "Consumer | None" = None  # once open (bench/worker_probe.py samples it)
@@ -175,14 +176,30 @@ class HandlerRunner(ChainRunner):
                     for _ in range(len(batch) - len(chains)):
                         slots.release()  # a chain takes one slot
                     for chain in chains:
-                        pool.submit(self._call_chain_sync, chain, max_deliveries, slots)
+                        self._submit(pool, self._call_chain_sync, chain, max_deliveries, slots)
                     continue
                 for msg in batch:
-                    pool.submit(self._call_sync, msg, max_deliveries, slots)
-            self._drain(lambda: self.running == 0 and self.queued == 0)
+                    self._submit(pool, self._call_sync, msg, max_deliveries, slots)
+            self._drain(lambda: self.running == 0 and self.queued == 0 and self.submitted == 0)
         finally:
             self._close(consumer)
             pool.shutdown(wait=self.running == 0, cancel_futures=True)
+
+    def _submit(self, pool: ThreadPoolExecutor, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the pool, counted from now until it returns: counted only once a
+        pool thread began it, a batch received just before a signal was not waited for, and
+        close() gave it back while the pool still ran it (handled twice, once by the worker
+        after this one)."""
+        with self._lock:
+            self.submitted += 1
+
+        def call() -> None:
+            try:
+                fn(*args)
+            finally:
+                with self._lock:
+                    self.submitted -= 1
+        pool.submit(call)
 
     def _drain(self, done: Callable[[], bool]) -> None:
         """Wait for running handlers while the grace lasts (and no second signal came)."""
