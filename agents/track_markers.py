@@ -89,26 +89,26 @@ async def _apply_once(rt: TrackerRuntime, part, event) -> None:
     if msg.offset <= part.applied_upto():
         part.replayed += 1  # its changes are in the table already
         return
-    writes = part.state.store.writes
-    safe = await _apply(rt, part, event)
+    needs_mark = await _apply(rt, part, event)
     # A record that changed nothing, or only by ACKs, may be applied again; but the mark moves
     # at least every APPLIED_MARK_EVERY records, so what a successor reads again after an
     # assignment (kmq.protocol.gaps) stays short on a partition of TICKs, CREDITs and ACKs.
-    if (part.state.store.writes != writes and not safe) or msg.offset - part.applied_upto() >= APPLIED_MARK_EVERY:
+    if needs_mark or msg.offset - part.applied_upto() >= APPLIED_MARK_EVERY:
         part.mark_applied(msg.offset)
 
 
 async def _apply(rt: TrackerRuntime, part, event) -> bool:
     """Apply one marker record of ``part``: what cannot be used is set aside, never raised.
 
-    Returns whether applying the record again would change nothing (``state.replay_safe``).
+    Returns whether the record changed the table in a way that applying it again would not
+    reproduce (not ``state.replay_safe``): only then must the applied mark move past it.
     """
     msg = event.message
     try:
         got = marker_codec.decode_lenient(event.value)
     except MarkerDecodeError as exc:
         _set_aside(rt, part, msg, exc.reason, exc.data)
-        return True
+        return False
     if got.set_aside:  # markers outside the codec's limits; the rest of the record is applied
         _set_aside(rt, part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
     if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
@@ -126,9 +126,10 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
             refused = f"{type(exc).__name__}: {exc}"
         if refused is not None:
             _set_aside(rt, part, msg, f"marker {i + 1} of {len(got.markers)}: {refused}", _encoded_or_empty(marker))
-    if part.state.store.writes != writes or part.next_deadline_ms == 0:  # 0: not known yet
+    changed = part.state.store.writes != writes
+    if changed or part.next_deadline_ms == 0:  # 0: not known yet
         part.next_deadline_ms = part.state.next_deadline_ms()  # a seek of the deadline index
-    return replay_safe(got.markers)
+    return changed and not replay_safe(got.markers)
 
 
 async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int) -> str | None:
