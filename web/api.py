@@ -7,8 +7,8 @@
   markers partitions it owns), sorted and paginated.
 - ``GET /kmq/api/queues/{queue}``: one queue, answered by the worker that owns
   its markers partition (another worker forwards the request there).
-- ``GET /kmq/api/local/queues``: this worker's part of the list (workers call
-  each other).
+- ``GET /kmq/api/local/queues``: this worker's part of the list, its first
+  ``offset + limit`` rows in the requested order (workers call each other).
 
 With auth on, every queue view needs ``Authorization: Bearer <token>`` (the
 admin's or the queue's tenant's): 403 otherwise. A tenant sees only its own
@@ -43,7 +43,7 @@ from kmq.ops.tenancy import Caller, admin_token_is, identify, require_queue_acce
 
 log = logging.getLogger("kmq.tracker.api")
 
-MAX_LIMIT = 1000
+MAX_LIMIT = 1000  # rows of a page, for every caller; a worker's part is at most offset + this
 DETAIL_RANGES = 100
 DETAIL_DEAD_LETTERS = 20
 DELIVERY_COUNT_OFFSETS = 500  # records read back per detail request for delivery counts
@@ -151,9 +151,29 @@ def _local_page(caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     rows = [r for r in stats.rows(caller, now) if r["queue"].startswith(p["prefix"])]
     names = {r["queue"] for r in rows}
     history = stats.history(lambda q: q in names, now)
-    rows = sort_rows(rows, p["sort"], p["order"] == "desc")
-    return {"queues": rows[:p["offset"] + p["limit"]], "total": len(rows), "totals": totals_of(rows),
+    return {"queues": _first_rows(rows, p), "total": len(rows), "totals": totals_of(rows),
             "history": {str(k): dict(v) for k, v in history.items()}, "scanned": scanner.passes > 0}
+
+
+def _first_rows(rows: list[dict[str, Any]], p: dict[str, Any]) -> list[dict[str, Any]]:
+    """A worker's part of the page ``p``: its rows in the requested order, the first offset + limit.
+
+    Every row of the merged page is among the first offset + limit of the worker that owns it,
+    so these parts are all the merge needs, at any offset. The part is never longer than the
+    worker's own list, and limit stays at most MAX_LIMIT."""
+    return sort_rows(rows, p["sort"], p["order"] == "desc")[:p["offset"] + p["limit"]]
+
+
+def _merged(pages: list[dict[str, Any]], p: dict[str, Any]) -> dict[str, Any]:
+    """The page ``p`` of every worker's parts (:func:`_first_rows`): rows, total, totals, history."""
+    rows = sort_rows([r for pg in pages for r in pg["queues"]], p["sort"], p["order"] == "desc")
+    totals: dict[str, int] = {}
+    for pg in pages:
+        for k, v in pg["totals"].items():
+            totals[k] = totals.get(k, 0) + v
+    return {"queues": rows[p["offset"]:p["offset"] + p["limit"]], "total": sum(pg["total"] for pg in pages),
+            "totals": totals,
+            "history": merge_histories({int(k): v for k, v in pg["history"].items()} for pg in pages)}
 
 
 def _history_json(history: dict[int, Any]) -> dict[str, Any]:
@@ -186,9 +206,16 @@ def _peer_headers(caller: Caller, url: str, path: str, query: dict[str, str]) ->
     return headers
 
 
+def _peer_query(p: dict[str, Any]) -> dict[str, str]:
+    """What a worker asks each peer for, for the page ``p``: the same page. The peer answers
+    with its first offset + limit rows (:func:`_first_rows`). Asking for ``limit=offset+limit``
+    instead met the peer's MAX_LIMIT: pages past the 1,000th row lost rows."""
+    return {"limit": str(p["limit"]), "offset": str(p["offset"]), "sort": p["sort"], "order": p["order"],
+            "prefix": p["prefix"]}
+
+
 async def _peer_page(url: str, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    params = {"limit": str(min(MAX_LIMIT + p["offset"], p["offset"] + p["limit"])), "offset": "0",
-              "sort": p["sort"], "order": p["order"], "prefix": p["prefix"]}
+    params = _peer_query(p)
     path = "/kmq/api/local/queues"
     async with app.http_client.get(f"{url}{path}", params=params, timeout=PEER_TIMEOUT_S,
                                    headers=_peer_headers(caller, url, path, params)) as resp:
@@ -269,16 +296,11 @@ async def queues(web, request):
             errors.append(f"{url}: {res}")
         else:
             pages.append(res)
-    rows = sort_rows([r for pg in pages for r in pg["queues"]], p["sort"], p["order"] == "desc")
-    totals: dict[str, int] = {}
-    for pg in pages:
-        for k, v in pg["totals"].items():
-            totals[k] = totals.get(k, 0) + v
-    history = merge_histories({int(k): v for k, v in pg["history"].items()} for pg in pages)
+    page = _merged(pages, p)
     return web.json({
-        "queues": rows[p["offset"]:p["offset"] + p["limit"]],
-        "total": sum(pg["total"] for pg in pages), "limit": p["limit"], "offset": p["offset"],
-        "sort": p["sort"], "order": p["order"], "totals": totals, "history": _history_json(history),
+        "queues": page["queues"],
+        "total": page["total"], "limit": p["limit"], "offset": p["offset"],
+        "sort": p["sort"], "order": p["order"], "totals": page["totals"], "history": _history_json(page["history"]),
         "workers": 1 + len(peers), "partial": bool(errors), "errors": errors,
         "scanned": all(pg.get("scanned", True) for pg in pages),
     })
