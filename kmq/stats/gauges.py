@@ -14,9 +14,11 @@ What is counted:
   (delivered and not yet acked, redelivered or dead-lettered; released
   offsets waiting out their delay included).
 - ``scheduled[queue]``: delayed sends held (one deadline-index key each).
-- ``started_upto[(queue, partition)]``: the highest range end a START
-  reported on that queue-topic partition: the queue's records below it
-  were fetched by a consumer (the depth scan starts there).
+- ``started_upto[(queue, partition)]``: the highest range end a START (or a
+  shared queue's ACQUIRE) reported on that queue-topic partition, or the table's
+  cursor there: the queue's records below it were fetched by a consumer (the
+  depth scan starts there). The cursor keys make it survive a restart or a
+  takeover: ranges settled before are gone from the table, the cursor is not.
 - oldest in-flight start per queue (:meth:`oldest_started_ms`), from a heap
   per queue with lazy deletion (entries checked against ``ranges``).
 """
@@ -55,6 +57,8 @@ class QueueGauges:
 
     def on_put(self, key: bytes, value: bytes) -> None:
         if not E.is_range_key(key):
+            if key[:1] == E.CURSOR_PREFIX:
+                self._raise_upto(E.decode_cursor_key(key), E.decode_offset(value))
             return  # scheduled sends are counted by their index key (one per send)
         ref = E.decode_range_key(key)
         pending, started_ms = _pending_and_started(value)
@@ -71,9 +75,11 @@ class QueueGauges:
             heapq.heappush(heap, (started_ms, key))
             if len(heap) > 2 * self._range_count[ref.queue] + _HEAP_SLACK:
                 self._compact(ref.queue)
-        upto = (ref.queue, ref.partition)
-        if ref.end > self.started_upto.get(upto, -1):
-            self.started_upto[upto] = ref.end
+        self._raise_upto((ref.queue, ref.partition), ref.end)
+
+    def _raise_upto(self, upto: tuple[str, int], offset: int) -> None:
+        if offset > self.started_upto.get(upto, -1):
+            self.started_upto[upto] = offset
 
     def on_delete(self, key: bytes) -> None:
         old = self.ranges.pop(key, None)
@@ -144,7 +150,7 @@ class QueueGauges:
         for key, value in items:
             if E.is_index_key(key):
                 self.on_index_put(key)
-            elif E.is_range_key(key):
+            elif E.is_range_key(key) or key[:1] == E.CURSOR_PREFIX:
                 self.on_put(key, value)
 
 

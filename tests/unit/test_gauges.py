@@ -97,3 +97,18 @@ def test_start_watermark_is_the_highest_range_end_per_queue_partition():
     m.apply(Start(RangeRef("a", 3, 10, 25), 1000, 0b1), 5)
     m.apply(Ack(RangeRef("a", 3, 10, 25), 0b1), 6)  # settled ranges leave the table, not the mark
     assert g.started_upto[("a", 3)] == 25
+
+
+def test_a_rebuilt_worker_knows_where_consumers_got_to_from_the_table_cursors():
+    # A restart or takeover: every range was settled before, so no range entry is left to
+    # say where the queue's consumers got to; the cursor keys do (the depth scan starts
+    # there, not at the log start: a drained queue showed its whole log as depth).
+    store = MemoryStore()
+    m = PartitionState(GaugedStore(store, QueueGauges()))
+    for r in (RangeRef("a", 3, 0, 10), RangeRef("a", 3, 10, 25), RangeRef("b", 1, 4, 9)):
+        m.apply(Start(r, 1000, r.full_mask), 5)
+        m.apply(Ack(r, r.full_mask), 6)
+    assert not any(E.is_range_key(k) for k in store.entries)
+    successor = QueueGauges()
+    successor.rebuild(list(store.entries.items()))
+    assert successor.started_upto == {("a", 3): 25, ("b", 1): 9}
