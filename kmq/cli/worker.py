@@ -1,4 +1,11 @@
-"""``kmq worker MODULE``: run every ``@kmq.handler`` of a module (kmq.worker)."""
+"""``kmq worker MODULE``: run every ``@kmq.handler`` of a module (kmq.worker).
+
+Connection options and errors as the other broker commands (kmq/cli/ops.py): a broker that
+does not answer within ``--connect-timeout-s`` is one ``error: ...`` line naming the address
+and how long we tried, exit status 1, before any handler starts; so is a handler whose
+consumer does not open. Logs go to stderr as ``<date> <time> <LEVEL> <logger> <message>``;
+the worker's events are logger ``kmq.worker`` lines whose message is a JSON object.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,10 @@ import sys
 
 import click
 
-from kmq.errors import KmqError
+from kmq.cli.ops import connection_options
+from kmq.settings import Settings
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 @click.command("worker")
@@ -23,37 +33,31 @@ from kmq.errors import KmqError
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port; per process).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address metrics bind.")
-@click.option("--bootstrap-servers", default=None,
-              help="Kafka bootstrap servers (default: KMQ_BOOTSTRAP_SERVERS).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def worker(module: str, queues: str, concurrency: int | None, processes: int, grace_s: float,
-           metrics_port: int | None, metrics_host: str, bootstrap_servers: str | None,
-           log_level: str) -> None:
+@connection_options
+def worker(settings: Settings, module: str, queues: str, concurrency: int | None, processes: int,
+           grace_s: float, metrics_port: int | None, metrics_host: str, log_level: str) -> None:
     """Run the @kmq.handler functions of MODULE (e.g. `kmq worker jobs`) until SIGTERM.
 
-    SIGTERM/SIGINT: stop receiving, let running handlers finish within --grace-s, give
-    back prefetched messages, flush settlements, exit 0. A second signal exits at once
-    (status 1; what was running comes back after its visibility timeout).
+    Prints `ready` on stdout once every handler's consumer is open. SIGTERM/SIGINT: stop
+    receiving, let running handlers finish within --grace-s, give back prefetched
+    messages, flush settlements, exit 0. A second signal exits at once (status 1; what
+    was running comes back after its visibility timeout).
     """
     from kmq.worker.main import run_processes, run_worker
 
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # `kmq worker jobs` finds ./jobs.py, as celery and arq do
     if processes > 1:
         argv = sys.argv[1:]
         argv = _without_processes(argv[argv.index("worker") + 1:])  # the options after `worker`
         sys.exit(run_processes(argv, processes))
-    try:
-        status = run_worker(module, queues=[q for q in queues.split(",") if q], concurrency=concurrency,
-                            grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
-                            bootstrap_servers=bootstrap_servers)
-    except KmqError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    sys.exit(status)
+    # A KmqError (no handler, a failed start) is one error line from connection_options.
+    sys.exit(run_worker(module, queues=[q for q in queues.split(",") if q], concurrency=concurrency,
+                        grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
+                        settings=settings))
 
 
 def _without_processes(argv: list[str]) -> list[str]:

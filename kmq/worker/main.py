@@ -1,8 +1,11 @@
 """One worker process: every handler's runner on its own thread, signals on the main one.
 
-``run_worker`` is what ``kmq worker`` calls; ``run_processes`` starts N such processes
-(``--processes N``) and passes signals on to them. Exit status: 0 after a clean (first
-signal) shutdown; 1 after a second signal (exit at once) or a runner's failure.
+``run_worker`` is what ``kmq worker`` calls (after checking that a broker answers);
+``run_processes`` starts N such processes (``--processes N``) and passes signals on to
+them. ``ready`` is printed on stdout only once every handler's consumer is open; a
+handler whose consumer does not open makes ``run_worker`` raise its error (``kmq worker``
+prints it as one line), never ``ready``. Exit status: 0 after a clean (first signal)
+shutdown; 1 after a second signal (exit at once), a failed start or a runner's failure.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ import sys
 import threading
 import time
 from types import ModuleType
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from kmq.errors import ConfigError
+from kmq.errors import ConfigError, KmqError
 from kmq.worker.registry import Handler, handlers_in
 from kmq.worker.runner import HandlerRunner
 from kmq.worker.shutdown import ShutdownSignal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.settings import Settings
 
 log = logging.getLogger("kmq.worker")
 
@@ -46,8 +52,12 @@ def select(handlers: Sequence[Handler], queues: Sequence[str] = (),
 
 def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurrency: int | None = None,
                grace_s: float = DEFAULT_GRACE_S, metrics_port: int | None = None,
-               metrics_host: str = "127.0.0.1", bootstrap_servers: str | None = None) -> int:
-    """Run the module's handlers until SIGTERM/SIGINT; returns the exit status (main thread)."""
+               metrics_host: str = "127.0.0.1", settings: "Settings | None" = None) -> int:
+    """Run the module's handlers until SIGTERM/SIGINT; returns the exit status (main thread).
+
+    ``settings`` default to the ``KMQ_*`` variables. Raises the error of a handler whose
+    consumer did not open (the others stopped), without printing ``ready``.
+    """
     from kmq.client import Client
 
     if grace_s < 0:
@@ -70,15 +80,20 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    client = Client(bootstrap_servers)  # the rest from KMQ_* variables
+    client = Client(settings=settings)
     runners = [HandlerRunner(client, h, shutdown, metrics) for h in handlers]
     failed: list[BaseException] = []
+    not_started: list[KmqError] = []  # consumers that did not open: the first is raised
 
     def run(runner: HandlerRunner) -> None:
         try:
             runner.run()
         except BaseException as exc:  # noqa: BLE001 - one failing runner stops the worker
-            log.exception("handler %s of queue %s failed", runner.handler.name, runner.handler.queue)
+            if isinstance(exc, KmqError) and not runner.ready.is_set():
+                not_started.append(exc)  # its message says it all (broker, topic, setting)
+            else:
+                log.exception("handler %s of queue %s failed", runner.handler.name,
+                              runner.handler.queue)
             failed.append(exc)
             if not shutdown.stopping.is_set():
                 shutdown.signal(time.monotonic())  # the others drain and stop too
@@ -87,13 +102,14 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
                for r in runners]
     for t in threads:
         t.start()
-    wait_ready(runners, shutdown)
-    log.info("%s", json.dumps({"event": "ready", "pid": os.getpid(),
-                               "handlers": [{"queue": h.queue, "handler": h.name,
-                                             "concurrency": h.concurrency,
-                                             "async": h.is_async} for h in handlers],
-                               "metrics_port": metrics.port if metrics else None}))
-    print("ready", flush=True)  # (tests and supervisors wait for this line)
+    # wait_ready also returns once stopping: a signal, or a runner that failed to start.
+    if wait_ready(runners, shutdown):
+        log.info("%s", json.dumps({"event": "ready", "pid": os.getpid(),
+                                   "handlers": [{"queue": h.queue, "handler": h.name,
+                                                 "concurrency": h.concurrency,
+                                                 "async": h.is_async} for h in handlers],
+                                   "metrics_port": metrics.port if metrics else None}))
+        print("ready", flush=True)  # (tests and supervisors wait for this line)
     for t in threads:
         while t.is_alive():
             t.join(0.2)  # short joins: the main thread takes signals between them
@@ -101,6 +117,10 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
     if metrics is not None:
         metrics.close()
     stuck = sum(r.still_running_at_close for r in runners)
+    if not_started:
+        if not stuck:
+            raise not_started[0]
+        log.error("%s", not_started[0])  # os._exit below: kmq worker would not print it
     log.info("%s", json.dumps({"event": "stopped", "released_after_grace": stuck}))
     sys.stdout.flush()
     sys.stderr.flush()
@@ -110,9 +130,13 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
     return status
 
 
-def wait_ready(runners: Sequence[HandlerRunner], shutdown: ShutdownSignal) -> None:
-    while not all(r.ready.is_set() for r in runners) and not shutdown.stopping.is_set():
+def wait_ready(runners: Sequence[HandlerRunner], shutdown: ShutdownSignal) -> bool:
+    """Wait until every runner's consumer is open (True) or shutdown has begun (False)."""
+    while not shutdown.stopping.is_set():
+        if all(r.ready.is_set() for r in runners):
+            return True
         shutdown.stopping.wait(0.05)
+    return False
 
 
 def run_processes(argv: Sequence[str], processes: int) -> int:

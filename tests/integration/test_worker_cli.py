@@ -1,0 +1,44 @@
+"""`kmq worker` on a real broker that answers, but where one handler's consumer cannot open:
+one error line naming what is missing, exit status 1, and no `ready`, though the other
+handler's consumer can open.
+
+Without a broker (a dead address): tests/unit/test_worker_cli.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import kmq
+from kmq.dev.devstack import settings_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_start_where_one_consumer_does_not_open_is_one_error_line_and_never_ready(
+        make_settings, queue, tmp_path):
+    # Given a deployment whose deliveries topic is gone: a partition queue's consumer opens,
+    # a shared queue's (which reads its deliveries) cannot.
+    settings = make_settings()
+    with kmq.Client(settings=settings) as client:
+        client.configure_queue(f"{queue}-p", dispatch="partition")
+        client.configure_queue(f"{queue}-s", dispatch="shared")
+    missing = f"{settings.deliveries_topic}-never-created"
+    settings = settings.replace(deliveries_topic=missing)
+    (tmp_path / "jobs_half_open.py").write_text(
+        "import kmq\n\n"
+        f"@kmq.handler({queue + '-p'!r})\ndef by_partition(msg):\n    pass\n\n"
+        f"@kmq.handler({queue + '-s'!r})\ndef shared(msg):\n    pass\n")
+    # When the worker starts
+    out = subprocess.run([sys.executable, "-m", "kmq.cli", "worker", "jobs_half_open", "--grace-s", "5",
+                          "--log-level", "warning"],
+                         env={**settings_env(settings), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    # Then it says which topic is missing, once, and never says it is ready
+    assert out.returncode == 1, out
+    assert "ready" not in out.stdout, out.stdout
+    assert "Traceback" not in out.stderr, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and f"topic {missing!r} does not exist" in errors[0], out.stderr
