@@ -586,6 +586,10 @@ def main() -> None:
     ap.add_argument("--ordered-queues", type=int, default=0,
                     help="how many queues have ordering='group' (needs --dispatch shared)")
     ap.add_argument("--groups", type=int, default=10, help="groups per ordered queue")
+    ap.add_argument("--lanes", type=int, default=0,
+                    help="KMQ_DELIVERIES_PARTITIONS (0: the default); a few make shared consumers share "
+                         "lanes, and with them consumers move after 4 KiB of others' records "
+                         "(kmq.consumer.lane_choice's threshold is for long-lived consumers)")
     args = ap.parse_args()
     cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
                       chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
@@ -593,14 +597,18 @@ def main() -> None:
                       tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
                       rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms,
                       ordered_queues=args.ordered_queues, groups_per_queue=args.groups)
+    lanes = {"deliveries_partitions": args.lanes} if args.lanes else {}
+    if args.lanes:
+        os.environ["KMQ_CHAOS_LANE_MOVE_BYTES"] = "4096"  # the consumers' environment
     with stack(tracker=False, dispatch=args.dispatch, queue_partitions=8, markers_partitions=8,
-               visibility_timeout_s=cfg.visibility_s) as (settings, _t, _b):
+               visibility_timeout_s=cfg.visibility_s, **lanes) as (settings, _t, _b):
         result = run_chaos(settings, cfg)
     print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting", "by_mode")}, indent=1))
     cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
            f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
            f"--transactional-queues {args.transactional_queues} --dispatch {args.dispatch} "
-           f"--work-ms {args.work_ms:g} --ordered-queues {args.ordered_queues} --groups {args.groups}")
+           f"--work-ms {args.work_ms:g} --ordered-queues {args.ordered_queues} --groups {args.groups}"
+           + (f" --lanes {args.lanes}" if args.lanes else ""))
     name = "chaos" if args.dispatch == "partition" else "chaos_ordered" if args.ordered_queues else "chaos_shared"
     print(f"saved {save(name, {'command': cmd, **result})}")
     sys.exit(0 if result["ok"] else 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import threading
@@ -21,6 +22,7 @@ import time
 import zlib
 
 import kmq
+from kmq.consumer import lane_choice
 
 RELEASE_DELAY_S = 0.2
 
@@ -61,6 +63,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     log = JsonLines(args.log_path)
     log.write(e="start", pid=os.getpid())
+    # The consumer's own notes (a lane move, a missing FAREWELL) go to the child's .out file.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("kmq.consumer").setLevel(logging.INFO)
+    if os.environ.get("KMQ_CHAOS_LANE_MOVE_BYTES"):  # lane moves at chaos's small sizes (bench.chaos --lanes)
+        lane_choice.MIN_OTHER_BYTES = int(os.environ["KMQ_CHAOS_LANE_MOVE_BYTES"])
+        lane_choice.FIRST_MOVE_AFTER_S = 0.2
     client = kmq.Client()
     # batch_size = what one receive_batch takes: nothing fetched waits unlogged in a buffer.
     options = {"transactional": True, "transactional_id": args.transactional_id} \

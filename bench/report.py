@@ -494,6 +494,22 @@ def broker_lane_topics(r: dict) -> list[str]:
     return out + [""]
 
 
+def lane_moves(r: dict) -> list[str]:
+    out = ["## Shared queues: two busy consumers on one lane, with and without moves", "",
+           f"Two queues on one partition, sends interleaved ({r['rate']:,} messages a second each for",
+           f"{r['seconds']:g} s, {r['size']} B), one consumer each, both starting on the same lane;",
+           "lane bytes (key + value, its own and the other's) per byte delivered, arms alternating",
+           "(docs/shared-queues.md, step 2). " + _source(r), "",
+           "| arm | consumer | lane bytes: own / other's | per byte delivered | moves | drain s |",
+           "|---|---|---|---|---|---|"]
+    for arm, rounds in r["runs"].items():
+        for i, pair in enumerate(rounds):
+            for x in pair:
+                out.append(f"| {arm.replace('_', ' ')} (round {i + 1}) | {x['queue'][-1]} | {x['lane_own']:,} / "
+                           f"{x['lane_others']:,} | {x['lane_per_delivered']:.2f} | {x['lane_moves']} | {x['drain_s']} |")
+    return out + [""]
+
+
 def broker_batches(r: dict) -> list[str]:
     waits = sorted({row["fetch_wait_ms"] for row in r["rows"]})
     out = ["## The embedded broker: partitions of many small batches", "",
@@ -577,7 +593,7 @@ def render(results: dict[str, dict]) -> str:
                 (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)),
                 (None, every_run("shared_ref_idle", shared_ref_idle)), ("broker_fetch", broker_fetch),
                 ("broker_lane_topics", broker_lane_topics),
-                ("broker_batches", broker_batches), (None, shared_bytes), (None, send_codecs.section), (None, worker_report.section),
+                ("broker_batches", broker_batches), (None, shared_bytes), (None, every_run("lane_moves", lane_moves)), (None, send_codecs.section), (None, worker_report.section),
                 (None, ordering), (None, before_after.section)]
     for name, fn in sections:
         if name is None:

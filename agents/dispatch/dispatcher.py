@@ -65,7 +65,7 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         self._epochs = Epochs()
         self._parts = self._epochs.parts  # markers partition -> its epoch and queues' state
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
-                      "bad-credits": 0, "acquire-errors": 0, "begin-errors": 0,
+                      "bad-credits": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
@@ -247,9 +247,14 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         if roster is None:
             roster = part.rosters[c.queue] = Roster(part.epoch)
         slot = roster.slots.get(c.consumer_id)
+        last_seq = 0 if slot is None else slot.next_seq - 1
+        if slot is not None and slot.lane != c.lane:
+            # The consumer left its lane (kmq.consumer.lane_choice): it reads the old one
+            # until this FAREWELL, after every delivery sent there.
+            self.stats["lane-moves"] += 1
+            self._lanes.farewell(c.consumer_id, slot.lane, part.epoch, last_seq, self._epochs.with_deliveries())
         if roster.credit(c, int(time.monotonic() * 1000)) is None:
-            self._lanes.farewell(c.consumer_id, c.lane, part.epoch, 0 if slot is None else slot.next_seq - 1,
-                                 self._epochs.with_deliveries())
+            self._lanes.farewell(c.consumer_id, c.lane, part.epoch, last_seq, self._epochs.with_deliveries())
         if not roster.slots:
             del part.rosters[c.queue]
 

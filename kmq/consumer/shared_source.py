@@ -3,7 +3,10 @@
 Any number of consumers share a shared queue; none joins a group. Each consumer
 
 1. picks a *lane* (a partition of a deliveries topic, kmq.protocol.lane_layout) at random
-   and reads it from its end, keeping only records keyed with its own id;
+   and reads it from its end, keeping only records keyed with its own id
+   (kmq.consumer.lane_reader); a lane that brings it mostly other consumers' records it
+   leaves for another (kmq.consumer.lane_choice: its next CREDIT names the new lane, and
+   it reads the old one until the dispatcher's FAREWELL there says nothing more comes);
 2. asks for work with CREDIT markers on the queue's markers partition: how many more
    messages it can take (its free ``max_in_flight``), as of the last delivery it
    received; it asks again whenever that grows and at least every ``HEARTBEAT_S`` (its
@@ -28,16 +31,13 @@ for a moment after a tracker failover) is given back at once, uncounted.
 from __future__ import annotations
 
 import logging
-import random
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaError, TopicPartition
-
 from kmq.errors import DeliveryError
-from kmq.kafka import profiles
-from kmq.kafka.patient_reader import PatientReader
+from kmq.consumer.lane_reader import Got, LaneReader
+from kmq.consumer.lanes import ConsumerLanes
 from kmq.consumer.marker_writer import RetryTransaction
 from kmq.consumer.receipts import Receipts
 from kmq.consumer import read_ahead, referred
@@ -72,33 +72,38 @@ class SharedSource:
         self._wait_began: float | None = None  # user code found nothing ready then
         s = c._settings
         self.consumer_id = uuid.uuid4().hex
-        self._key = self.consumer_id.encode()
         self._key_of_queue = c.queue.encode()
-        self._header_key = D.header_key(self.consumer_id)
-        self.lane = random.randrange(lanes.count)
-        self._topic, self._lane_partition = lanes.topic(self.lane), lanes.partition(self.lane)
+        self._layout = lanes
+        self._config = config
         self._receipts = Receipts()  # what a CREDIT may say was received (lock held)
         self._last_free = -1
         self._freed = 0  # messages settled since the last CREDIT
         self._last_credit_s = 0.0
-        self._pending: D.Delivery | None = None  # a header whose copies are still arriving
-        self._copies: list = []
         # Ranges delivered by reference, read from the queue topic.
         self.refs = ReferenceReader(s, f"{s.group_id(c.queue)}.refs", config)
         self._leaving = False
         self._farewell: D.Farewell | None = None
-        self._kc = PatientReader({
-            **profiles.reader_config(s, f"{s.group_id(c.queue)}.lanes",
-                                     fetch_wait_ms=profiles.lane_fetch_wait_ms(s), eof=False),
-            **(config or {}),
-        }, min_records=1)  # paced by user code
-        tp = TopicPartition(self._topic, self._lane_partition)
-        # From the lane's end: nothing before it can be ours (our id is new). ListOffsets
-        # may undercount (BROKER.md): then a few older records are read and skipped.
-        _, high = self._kc.get_watermark_offsets(tp, timeout=10, cached=False)
-        self._kc.assign([TopicPartition(self._topic, self._lane_partition, max(0, high))])
+        self.lanes = ConsumerLanes(self._lane_reader, lanes, c.queue, c._lock)
         c._log.wake_at = self._refill_at()
         c._log.wake.set()  # the flusher asks for work at once, not after its first idle wait
+
+    def _lane_reader(self, lane: int) -> LaneReader:
+        s, c = self._c._settings, self._c
+        return LaneReader(s, f"{s.group_id(c.queue)}.lanes", self._config, self._layout, lane,
+                          self.consumer_id, c.queue)
+
+    @property
+    def lane(self) -> int:
+        """The lane this consumer asks for deliveries on."""
+        return self.lanes.lane
+
+    @property
+    def lane_moves(self) -> int:
+        return self.lanes.moves
+
+    def lane_bytes(self) -> tuple[int, int]:
+        """Key + value bytes read on every lane so far: (this consumer's, the others')."""
+        return self.lanes.bytes_read()
 
     # -- asking for work (the flusher thread, lock held) --------------------------------
 
@@ -110,7 +115,8 @@ class SharedSource:
         unhanded = sum(len(h.recs) - h.handed for h in c._ready)
         free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded,
                                                  M.MAX_CREDIT))
-        due = now_s - self._last_credit_s >= HEARTBEAT_S
+        due = now_s - self._last_credit_s >= HEARTBEAT_S or self.lanes.unsaid
+        self.lanes.unsaid = False
         refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
         if not (force or due or (refill and free) or (self._last_free < 0 and free)):
             return []
@@ -154,7 +160,7 @@ class SharedSource:
 
     def fetch(self, room: int, timeout_s: float) -> int:
         """Read the lane (and referred ranges); hold complete deliveries. Returns how many."""
-        fresh = self._read_lane(0.0 if self.refs else timeout_s)
+        fresh = self._read_lanes(0.0 if self.refs else timeout_s)
         if self.refs:
             for d, got in self.refs.read(timeout_s):
                 fresh += self._hold_ref(d, got)
@@ -162,47 +168,31 @@ class SharedSource:
             self.refs.rest_if_idle()
         return fresh
 
-    def _read_lane(self, timeout_s: float) -> int:
+    def _read_lanes(self, timeout_s: float) -> int:
         c = self._c
-        first = self._kc.poll(timeout_s)
-        if first is None:
-            return 0
-        recs = [first] + self._kc.consume(10_000, 0)
-        key, header_key = self._key, self._header_key
+        moves = self.lanes.moves
+        got, fatal = self.lanes.read(timeout_s, may_move=not self._leaving)
         fresh = 0
-        for rec in recs:
-            k = rec.key()
-            if k == key:
-                if self._pending is not None:
-                    self._copies.append(rec)
-                    if len(self._copies) == self._pending.count:
-                        fresh += self._hold()
-            elif k == header_key:
-                if self._pending is not None:  # copies lost on the way: hold what came
-                    fresh += self._hold()
-                try:
-                    d = D.decode(rec.value())
-                except D.DeliveryDecodeError as exc:
-                    log.warning("queue %s: lane %d offset %d: %s", c.queue, self.lane, rec.offset(), exc)
-                    continue
-                if isinstance(d, D.Farewell):
-                    self._farewell = d
-                    continue
-                if d.range.queue != c.queue:
-                    continue
-                with c._lock:  # a CREDIT claims it only once its messages are held
-                    self._receipts.header(d.epoch, d.seq)
-                if d.kind == D.REFERENCE:
-                    self.refs.add(d)
-                    continue
-                self._pending, self._copies = d, []
-            elif rec.error() is not None:
-                err = rec.error()
-                if err.fatal():
-                    c._set_error(DeliveryError(f"consumer of queue {c.queue!r} failed: {err}"))
-                elif err.code() != KafkaError._PARTITION_EOF:
-                    log.warning("queue %s: lane error: %s", c.queue, err)
+        for g in got:
+            if isinstance(g, D.Farewell):
+                self._farewell = g
+            else:
+                fresh += self._take(g)
+        if fatal is not None:
+            c._set_error(DeliveryError(f"consumer of queue {c.queue!r} failed: {fatal}"))
+        if self.lanes.moves != moves:
+            c._log.wake.set()  # the flusher names the new lane at once
         return fresh
+
+    def _take(self, got: Got) -> int:
+        """A delivery read from a lane: a reference waits for its range, copies are held."""
+        d = got.delivery
+        with self._c._lock:  # a CREDIT claims it only once its messages are held
+            self._receipts.header(d.epoch, d.seq)
+        if got.copies is None:
+            self.refs.add(d)
+            return 0
+        return self._hold(d, got.copies)
 
     # -- references: ranges read from the queue topic ------------------------------------
 
@@ -245,16 +235,14 @@ class SharedSource:
             self._waited_s += time.monotonic() - self._wait_began
             self._wait_began = None
 
-    def _hold(self) -> int:
-        """Hold the pending delivery's copies (offsets in mask order); return how many.
+    def _hold(self, d: D.Delivery, copies: list) -> int:
+        """Hold a delivery's copies (offsets in mask order); return how many.
 
         Copies below the queue's purge point (dispatched before the purge was known) are
         acked unseen; copies beyond the free room (possible for a moment after a tracker
         failover) are given back at once, uncounted.
         """
         c = self._c
-        d, copies = self._pending, self._copies
-        self._pending, self._copies = None, []
         if not copies:
             with c._lock:
                 self._receipts.held(d.epoch, d.seq)
@@ -312,14 +300,15 @@ class SharedSource:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             f = self._farewell
-            if f is not None and self._pending is None and not self.refs and (f.seq == 0 or self._receipts.read[1] >= f.seq):
+            if (f is not None and self.lanes.settled() and not self.refs
+                    and (f.seq == 0 or self._receipts.read[1] >= f.seq)):
                 return
             self.fetch(0, min(0.1, max(0.0, deadline - time.monotonic())))
         log.info("queue %s: no farewell from the dispatcher within %g s", c.queue, timeout_s)
 
     def close(self) -> None:
         """Stop reading the lane (after :meth:`leave`)."""
-        for reader in (self._kc, self.refs):
+        for reader in (self.lanes, self.refs):
             try:
                 reader.close()
             except Exception:  # pragma: no cover - closing twice

@@ -1,0 +1,146 @@
+"""One lane of a shared consumer: its reader, the delivery being assembled, what it read.
+
+A lane (kmq.protocol.lane_layout) carries delivery headers and copies for every consumer
+that picked it; this reader keeps the records keyed with its consumer's id and hands them
+back as they complete, in lane order: a delivery with its copies, a delivery by reference
+(its records are read from the queue topic by kmq.consumer.reference_reader), or the
+dispatcher's FAREWELL. It counts the bytes it fetched for its consumer and for others, so
+the consumer can leave a lane others fill (kmq.consumer.lane_choice).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from kmq.kafka import profiles
+from kmq.kafka.patient_reader import PatientReader
+from kmq.protocol import deliveries as D
+from kmq.protocol.lane_layout import LaneLayout
+from kmq.settings import Settings
+
+log = logging.getLogger("kmq.consumer")
+
+
+@dataclass(slots=True)
+class Got:
+    """A delivery read from the lane: ``copies`` are its records (None: by reference)."""
+
+    delivery: D.Delivery
+    copies: list | None
+
+
+class LaneRecords:
+    """One consumer's records among a lane's, assembled into deliveries (pure: records in)."""
+
+    def __init__(self, consumer_id: str, queue: str, lane: int) -> None:
+        self.lane = lane
+        self._queue = queue
+        self._key = consumer_id.encode()
+        self._header_key = D.header_key(consumer_id)
+        self._pending: D.Delivery | None = None  # a header whose copies are still arriving
+        self._copies: list = []
+        self.own_bytes = 0  # key + value bytes read: this consumer's records ...
+        self.other_bytes = 0  # ... and every other consumer's
+        self.fatal: Any = None  # a fatal KafkaError read from the lane
+
+    def assembling(self) -> bool:
+        """Whether a delivery's copies are still on their way."""
+        return self._pending is not None
+
+    def take(self, records: list) -> list[Got | D.Farewell]:
+        """What ``records`` (in lane order) complete, in lane order."""
+        out: list[Got | D.Farewell] = []
+        key, header_key = self._key, self._header_key
+        own = other = 0
+        for rec in records:
+            k = rec.key()
+            if k == key:
+                own += len(k) + len(rec.value() or b"")
+                if self._pending is not None:
+                    self._copies.append(rec)
+                    if len(self._copies) == self._pending.count:
+                        out.append(self._complete())
+            elif k == header_key:
+                value = rec.value()
+                own += len(k) + len(value or b"")
+                if self._pending is not None:  # copies lost on the way: hold what came
+                    out.append(self._complete())
+                try:
+                    d = D.decode(value)
+                except D.DeliveryDecodeError as exc:
+                    log.warning("queue %s: lane %d offset %d: %s", self._queue, self.lane, rec.offset(), exc)
+                    continue
+                if isinstance(d, D.Farewell):
+                    out.append(d)
+                elif d.range.queue != self._queue:
+                    continue
+                elif d.kind == D.REFERENCE:
+                    out.append(Got(d, None))
+                else:
+                    self._pending, self._copies = d, []
+            elif rec.error() is not None:
+                err = rec.error()
+                if err.fatal():
+                    self.fatal = err
+                elif err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("queue %s: lane %d error: %s", self._queue, self.lane, err)
+            else:
+                other += len(k or b"") + len(rec.value() or b"")
+        self.own_bytes += own
+        self.other_bytes += other
+        return out
+
+    def _complete(self) -> Got:
+        got = Got(self._pending, self._copies)
+        self._pending, self._copies = None, []
+        return got
+
+
+class LaneReader(LaneRecords):
+    """Reads one lane from its end as of now, keeping one consumer's records."""
+
+    def __init__(self, settings: Settings, group_id: str, config: dict[str, Any] | None,
+                 layout: LaneLayout, lane: int, consumer_id: str, queue: str) -> None:
+        super().__init__(consumer_id, queue, lane)
+        self._kc = PatientReader({
+            **profiles.reader_config(settings, group_id, fetch_wait_ms=profiles.lane_fetch_wait_ms(settings),
+                                     eof=False),
+            **(config or {}),
+        }, min_records=1)  # paced by user code
+        topic, partition = layout.topic(lane), layout.partition(lane)
+        # From the lane's end: nothing before it can be ours (our id is new, or we asked for
+        # nothing on this lane yet). ListOffsets may undercount (BROKER.md): then a few older
+        # records are read and skipped.
+        _, high = self._kc.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        self._kc.assign([TopicPartition(topic, partition, max(0, high))])
+
+    @property
+    def kc(self) -> PatientReader:
+        return self._kc
+
+    def ends(self, layout: LaneLayout, lanes: list[int]) -> dict[int, int]:
+        """Where other lanes end now (lane -> offset; one that does not answer is left out)."""
+        out = {}
+        for lane in lanes:
+            try:
+                _, high = self._kc.get_watermark_offsets(TopicPartition(layout.topic(lane), layout.partition(lane)),
+                                                         timeout=5, cached=False)
+            except KafkaException as exc:
+                log.debug("queue %s: end of lane %d: %s", self._queue, lane, exc)
+                continue
+            out[lane] = high
+        return out
+
+    def read(self, timeout_s: float) -> list[Got | D.Farewell]:
+        """What came on the lane within ``timeout_s``, complete, in lane order."""
+        first = self._kc.poll(timeout_s)
+        if first is None:
+            return []
+        return self.take([first] + self._kc.consume(10_000, 0))
+
+    def close(self) -> None:
+        self._kc.close()

@@ -1,0 +1,127 @@
+"""The lanes of one shared consumer: the one it asks on, and one it is leaving.
+
+A consumer reads its lane (kmq.consumer.lane_reader) and, when the lane brings it mostly
+other consumers' records (kmq.consumer.lane_choice), moves: it takes the quietest of a
+few lanes it never read, names it in its next CREDIT, and reads the old lane until the
+dispatcher's FAREWELL there, written after every delivery the dispatcher sent on it
+(agents/dispatch/dispatcher.py, ``_credit``). Only then is the new lane read, so
+deliveries come in the order the dispatcher numbered them. A tracker that writes no
+FAREWELL (an older one) is waited for :data:`MOVE_WAIT_S`; what it sent on the old lane
+after that comes back after its visibility timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from kmq.consumer.lane_choice import SAMPLE_S, LaneWatch, candidates, pick_lane, quietest
+from kmq.consumer.lane_reader import Got, LaneReader
+from kmq.protocol import deliveries as D
+from kmq.protocol.lane_layout import LaneLayout
+
+log = logging.getLogger("kmq.consumer")
+
+MOVE_WAIT_S = 5.0  # a lane left is read until its FAREWELL, or this long (a tracker without moves)
+
+
+class ConsumerLanes:
+    """Reads a consumer's lane, or first the one it is leaving; decides when to move."""
+
+    def __init__(self, open_lane: Callable[[int], LaneReader], layout: LaneLayout, queue: str,
+                 lock: threading.Lock) -> None:
+        self._open = open_lane
+        self._layout = layout
+        self._queue = queue
+        self._lock = lock  # the consumer's: its flusher reads the lane for CREDITs
+        self.current = open_lane(pick_lane(layout.count) or 0)
+        self.leaving: LaneReader | None = None
+        self._read = {self.current.lane}  # never back to one: see _consider_moving
+        self._left_at_s = 0.0
+        self._watch = LaneWatch(time.monotonic())
+        self._looked: tuple[float, dict[int, int]] | None = None  # (when, candidate lanes' ends)
+        self._closed_bytes = (0, 0)  # (own, others') bytes read on lanes left
+        self.unsaid = False  # a move's new lane is not in a CREDIT yet (lock held)
+        self.moves = 0
+
+    @property
+    def lane(self) -> int:
+        """The lane the consumer asks for deliveries on."""
+        return self.current.lane
+
+    def bytes_read(self) -> tuple[int, int]:
+        """Key + value bytes read on every lane so far: (this consumer's, the others')."""
+        own, other = self._closed_bytes
+        for r in (self.current, self.leaving):
+            if r is not None:
+                own, other = own + r.own_bytes, other + r.other_bytes
+        return own, other
+
+    def settled(self) -> bool:
+        """No lane being left, no delivery's copies on their way."""
+        return self.leaving is None and not self.current.assembling()
+
+    def read(self, timeout_s: float, may_move: bool) -> tuple[list[Got | D.Farewell], object]:
+        """What came, in lane order (a FAREWELL here answers a goodbye; the one that ends a
+        move is taken here), and a fatal error the lane reader saw, if any."""
+        old = self.leaving
+        reader = old or self.current
+        out: list[Got | D.Farewell] = []
+        for got in reader.read(timeout_s):
+            if isinstance(got, D.Farewell) and reader is old:
+                self.leaving = None  # nothing more comes on it
+            else:
+                out.append(got)
+        if old is not None:
+            if self.leaving is not None and time.monotonic() - self._left_at_s >= MOVE_WAIT_S:
+                log.info("queue %s: no FAREWELL on lane %d within %g s: reading lane %d", self._queue,
+                         old.lane, MOVE_WAIT_S, self.lane)
+                self.leaving = None
+            if self.leaving is None:
+                self._closed_bytes = (self._closed_bytes[0] + old.own_bytes, self._closed_bytes[1] + old.other_bytes)
+                old.close()
+        elif may_move:
+            self._consider_moving(reader)
+        return out, reader.fatal
+
+    def _consider_moving(self, reader: LaneReader) -> None:
+        """Judge the lane; to leave it, look at a few lanes' ends twice, SAMPLE_S apart
+        (between two reads: nothing waits for it), and take the one that grew least. Never
+        back to a lane read before: its end, if undercounted (BROKER.md), would hand this
+        consumer its own old deliveries again; with every lane read, it stays."""
+        now = time.monotonic()
+        if self._looked is None:
+            if self._watch.judge(now, reader.own_bytes, reader.other_bytes):
+                lanes = candidates(self._layout.count, self._read)
+                if lanes:
+                    self._looked = (now, reader.ends(self._layout, lanes))
+                else:
+                    self._watch.moved(now)  # judged again only after a longer while
+            return
+        at, before = self._looked
+        if now - at >= SAMPLE_S:
+            self._looked = None
+            lane = quietest(before, reader.ends(self._layout, list(before)))
+            if lane is None:
+                self._watch.moved(now)
+            else:
+                self._move(reader, lane)
+
+    def _move(self, old: LaneReader, lane: int) -> None:
+        self._read.add(lane)
+        new = self._open(lane)
+        log.info("queue %s: lane %d brought %d bytes for other consumers against %d for us: moving to lane %d",
+                 self._queue, old.lane, old.other_bytes, old.own_bytes, lane)
+        with self._lock:
+            self.current, self.leaving = new, old
+            self.unsaid = True
+            self._left_at_s = time.monotonic()
+            self._watch.moved(self._left_at_s)
+            self.moves += 1
+
+    def close(self) -> None:
+        for reader in (self.current, self.leaving):
+            if reader is not None:
+                reader.close()
