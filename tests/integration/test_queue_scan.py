@@ -51,3 +51,44 @@ def _offset_of_third(settings, queue: str, partition: int) -> int:
         return mine[2]
     finally:
         c.close()
+
+
+def test_a_drained_queue_has_no_depth_after_its_tracker_restarts(make_settings, artifacts):
+    # Settled ranges leave the table; what says where the queue's consumers got to after a
+    # restart is the table's cursor (a drained shared queue showed its whole log as depth:
+    # the scan fell back to a consumer group a shared queue does not have, then the log start).
+    from kmq.dev.devstack import TrackerProcess
+    from tests.integration.views import all_acked, queue_detail
+
+    s = make_settings(stats_refresh_ms=200, dispatch="shared")
+    queue = "scan-after-restart"
+
+    def no_depth(t) -> None:
+        """Depth 0 in a scan pass (two passes at least: before any, depth is 0 for nothing
+        scanned). The gauges are rebuilt on the partition's first event after assignment,
+        so a pass before it may count the log; 0 must come within the deadline."""
+        def scanned_empty() -> bool:
+            d = queue_detail(t, queue)  # a view: the scanner runs while somebody looks
+            return d is not None and t.health()["scanner"]["passes"] >= 2 and d["depth"] == 0
+        wait_for(scanned_empty, 60, interval_s=0.2, what=f"depth 0 for {queue} in a scan")
+
+    t = TrackerProcess(s, artifacts / "tracker-scan-restart-1.log").start(timeout_s=120)
+    try:
+        with kmq.Client(settings=s) as client:
+            client.send_batch(queue, [b"m"] * 30)
+            client.flush()
+            with client.consumer(queue) as c:
+                got: list = []
+                wait_for(lambda: got.extend(c.receive_batch(30 - len(got), timeout_s=0.2)) or len(got) >= 30,
+                         60, what="30 messages")
+                for m in got:
+                    m.ack()
+        wait_for(lambda: all_acked(t, queue, 30), 60, what="the tracker counting 30 acks")
+        no_depth(t)
+    finally:
+        t.stop()
+    t = TrackerProcess(s, artifacts / "tracker-scan-restart-2.log").start(timeout_s=120)
+    try:
+        no_depth(t)  # was 30 for good: the whole log
+    finally:
+        t.stop()
