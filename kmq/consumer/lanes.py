@@ -2,12 +2,15 @@
 
 A consumer reads its lane (kmq.consumer.lane_reader) and, when the lane brings it mostly
 other consumers' records (kmq.consumer.lane_choice), moves: it takes the quietest of a
-few lanes it never read, names it in its next CREDIT, and reads the old lane until the
+few lanes it never read, names it in its next CREDIT, and reads the old lane too until the
 dispatcher's FAREWELL there, written after every delivery the dispatcher sent on it
-(agents/dispatch/dispatcher.py, ``_credit``). Only then is the new lane read, so
-deliveries come in the order the dispatcher numbered them. A tracker that writes no
-FAREWELL (an older one) is waited for :data:`MOVE_WAIT_S`; what it sent on the old lane
-after that comes back after its visibility timeout.
+(agents/dispatch/dispatcher.py, ``_credit``). Both lanes are read meanwhile, so a delivery
+is never held back by a FAREWELL that does not come (a dispatcher that first heard of the
+consumer with its new lane writes none; nor does an older tracker): the old lane is read
+for :data:`MOVE_WAIT_S` then, and what came on it after that comes back after its
+visibility timeout. Deliveries of the two lanes may interleave: a CREDIT then claims at
+worst one delivery too many, and what is beyond the consumer's room is given back
+uncounted (kmq.consumer.shared_source).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from kmq.protocol.lane_layout import LaneLayout
 log = logging.getLogger("kmq.consumer")
 
 MOVE_WAIT_S = 5.0  # a lane left is read until its FAREWELL, or this long (a tracker without moves)
+MOVE_POLL_S = 0.05  # while a lane is left, the new one is polled this long at most (then the old one again)
 
 
 class ConsumerLanes:
@@ -64,27 +68,37 @@ class ConsumerLanes:
         return self.leaving is None and not self.current.assembling()
 
     def read(self, timeout_s: float, may_move: bool) -> tuple[list[Got | D.Farewell], object]:
-        """What came, in lane order (a FAREWELL here answers a goodbye; the one that ends a
-        move is taken here), and a fatal error the lane reader saw, if any."""
+        """What came, in lane order per lane (a FAREWELL here answers a goodbye; the one that
+        ends a move is taken here), and a fatal error a lane reader saw, if any.
+
+        While a lane is being left both are read: the old one without waiting, the new one
+        for at most MOVE_POLL_S at a time. Reading the new one only after the FAREWELL held
+        deliveries back whenever none came (a dispatcher that first heard of this consumer
+        with the new lane): a CI chaos run got a delivery 5 s late, past its visibility
+        timeout, after its redelivery had been acked."""
         old = self.leaving
-        reader = old or self.current
         out: list[Got | D.Farewell] = []
-        for got in reader.read(timeout_s):
-            if isinstance(got, D.Farewell) and reader is old:
-                self.leaving = None  # nothing more comes on it
-            else:
-                out.append(got)
+        fatal = None
         if old is not None:
+            for got in old.read(0.0):
+                if isinstance(got, D.Farewell):
+                    self.leaving = None  # nothing more comes on it
+                else:
+                    out.append(got)
+            fatal = old.fatal
             if self.leaving is not None and time.monotonic() - self._left_at_s >= MOVE_WAIT_S:
-                log.info("queue %s: no FAREWELL on lane %d within %g s: reading lane %d", self._queue,
+                log.info("queue %s: no FAREWELL on lane %d within %g s: reading lane %d only", self._queue,
                          old.lane, MOVE_WAIT_S, self.lane)
                 self.leaving = None
             if self.leaving is None:
                 self._closed_bytes = (self._closed_bytes[0] + old.own_bytes, self._closed_bytes[1] + old.other_bytes)
                 old.close()
-        elif may_move:
+            timeout_s = 0.0 if out else min(timeout_s, MOVE_POLL_S)
+        reader = self.current
+        out += reader.read(timeout_s)
+        if old is None and may_move:
             self._consider_moving(reader)
-        return out, reader.fatal
+        return out, fatal or reader.fatal
 
     def _consider_moving(self, reader: LaneReader) -> None:
         """Judge the lane; to leave it, look at a few lanes' ends twice, SAMPLE_S apart

@@ -5,8 +5,8 @@ Any number of consumers share a shared queue; none joins a group. Each consumer
 1. picks a *lane* (a partition of a deliveries topic, kmq.protocol.lane_layout) at random
    and reads it from its end, keeping only records keyed with its own id
    (kmq.consumer.lane_reader); a lane that brings it mostly other consumers' records it
-   leaves for another (kmq.consumer.lane_choice: its next CREDIT names the new lane, and
-   it reads the old one until the dispatcher's FAREWELL there says nothing more comes);
+   leaves for another (kmq.consumer.lanes: its next CREDIT names the new lane, and it reads
+   the old one too until the dispatcher's FAREWELL there says nothing more comes);
 2. asks for work with CREDIT markers on the queue's markers partition: how many more
    messages it can take (its free ``max_in_flight``), as of the last delivery it
    received; it asks again whenever that grows and at least every ``HEARTBEAT_S`` (its
