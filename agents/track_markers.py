@@ -168,11 +168,11 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
                     part.partition, marker.epoch, part.state.epoch(), marker.range)
     if applied is not None:
         part.count(applied.queue, applied.what, applied.count)
-    if isinstance(marker, M.Ack) and applied is not None and applied.count \
-            and rt.config(marker.range.queue).ordering == "group":
-        # An ordered queue's group goes on with its next message (docs/ordering.md).
+    if applied is not None and applied.settled and rt.config(marker.range.queue).ordering == "group":
+        # An ordered queue's group goes on with its next message (docs/ordering.md); an
+        # ACK the table did not hold (late, or of a range never handed out) frees nothing.
         rt.dispatcher.on_ended(part.partition, marker.range.queue, marker.range.partition,
-                               M.mask_offsets(marker.range.start, marker.mask), dead_lettered=False)
+                               M.mask_offsets(marker.range.start, applied.settled), dead_lettered=False)
     if isinstance(marker, M.Start) and applied is not None and applied.what == Outcome.STARTED:
         # A group consumer fetched these: a dispatcher that takes the queue over (a switch
         # to shared mode) starts above them.

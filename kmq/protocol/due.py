@@ -59,9 +59,12 @@ class Applied:
 
     ``what`` is ``MALFORMED_MARKER`` (with ``detail`` saying why, and no queue) for a
     marker outside the codec's limits: it changed nothing and is to be set aside.
+    ``settled`` is, for an applied ACK, the offsets it took out of the table (a mask
+    over the marker's range): an ordered queue's groups go on for those only.
     """
 
     queue: str
     what: Outcome
     count: int
     detail: str = ""
+    settled: int = 0

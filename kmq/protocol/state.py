@@ -145,7 +145,8 @@ class PartitionState(DispatchView, Attempts):
         else:  # pragma: no cover - exhaustive over Marker
             raise TypeError(f"not a marker: {marker!r}")
         self._store_range(key, entry)
-        return Applied(marker.range.queue, what, touched.bit_count())
+        return Applied(marker.range.queue, what, touched.bit_count(),
+                       settled=touched if what == Outcome.ACKED else 0)
 
     def _not_held(self, r: RangeRef) -> Outcome:
         """Why a marker's range is not held: LATE if it was handed out (the queue partition's

@@ -179,3 +179,35 @@ def test_a_record_of_acks_only_moves_no_applied_mark_and_applied_again_changes_n
     # The whole range acked: its entry goes.
     _apply_once(rt, part, [M.Ack(R, R.full_mask)], offset=5)
     assert not any(k.startswith(b"R") for k in store.entries)
+
+
+class EndedDispatcher(QuietDispatcher):
+    """Records what the markers agent tells an ordered queue's groups."""
+
+    def __init__(self) -> None:
+        self.ended: list[list[int]] = []
+
+    def on_ended(self, markers_partition: int, queue: str, partition: int, offsets: list[int],
+                 dead_lettered: bool) -> None:
+        assert not dead_lettered
+        self.ended.append(offsets)
+
+
+def test_only_offsets_an_ack_settled_let_an_ordered_queues_groups_go_on():
+    # An ACK the table did not hold (late: taken back before; or of a range never handed
+    # out, as a forged or mis-framed one) freed the groups of its offsets (any that were
+    # still in flight), so a group's next message went out while its head was in hand.
+    rt = SimpleNamespace(redeliverer=FakeRedeliverer(), dispatcher=EndedDispatcher(),
+                         config=lambda queue: QueueConfig(ordering="group"))
+    part = _partition()
+    part.state.apply(M.Acquire(R, 60_000, 0b111, part.state.epoch(), True), part.clock.now_ms())
+    _apply(rt, part, [M.Ack(M.RangeRef("orders", 0, 100, 102), 0b1)], offset=1)  # not R
+    assert rt.dispatcher.ended == [] and part.counters[("orders", Outcome.LATE)] == 1
+    _apply(rt, part, [M.Ack(R, 0b1)], offset=2)
+    assert rt.dispatcher.ended == [[100]]
+    _apply(rt, part, [M.Ack(R, 0b11)], offset=3)  # 100 again: only 101 is settled now
+    assert rt.dispatcher.ended == [[100], [101]]
+    _apply(rt, part, [M.Ack(R, 0b11)], offset=4)  # nothing held is settled
+    assert rt.dispatcher.ended == [[100], [101]]
+    _apply(rt, part, [M.Ack(M.RangeRef("orders", 0, 500, 510), 0b1)], offset=5)  # never handed out
+    assert rt.dispatcher.ended == [[100], [101]]
