@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Any
 
 from kmq.protocol import envelope
+from kmq.protocol.ordering import valid_group
 from kmq.errors import ConfigError, MessageSettledError
 
 
@@ -98,8 +99,9 @@ class Message(tuple):
 
     @property
     def group(self) -> str | None:
-        """The message's ordered group (``kmq.group``), None without one."""
-        raw = self._split_headers()[0].get(envelope.GROUP)
+        """The message's ordered group (``kmq.group``), None without one, or with one the
+        dispatcher does not take as a group (empty, or over 128 bytes: ``bad-group``)."""
+        raw = valid_group(self._split_headers()[0].get(envelope.GROUP))
         return raw.decode(errors="replace") if raw else None
 
     @property

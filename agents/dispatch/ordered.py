@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import logging
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from kmq.protocol import envelope
@@ -32,6 +33,8 @@ ORDERED_WINDOW_OFFSETS = MAX_RANGE_LEN - 1
 ORDERED_MAX_GAP = 256  # offsets between two heads of one delivery, at most
 
 Key = tuple[int, str, int]  # (markers partition, queue, queue partition)
+_FIRST = itemgetter(0)
+_ID_ONLY = {envelope.ID}
 
 
 @dataclass
@@ -61,8 +64,10 @@ class OrderedQueues(Recovering):
 
     def _get(self, key: Key, dedup_window_ms: int) -> _Queue:
         q = self._queue(key)
-        if q.dedup is None or q.dedup.window_ms != dedup_window_ms:
-            q.dedup = Dedup(dedup_window_ms)  # a changed window starts afresh
+        if q.dedup is None:
+            q.dedup = Dedup(dedup_window_ms)
+        elif q.dedup.window_ms != dedup_window_ms:
+            q.dedup.set_window(dedup_window_ms)  # the ids seen are kept
         return q
 
     def ended(self, key: Key, offsets: list[int], dead_lettered: bool, dead_letter_head: str) -> None:
@@ -136,17 +141,19 @@ class OrderedQueues(Recovering):
 
     def drop_duplicates(self, key: Key, records: list, dedup_window_ms: int) -> list:
         """An unordered queue's records without the duplicates of a send inside the window.
-        Records with only ``kmq.id`` (an SDK send without headers) are not looked into."""
+        Records with no header but ``kmq.id`` (an SDK send without headers) are not looked into."""
         if not records:
             return records
         # Most records carry only kmq.id: asked of all at once (in C), nothing to look into.
-        if max(map(len, filter(None, map(type(records[0]).headers, records))), default=0) <= 1:
+        # (A plain producer's record may carry kmq.dedup-id alone.)
+        some = list(filter(None, map(type(records[0]).headers, records)))
+        if max(map(len, some), default=0) <= 1 and not set(map(_FIRST, map(_FIRST, some))) - _ID_ONLY:
             return records
         kept = []
         q = None
         for rec in records:
             hs = rec.headers()
-            if hs and len(hs) > 1:
+            if hs and (len(hs) > 1 or hs[0][0] != envelope.ID):
                 raw = next((v for k, v in hs if k == envelope.DEDUP_ID), None)
                 if raw is not None:
                     q = q or self._get(key, dedup_window_ms)

@@ -1,10 +1,12 @@
 """kmq.aio in a FastAPI service (tested by tests/integration/test_aio.py).
 
     POST /orders/<queue>   body = the payload  -> 202 {"id": ...}, once the broker has it
+                           (404 for a queue other than the app's)
     a background task consumes <queue> and acks each message, counting what it saw
 
-Run: ``uvicorn --factory 'fastapi_app:make_app'`` after setting QUEUE (KMQ_* variables say
-where Kafka is), or call ``make_app(queue)`` from your own code.
+Run: ``pip install uvicorn``, then from docs/examples,
+``QUEUE=orders uvicorn --factory fastapi_app:make_app`` (KMQ_* variables say where Kafka
+is), or call ``make_app(queue)`` from your own code.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import os
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 
 import kmq
 import kmq.aio
@@ -27,7 +29,7 @@ async def consume(app: FastAPI, queue: str) -> None:
 
 
 def make_app(queue: str | None = None, settings: kmq.Settings | None = None) -> FastAPI:
-    queue = queue or os.environ["QUEUE"]
+    queue = app_queue = queue or os.environ["QUEUE"]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -43,6 +45,8 @@ def make_app(queue: str | None = None, settings: kmq.Settings | None = None) -> 
 
     @app.post("/orders/{queue}", status_code=202)
     async def enqueue(queue: str, request: Request) -> dict:
+        if queue != app_queue:  # nothing here would consume it
+            raise HTTPException(404, f"this service enqueues on {app_queue!r} only")
         client = request.app.state.client
         # Its own delivery report, awaited (no flush of other requests' sends): durable when we answer.
         msg_id = await client.send_and_wait(queue, await request.body())

@@ -46,6 +46,14 @@ class Dedup:
         self._clock_ms = 0
         self.evicted = 0
 
+    def set_window(self, window_ms: int) -> None:
+        """The queue's window changed: the ids seen are kept, judged by the new window from
+        now on (a shorter one drops those already past it)."""
+        if window_ms <= 0:
+            raise ValueError("window_ms must be positive")
+        self.window_ms = window_ms
+        self._expire()
+
     def __len__(self) -> int:
         return len(self._first)
 

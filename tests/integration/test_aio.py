@@ -219,6 +219,8 @@ def test_the_aiohttp_example_enqueues_from_a_request_handler_and_consumes_in_the
             await await_until(all_seen, 60, "the background consumer to see them all")
             assert sorted(app[example.SEEN]) == sorted(ids)
             assert sorted(app[example.SEEN].values()) == sorted(b"order-%d" % i for i in range(10))
+            r = await http.post(f"/orders/{queue}-other", data=b"lost")  # nobody would consume it
+            assert r.status == 404
     asyncio.run(main())
 
 
@@ -240,6 +242,7 @@ def test_the_fastapi_example_enqueues_from_a_request_handler_and_consumes_in_the
         wait_for(lambda: len(app.state.seen) >= 10, 60, what="the background consumer seeing all 10")
         assert sorted(app.state.seen) == sorted(ids)
         assert sorted(app.state.seen.values()) == sorted(b"order-%d" % i for i in range(10))
+        assert http.post(f"/orders/{queue}-other", content=b"lost").status_code == 404
 
 
 def test_the_faust_example_sends_and_consumes_on_fausts_own_loop(default_settings, queue, tmp_path):

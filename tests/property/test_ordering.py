@@ -357,6 +357,15 @@ def test_dedup_across_senders_by_log_time():
     assert len(dedup) == 2
 
 
+def test_a_changed_window_keeps_the_ids_seen():
+    dedup = Dedup(300_000)
+    assert dedup.check(b"txn", "first", 10, 1_000) is None
+    dedup.set_window(600_000)  # a longer window: the first is still remembered
+    assert dedup.check(b"txn", "second", 11, 500_000) == "first"
+    dedup.set_window(100_000)  # a shorter one drops what is already past it
+    assert len(dedup) == 0 and dedup.check(b"txn", "third", 12, 500_000) is None
+
+
 def test_dedup_message_id_is_the_same_for_every_send():
     a = dedup_message_id("payments", b"txn-991")
     assert a == dedup_message_id("payments", b"txn-991")

@@ -47,3 +47,11 @@ def test_unparsable_counts_and_times_fall_back_to_defaults():
 
 def test_a_null_record_value_is_an_empty_payload_like_its_redeliveries():
     assert message([], value=None).value == b""
+
+
+def test_a_group_the_dispatcher_does_not_take_is_no_group_to_the_consumer():
+    # The dispatcher counts an empty or over-128-byte kmq.group as bad-group and hands the
+    # record out as a group of its own; the consumer's gate held such records for each other.
+    assert message([("kmq.group", b"g" * 129)]).group is None
+    assert message([("kmq.group", b"")]).group is None
+    assert message([("kmq.group", b"g" * 128)]).group == "g" * 128

@@ -52,3 +52,20 @@ def test_duplicates_of_an_unordered_queue_are_dropped_and_plain_sends_not_looked
     assert oq.drop_duplicates(KEY, [first], 300_000) == [first]  # read again: still the first
     assert oq.stats["deduplicated"] == 1
     assert oq.gauges(0) == {}  # an unordered queue has no groups to show
+
+
+def test_a_plain_producers_record_with_only_a_dedup_id_is_deduplicated():
+    # No kmq.id, one header: the look for one header only was skipped (both were delivered).
+    oq = OrderedQueues()
+    first, dup = Rec(0, [(V.DEDUP_ID, b"txn")], ts=1000), Rec(1, [(V.DEDUP_ID, b"txn")], ts=2000)
+    other = Rec(2, [("trace", b"x")])
+    assert oq.drop_duplicates(KEY, [first, dup, other], 300_000) == [first, other]
+    assert oq.stats["deduplicated"] == 1
+
+
+def test_a_changed_dedup_window_keeps_what_the_queue_partition_saw():
+    oq = OrderedQueues()
+    first = Rec(0, [(V.ID, b"d-1"), (V.DEDUP_ID, b"txn")], ts=1000)
+    assert oq.drop_duplicates(KEY, [first], 300_000) == [first]
+    again = Rec(1, [(V.ID, b"d-1"), (V.DEDUP_ID, b"txn")], ts=400_000)
+    assert oq.drop_duplicates(KEY, [again], 600_000) == []  # the window grew to 600 s
