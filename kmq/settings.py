@@ -94,8 +94,9 @@ class Settings:
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(
         14 * 24 * 3600 * 1000, "KMQ_QUEUE_RETENTION_MS",
-        "Queue topic retention; keep it well above the longest visibility timeout and "
-        "KMQ_MAX_DELAY_S (redelivery reads the payload back from this topic)")
+        "Queue topic retention; keep it well above KMQ_MAX_DELAY_S and any queue's visibility timeout "
+        "and max_processing_s (redelivery reads the payload back from this topic; start-up checks "
+        "only the KMQ_* values)")
     markers_retention_ms: int = _setting(
         7 * 24 * 3600 * 1000, "KMQ_MARKERS_RETENTION_MS", "Markers topic retention")
     dlq_retention_ms: int = _setting(
@@ -260,16 +261,20 @@ class Settings:
                 f"KMQ_MIN_INSYNC_REPLICAS={self.min_insync_replicas} is above the replication "
                 f"factor {rf} (KMQ_REPLICATION_FACTOR): every acks=all write would fail; "
                 f"set it to at most {rf}")
-        # Redelivery reads an expired or released message back from the queue topic.
-        longest_wait_s = max(self.max_delay_s, self.visibility_timeout_s)
-        if self.queue_retention_ms <= longest_wait_s * 1000:
+        # Redelivery reads a released, expired or held message back from the queue topic: a held
+        # one comes back up to max_processing_s after it was handed out, if its consumer dies.
+        # (A queue's own max_processing_s is not known here: docs/deployment.md.)
+        waits = {"KMQ_MAX_DELAY_S": self.max_delay_s, "KMQ_VISIBILITY_TIMEOUT_S": self.visibility_timeout_s,
+                 "KMQ_MAX_PROCESSING_S": self.max_processing_s}
+        too_long = [name for name, s in waits.items() if s * 1000 >= self.queue_retention_ms]
+        if too_long:
             days = self.queue_retention_ms / 86_400_000
+            exceeded = " or ".join(f"{n}={waits[n]:g} ({waits[n] / 86_400:.1f} days)" for n in too_long)
             raise ConfigError(
-                f"KMQ_QUEUE_RETENTION_MS={self.queue_retention_ms} ({days:.1f} days) does not "
-                f"exceed KMQ_MAX_DELAY_S={self.max_delay_s:g} or "
-                f"KMQ_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g}: a message redelivered "
-                "after that long would have left the queue topic (dead-lettered as payload-expired); "
-                "raise KMQ_QUEUE_RETENTION_MS well above both or lower KMQ_MAX_DELAY_S")
+                f"KMQ_QUEUE_RETENTION_MS={self.queue_retention_ms} ({days:.1f} days) does not exceed "
+                f"{exceeded}: a message redelivered after that long would have left the queue topic "
+                "(dead-lettered as payload-expired); raise KMQ_QUEUE_RETENTION_MS well above it or "
+                f"lower {' and '.join(too_long)}")
         if self.delivery_timeout_ms < REQUEST_TIMEOUT_MS:
             raise ConfigError(
                 f"KMQ_DELIVERY_TIMEOUT_MS={self.delivery_timeout_ms} is below the producer "
@@ -366,8 +371,27 @@ def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
                           f"{kind.__name__}: give a number") from exc
 
 
+# KMQ_* variables that are not settings: the one program named reads each directly, not through
+# Settings. tests/unit/test_settings.py fails when the code reads one not listed here (or in Settings).
+OTHER_VARIABLES = (
+    # (variable, who reads it, default, meaning)
+    ("KMQ_TRACKER_URL", "`kmq stats` (kmq/cli/ops.py), as its `--url`",
+     "`http://KMQ_WEB_HOST:KMQ_WEB_PORT` (loopback for a wildcard host)",
+     "A tracker worker's web address to ask for queue numbers"),
+    ("KMQ_SERVICE_ROOT", "`kmq dev`, `kmq bench` (kmq/dev/devstack.py, kmq/dev/bench.py)",
+     "the working directory, else the checkout kmq runs from",
+     "The checkout holding the tracker service (`app/`, `agents/`, `tables/`) and `bench/`"),
+    ("KMQ_DISPATCH_TRACE", "the tracker worker (agents/dispatch/dispatcher.py), at import", "(empty)",
+     "Any non-empty value: the shared-queue dispatcher logs its reads, busy rounds, CREDITs, "
+     "ACQUIREs and lane writes at INFO (`TRACE ...` lines; diagnosis only, a line per marker)"),
+    ("KMQ_TEST_WORKERS", "`scripts/test`", "`4`",
+     "pytest-xdist workers of the whole suite (0: serially)"),
+)
+
+
 def reference_markdown() -> str:
-    """The configuration reference (docs/configuration.md), generated from :class:`Settings`."""
+    """The configuration reference (docs/configuration.md), generated from :class:`Settings`
+    and :data:`OTHER_VARIABLES`."""
     rows = [
         "# Configuration reference",
         "",
@@ -381,5 +405,17 @@ def reference_markdown() -> str:
     for f in dataclasses.fields(Settings):
         default = f.default if f.default != "" else "(empty)"
         rows.append(f"| `{f.metadata['env']}` | `{default}` | {f.metadata['doc']} |")
+    rows += [
+        "",
+        "## Other variables",
+        "",
+        "Not settings: the program named reads each directly (not through `kmq.settings`);",
+        "`kmq.Client` reads none of them.",
+        "",
+        "| variable | read by | default | meaning |",
+        "| --- | --- | --- | --- |",
+        *(f"| `{name}` | {reader} | {default} | {meaning} |"
+          for name, reader, default, meaning in OTHER_VARIABLES),
+    ]
     from kmq.kafka.profiles import reference_markdown as profiles_markdown
     return "\n".join(rows) + "\n\n" + profiles_markdown()

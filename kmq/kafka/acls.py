@@ -86,7 +86,8 @@ def grants(s: Settings) -> dict[str, list[Grant]]:
               "partition mode: the group's partitions; shared mode: referenced ranges"),
         Grant("Topic", t.deliveries, lanes_prefixed, ("Read", "Describe"),
               "shared mode: the consumer's lane" + lanes_note),
-        Grant("Topic", t.markers, False, ("Write", "Describe"), "START, ACK, RELEASE, REJECT, CREDIT ..."),
+        Grant("Topic", t.markers, False, ("Write", "Describe"),
+              "START (partition mode), ACK, EXTEND, RELEASE, REJECT; CREDIT (shared mode)"),
         Grant("Group", prefix, True, ("Read", "Describe"),
               f"`{prefix}<queue>`, `{prefix}<queue>@<switch ms>` after a mode switch, "
               f"readers `{prefix}<queue>.lanes` and `.refs` (prefix ACL)"),
@@ -105,14 +106,14 @@ def grants(s: Settings) -> dict[str, list[Grant]]:
         Grant("Group", f"{app}-end-offsets", False, ("Read",),
               "configure_queue reads the queue topic's ends (partition starts; assign only)"),
         Grant("Topic", t.queue, False, ("Write", "Describe"), "redrive republishes dead letters"),
-        Grant("Topic", t.markers, False, ("Write", "Describe"), "PURGE markers"),
+        Grant("Topic", t.markers, False, ("Write", "Describe"), "PURGE markers of a queue purge"),
         Grant("TransactionalId", f"{app}-redrive-", True, ("Write", "Describe"),
               "`<KMQ_APP_ID>-redrive-<queue>`: one redrive per queue at a time"),
     ]
     tracker = [
         *(Grant("Topic", name, False, ("Read", "Write", "Describe", "DescribeConfigs"), why)
           for name, why in ((t.queue, "payload read-back, redeliveries, due delayed sends"),
-                            (t.markers, "the markers it tracks; TICK, ACQUIRE, BEGIN"),
+                            (t.markers, "the markers it tracks; it writes TICK, BEGIN, ACQUIRE, FLOOR"),
                             (t.dlq, "dead letters; the views count them"))),
         Grant("Topic", t.deliveries, lanes_prefixed, ("Read", "Write", "Describe", "DescribeConfigs"),
               "shared queues' deliveries" + lanes_note),

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from kmq.kafka import acls
+from kmq.protocol.markers import Marker
 from kmq.queue_config import QueueConfig
 from kmq.settings import Settings
 
@@ -177,6 +179,46 @@ def test_the_redrive_uses_the_transactional_id_of_the_checklist():
     text = (ROOT / "kmq/ops/deadletters.py").read_text()
     (template,) = re.findall(r'"transactional\.id":\s*f"([^"]*)"', text)
     assert render("f", template) == acls.redrive_transactional_id(S, "x")
+
+
+# A marker built to be produced: `M.Ack(...)` (kmq.protocol builds them only to decode).
+MARKER_RE = re.compile(r"\bM\.([A-Z][a-z]+)\(")
+MARKER_NAMES = {cls.__name__.upper() for cls in get_args(Marker)}
+
+
+def markers_why(role: str) -> str:
+    """The why of ``role``'s Write grant on the markers topic ('' if it has none)."""
+    return next((g.why for g in acls.grants(S)[role]
+                 if g.covers("Topic", S.markers_topic, "Write")), "")
+
+
+def named_markers(why: str) -> set[str]:
+    return set(re.findall(r"\b[A-Z]{3,}\b", why)) & MARKER_NAMES
+
+
+def test_the_markers_grants_name_exactly_the_markers_each_role_writes():
+    """The tracker's said "TICK, ACQUIRE, BEGIN" though its dispatcher writes FLOORs too,
+    and the consumer's "..." hid its EXTENDs."""
+    written: dict[str, set[str]] = {role: set() for role in acls.ROLES}
+    found: set[tuple[str, str]] = set()
+    for rel, text in role_files():
+        for name in {n.upper() for n in MARKER_RE.findall(text)} & MARKER_NAMES:
+            found.add((rel, name))
+            covered = {role: name in named_markers(markers_why(role)) for role in roles_of(rel)}
+            ok = any(covered.values()) if rel in SHARED_BY_PARTS else all(covered.values())
+            assert ok, (f"{rel} writes {name} markers: name them in the markers grant of {covered} "
+                        "(kmq/kafka/acls.py)")
+            for role in (r for r, yes in covered.items() if yes):
+                written[role].add(name)
+    for role in acls.ROLES:
+        extra = named_markers(markers_why(role)) - written[role]
+        assert not extra, f"the {role}'s markers grant names {extra}, which no module of that role writes"
+    # The scan sees every writer: the SDK's delayed sends, purge, consumers, the tracker's agents.
+    for expected in (("kmq/client.py", "SCHEDULE"), ("kmq/queue_admin.py", "PURGE"),
+                     ("kmq/consumer/settlement.py", "EXTEND"), ("kmq/consumer/shared_source.py", "CREDIT"),
+                     ("agents/propose_ticks.py", "TICK"), ("agents/dispatch/dispatcher.py", "FLOOR")):
+        assert expected in found, f"the scan misses {expected}"
+    assert set().union(*written.values()) == MARKER_NAMES, "a marker nobody writes, or the scan misses it"
 
 
 @pytest.mark.parametrize("doc", ["docs/security.md", "docs/deployment.md"])

@@ -270,8 +270,9 @@ def test_the_markers_partitions_equal_the_tracker_table_partitions(services):
     for service in workers(services).values():
         s = worker_settings(service)
         assert created[s.markers_topic] == s.markers_partitions
-        # Redelivery reads payloads back: retention well above the longest delay or visibility.
-        assert s.queue_retention_ms >= 2 * 1000 * max(s.max_delay_s, s.visibility_timeout_s)
+        # Redelivery reads payloads back: retention well above the longest delay, visibility or hold.
+        longest_s = max(s.max_delay_s, s.visibility_timeout_s, s.max_processing_s)
+        assert s.queue_retention_ms >= 2 * 1000 * longest_s
 
 
 # -- the image --------------------------------------------------------------------------
@@ -437,6 +438,7 @@ def test_the_retention_relations_table_states_the_codes_defaults(services):
     from kmq.consumer.marker_writer import OPEN_TRANSACTION_LIMIT_MS
     from kmq.kafka import broker_checks as B
     from kmq.protocol.limits import MAX_TIMEOUT_MS
+    from kmq.settings import MAX_PROCESSING_S
 
     s, rows = Settings(), retention_rows()
     (broker, *_) = brokers(services).values()
@@ -444,6 +446,7 @@ def test_the_retention_relations_table_states_the_codes_defaults(services):
     expected = {
         "longest delay": [days(s.max_delay_s * 1000)],
         "visibility timeout": [f"{s.visibility_timeout_s:g} s", f"<= {MAX_TIMEOUT_MS // 3_600_000} h"],
+        "longest processing": [f"{s.max_processing_s:g} s", f"<= {days(MAX_PROCESSING_S * 1000)}"],
         "queue retention": [days(s.queue_retention_ms)],
         "group offsets retention": [f"Kafka {days(B.KAFKA_OFFSETS_RETENTION_MINUTES * 60_000)}",
                                     f"compose {days(compose_offsets_ms)}"],

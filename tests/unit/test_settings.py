@@ -1,9 +1,13 @@
 """Settings from KMQ_* variables: parsed, validated, errors naming the variable."""
 
+import dataclasses
+import re
+from pathlib import Path
+
 import pytest
 
 from kmq.errors import ConfigError
-from kmq.settings import Settings, reference_markdown
+from kmq.settings import OTHER_VARIABLES, Settings, reference_markdown
 
 
 def test_defaults_and_env_values():
@@ -31,15 +35,47 @@ def test_bad_values_name_the_variable(env, names):
         Settings.from_env(env)
 
 
+# A KMQ_* variable read outside Settings: os.environ[...] / .get / getenv, click's envvar=,
+# or a shell's $KMQ_X / ${KMQ_X...}.
+READ_RE = re.compile(r"""(?:environ(?:\.get|\.setdefault|\.pop)?\s*[\(\[]\s*|getenv\(\s*|envvar=)"""
+                     r"""["'](KMQ_[A-Z0-9_]+)["']|\$\{?(KMQ_[A-Z0-9_]+)""")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def variables_read() -> dict[str, str]:
+    """Every KMQ_* variable the shipped code and scripts read -> the first file reading it."""
+    files = [p for folder in ("kmq", "agents", "app", "web", "tables") for p in (ROOT / folder).rglob("*.py")]
+    files += [p for p in (ROOT / "scripts").iterdir() if p.is_file()] + [ROOT / "Dockerfile"]
+    found: dict[str, str] = {}
+    for path in sorted(files):
+        for m in READ_RE.finditer(path.read_text()):
+            found.setdefault(m.group(1) or m.group(2), str(path.relative_to(ROOT)))
+    return found
+
+
 def test_the_reference_lists_every_variable():
+    """KMQ_DISPATCH_TRACE, KMQ_TRACKER_URL and KMQ_SERVICE_ROOT were read but not listed."""
     ref = reference_markdown()
-    for name in ("KMQ_BOOTSTRAP_SERVERS", "KMQ_DATA_DIR", "KMQ_WEB_PORT", "KMQ_PROFILE"):
-        assert f"`{name}`" in ref
+    for f in dataclasses.fields(Settings):
+        assert f"| `{f.metadata['env']}` |" in ref
+    read = variables_read()
+    for name in ("KMQ_DISPATCH_TRACE", "KMQ_TRACKER_URL", "KMQ_SERVICE_ROOT", "KMQ_TEST_WORKERS",
+                 "KMQ_BOOTSTRAP_SERVERS", "KMQ_WEB_HOST"):
+        assert name in read, f"the scan misses {name}"
+    for name, where in read.items():
+        assert f"| `{name}` |" in ref, f"{where} reads {name}: add it to OTHER_VARIABLES (kmq/settings.py)"
+
+
+def test_other_variables_are_read_somewhere_and_are_not_settings():
+    settings_names = {f.metadata["env"] for f in dataclasses.fields(Settings)}
+    read = variables_read()
+    for name, *_ in OTHER_VARIABLES:
+        assert name in read, f"{name} is listed in OTHER_VARIABLES but nothing reads it"
+        assert name not in settings_names, f"{name} is a setting: list it once, in Settings"
 
 
 def test_the_committed_configuration_reference_is_current():
-    from pathlib import Path
-    doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    doc = ROOT / "docs" / "configuration.md"
     assert doc.read_text() == reference_markdown(), "run: kmq config-reference --out docs/configuration.md"
 
 
@@ -52,3 +88,18 @@ def test_repr_hides_every_secret_and_shows_the_rest():
         assert secret not in text
     assert "admin_token=***" in text and "auth='on'" in text and "sasl_username=''" in text
     assert "token=''" in repr(Settings())  # unset: nothing to hide
+
+
+def test_queue_retention_must_outlast_the_longest_processing_with_the_fix():
+    """Given 3 days of queue retention and 5 days of KMQ_MAX_PROCESSING_S, a held message
+    whose consumer dies late is read back after its payload expired: refused at start."""
+    day_ms = 86_400_000
+    env = {"KMQ_QUEUE_RETENTION_MS": str(3 * day_ms), "KMQ_MAX_DELAY_S": "86400",
+           "KMQ_MAX_PROCESSING_S": str(5 * 86_400)}
+    with pytest.raises(ConfigError, match=r"KMQ_QUEUE_RETENTION_MS=259200000 \(3.0 days\) does not exceed "
+                                          r"KMQ_MAX_PROCESSING_S=432000 \(5.0 days\): .*payload-expired.*"
+                                          r"raise KMQ_QUEUE_RETENTION_MS .* or lower KMQ_MAX_PROCESSING_S$"):
+        Settings.from_env(env)
+    assert Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": str(2 * 86_400)}).max_processing_s == 2 * 86_400
+    # 0 (no keepalive in user code) holds nothing past the visibility timeout.
+    assert Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": "0"}).max_processing_s == 0
