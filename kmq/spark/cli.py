@@ -4,10 +4,19 @@ Topics and the broker come from ``KMQ_*`` settings (``--bootstrap-servers``
 overrides); each job writes ``DIR/<job>/`` (Parquet) and prints its first
 rows. pyspark is imported only when a job runs, so ``kmq --help`` works
 without the ``spark`` extra.
+
+Like the other broker commands (kmq/cli/ops.py), a job first checks that a
+broker answers within ``--connect-timeout-s``, and a failure is one
+``error: ...`` line and exit status 1: a kmq error raised inside the data
+source reaches the driver wrapped in a Spark exception, and its message is
+taken back out of it (:func:`spark_error_message`).
 """
 
 from __future__ import annotations
 
+import importlib
+import re
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -23,6 +32,13 @@ class Inputs:
     def __init__(self, spark: Any, settings: Any) -> None:
         self.spark = spark
         self.settings = settings
+
+    @property
+    def jobs(self) -> Any:
+        """:mod:`kmq.spark.jobs`, imported once the broker answered and Spark runs."""
+        from kmq.spark import jobs
+
+        return jobs
 
     def topic(self, name: str, headers: bool = False) -> Any:
         from kmq.spark.session import kafka_reader
@@ -63,12 +79,15 @@ def spark() -> None:
 
 
 def job_options(fn: Callable) -> Callable:
-    """The options every job takes: --out, --bootstrap-servers, --master, --show."""
+    """The options every job takes: --out, --bootstrap-servers, --connect-timeout-s, --master,
+    --show."""
     for option in reversed([
         click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
                      help="Directory for the results (DIR/<job>/ as Parquet)."),
         click.option("--bootstrap-servers", default=None,
                      help="Kafka bootstrap servers (else KMQ_BOOTSTRAP_SERVERS)."),
+        click.option("--connect-timeout-s", default=10.0, show_default=True, type=float,
+                     help="How long to wait for a broker before giving up."),
         click.option("--master", default="local[2]", show_default=True, help="Spark master URL."),
         click.option("--show", default=20, show_default=True, help="Rows to print (0: none)."),
     ]):
@@ -77,12 +96,20 @@ def job_options(fn: Callable) -> Callable:
 
 
 def _run(job: str, build: Callable[[Inputs], Any], out_dir: str, bootstrap_servers: str | None,
-         master: str, show: int) -> None:
+         connect_timeout_s: float, master: str, show: int) -> None:
+    # Imported here: kmq.cli imports this module while it loads.
+    from kmq.cli.ops import check_broker, fail
+
     try:
         from kmq.settings import Settings
         settings = Settings.from_env(bootstrap_servers=bootstrap_servers)
+        # Before Spark starts: else a dead address costs the JVM's start plus the data
+        # source's own wait for the broker (up to 60 s), with librdkafka logging all along.
+        check_broker(settings, connect_timeout_s)
         from kmq.spark.session import local_session
         session = local_session(master=master, app_name=f"kmq-{job}")
+        # A failure is our one error line; Spark's ERROR logs repeat it with pages of stack.
+        session.sparkContext.setLogLevel("FATAL")
         df = build(Inputs(session, settings)).cache()
         path = Path(out_dir) / job
         df.write.mode("overwrite").parquet(str(path))
@@ -91,7 +118,64 @@ def _run(job: str, build: Callable[[Inputs], Any], out_dir: str, bootstrap_serve
             df.show(show, truncate=False)
         click.echo(f"{job}: {rows} rows -> {path}")
     except KmqError as exc:
-        raise click.ClickException(str(exc)) from exc
+        fail(str(exc))
+    except Exception as exc:
+        message = spark_error_message(exc)
+        if message is None:  # not from Spark: a bug, keep its traceback
+            raise
+        fail(message)
+
+
+# A traceback's exception line: "kmq.errors.ConfigError: option ... is ...".
+_ERROR_LINE = re.compile(r"^(kmq(?:\.\w+)*)\.(\w+): (.+)$", re.MULTILINE)
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def kmq_error_message(text: str) -> str | None:
+    """The message of the last kmq error in traceback text Spark passed on, else None.
+
+    Errors raised in the data source (planning on the driver's Python worker, reading
+    on executors) reach the driver as pyspark or Py4J exceptions whose text holds the
+    Python traceback; only names that are :class:`KmqError` subclasses count.
+    """
+    for module, name, message in reversed(_ERROR_LINE.findall(text)):
+        try:
+            cls = getattr(sys.modules.get(module) or importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and issubclass(cls, KmqError):
+            return _SQLSTATE.sub("", message).strip()
+    return None
+
+
+def spark_error_message(exc: BaseException) -> str | None:
+    """One line for an exception from pyspark or Py4J (None for any other exception)."""
+    if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+        return None
+    text = str(exc)
+    found = kmq_error_message(text)
+    if found is not None:
+        return found
+    return f"the Spark job failed: {_python_error_line(text) or _first_line(exc, text)}"
+
+
+def _python_error_line(text: str) -> str | None:
+    """``Name: message`` of the last Python traceback in ``text`` (a Python worker's error)."""
+    if _TRACEBACK not in text:
+        return None
+    # The exception line is the first one of the traceback that is not indented.
+    for line in text.rsplit(_TRACEBACK, 1)[1].splitlines()[1:]:
+        if line.strip() and not line[0].isspace():
+            return _SQLSTATE.sub("", line).strip()
+    return None
+
+
+def _first_line(exc: BaseException, text: str) -> str:
+    # Py4J's first line names only the JVM call ("An error occurred while calling o51.parquet.").
+    lines = [ln.strip().lstrip(": ") for ln in text.splitlines()
+             if ln.strip() and not ln.startswith("An error occurred while calling")]
+    return _SQLSTATE.sub("", lines[0]) if lines else type(exc).__name__
 
 
 def _now_ms() -> int:
@@ -106,8 +190,7 @@ AS_OF = click.option("--as-of-ms", type=int, default=None,
 @job_options
 def percentiles(**common: Any) -> None:
     """Processing-time percentiles (START to ACK) per queue, from the markers."""
-    from kmq.spark import jobs
-    _run("percentiles", lambda i: jobs.percentiles(jobs.deliveries(i.events(), _now_ms())),
+    _run("percentiles", lambda i: i.jobs.percentiles(i.jobs.deliveries(i.events(), _now_ms())),
          **common)
 
 
@@ -116,17 +199,15 @@ def percentiles(**common: Any) -> None:
 @job_options
 def rates(as_of_ms: int | None, **common: Any) -> None:
     """Redelivery and dead-letter rates per queue and reason."""
-    from kmq.spark import jobs
-    _run("rates", lambda i: jobs.rates(jobs.deliveries(i.events(), as_of_ms or _now_ms()),
-                                       i.dead_letters(), i.queue_records()), **common)
+    _run("rates", lambda i: i.jobs.rates(i.jobs.deliveries(i.events(), as_of_ms or _now_ms()),
+                                         i.dead_letters(), i.queue_records()), **common)
 
 
 @spark.command("dead-letters")
 @job_options
 def dead_letters(**common: Any) -> None:
     """Dead letters per queue and reason: count, attempts, age."""
-    from kmq.spark import jobs
-    _run("dead-letters", lambda i: jobs.dead_letter_summary(i.dead_letters()), **common)
+    _run("dead-letters", lambda i: i.jobs.dead_letter_summary(i.dead_letters()), **common)
 
 
 @spark.command("never-acked")
@@ -134,9 +215,8 @@ def dead_letters(**common: Any) -> None:
 @job_options
 def never_acked(as_of_ms: int | None, **common: Any) -> None:
     """Messages none of whose deliveries was acked, and what became of them."""
-    from kmq.spark import jobs
-    _run("never-acked", lambda i: jobs.never_acked(
-        jobs.deliveries(i.events(), as_of_ms or _now_ms()), i.queue_records(), i.dead_letters()),
+    _run("never-acked", lambda i: i.jobs.never_acked(
+        i.jobs.deliveries(i.events(), as_of_ms or _now_ms()), i.queue_records(), i.dead_letters()),
         **common)
 
 
@@ -147,8 +227,8 @@ def never_acked(as_of_ms: int | None, **common: Any) -> None:
 @job_options
 def overdue(as_of_ms: int | None, grace_ms: int, **common: Any) -> None:
     """In-flight messages and scheduled sends past their deadline (tracker's changelog)."""
-    from kmq.spark import jobs
-    _run("overdue", lambda i: jobs.overdue(i.state(), as_of_ms or _now_ms(), grace_ms), **common)
+    _run("overdue", lambda i: i.jobs.overdue(i.state(), as_of_ms or _now_ms(), grace_ms),
+         **common)
 
 
 @spark.command()
@@ -165,9 +245,9 @@ def inflight(**common: Any) -> None:
 @job_options
 def snapshot(topic: str, codec: str, **common: Any) -> None:
     """Snapshot a table (latest value per key, tombstones applied) from its changelog."""
-    from kmq.spark.changelog import decode_faust_json, inflight_state, latest_per_key
-
     def build(i: Inputs) -> Any:
+        from kmq.spark.changelog import decode_faust_json, inflight_state, latest_per_key
+
         records = i.topic(topic)
         if codec == "tracker":
             return inflight_state(records)

@@ -4,11 +4,17 @@ Independent of Spark (it takes the Arrow schema Spark expects), so it runs
 and is measured on its own too. Returning Arrow batches instead of row
 tuples keeps the per-record Python work to a few attribute reads.
 
-Stopping rules for a range ``[start, end)``: a record at or past ``end - 1``,
-or the end of the partition (compacted topics and transaction markers leave
-offset gaps, so counting records is not enough). ``consume(n)`` waits out
-its timeout when fewer than ``n`` records are left, so ``n`` is capped by
-what is left in the range.
+Stopping rules for a range ``[start, end)``: the record at ``end - 1``, any
+record past it, or the end of the partition. Compacted topics and
+transaction markers leave offset gaps, so counting records is not enough,
+and the last offsets of a range may hold no record at all: the first record
+at or past ``end`` says the range is done. ``consume(n)`` waits out its
+timeout when fewer than ``n`` records are left, so ``n`` is capped by what
+is left in the range.
+
+:func:`range_records` is the loop alone, over any consumer-like object, so
+its stopping rules are tested without a broker; :func:`read_range` adds the
+real consumer and the Arrow conversion.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ def read_range(conf: dict[str, object], r: OffsetRange, schema: pa.Schema, *,
                include_headers: bool, fail_on_data_loss: bool,
                poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``r`` as batches of ``schema`` (the Kafka source's columns)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     if r.size <= 0:
         return
@@ -66,51 +72,68 @@ def read_range(conf: dict[str, object], r: OffsetRange, schema: pa.Schema, *,
     gc.disable()
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
-        next_offset = r.start
-        last_progress = time.monotonic()
-        while next_offset < r.end:
-            msgs = consumer.consume(min(r.end - next_offset, CHUNK_RECORDS), 0.1)
-            if not msgs:
-                if time.monotonic() - last_progress > poll_timeout_ms / 1000:
-                    raise BrokerUnavailableError(
-                        f"{r.topic}/{r.partition}: no record for {poll_timeout_ms} ms at offset "
-                        f"{next_offset} (option kafkaConsumer.pollTimeoutMs)")
-                continue
-            last_progress = time.monotonic()
-            records = msgs
-            if any(map(_ERROR, msgs)):  # rare (end of partition): filter only then
-                records = [m for m in msgs if m.error() is None]
-                for m in msgs:
-                    err = m.error()
-                    if err is None:
-                        continue
-                    code = err.code()
-                    if code == KafkaError._PARTITION_EOF:
-                        if m.offset() < r.end:
-                            _lost(fail_on_data_loss, f"{r.topic}/{r.partition}: the partition ends "
-                                  f"at {m.offset()}, before the planned end {r.end}")
-                        next_offset = r.end  # nothing more can come for this range
-                    elif code == KafkaError._AUTO_OFFSET_RESET:
-                        low, _ = consumer.get_watermark_offsets(
-                            TopicPartition(r.topic, r.partition), timeout=10)
-                        _lost(fail_on_data_loss, f"{r.topic}/{r.partition}: offset {next_offset} "
-                              f"is gone (earliest is now {low})")
-                        if low >= r.end:
-                            next_offset = r.end
-                        else:
-                            consumer.assign([TopicPartition(r.topic, r.partition, low)])
-                    else:
-                        raise BrokerUnavailableError(f"{r.topic}/{r.partition}: {err}")
-            if records:
-                if records[-1].offset() >= r.end:
-                    records = [m for m in records if m.offset() < r.end]
-                if records:
-                    next_offset = max(next_offset, records[-1].offset() + 1)
-                    yield to_batch(records, r, schema, include_headers)
+        for records in range_records(consumer, r, fail_on_data_loss=fail_on_data_loss,
+                                     poll_timeout_ms=poll_timeout_ms):
+            yield to_batch(records, r, schema, include_headers)
     finally:
         consumer.close()
         if gc_was_enabled:
             gc.enable()
+
+
+def range_records(consumer, r: OffsetRange, *, fail_on_data_loss: bool,
+                  poll_timeout_ms: int) -> Iterator[list]:
+    """Yield the records of ``r`` in offset order, one list per ``consume()`` call.
+
+    ``consumer`` is assigned at ``r.start`` already; it needs ``consume(n, timeout_s)``
+    returning confluent-kafka ``Message`` objects, ``assign`` and ``get_watermark_offsets``.
+    """
+    from confluent_kafka import KafkaError, TopicPartition
+
+    next_offset = r.start
+    last_progress = time.monotonic()
+    while next_offset < r.end:
+        msgs = consumer.consume(min(r.end - next_offset, CHUNK_RECORDS), 0.1)
+        if not msgs:
+            if time.monotonic() - last_progress > poll_timeout_ms / 1000:
+                raise BrokerUnavailableError(
+                    f"{r.topic}/{r.partition}: no record for {poll_timeout_ms} ms at offset "
+                    f"{next_offset} (option kafkaConsumer.pollTimeoutMs)")
+            continue
+        last_progress = time.monotonic()
+        records = msgs
+        if any(map(_ERROR, msgs)):  # rare (end of partition): filter only then
+            records = [m for m in msgs if m.error() is None]
+            for m in msgs:
+                err = m.error()
+                if err is None:
+                    continue
+                code = err.code()
+                if code == KafkaError._PARTITION_EOF:
+                    if m.offset() < r.end:
+                        _lost(fail_on_data_loss, f"{r.topic}/{r.partition}: the partition ends "
+                              f"at {m.offset()}, before the planned end {r.end}")
+                    next_offset = r.end  # nothing more can come for this range
+                elif code == KafkaError._AUTO_OFFSET_RESET:
+                    low, _ = consumer.get_watermark_offsets(
+                        TopicPartition(r.topic, r.partition), timeout=10)
+                    _lost(fail_on_data_loss, f"{r.topic}/{r.partition}: offset {next_offset} "
+                          f"is gone (earliest is now {low})")
+                    if low >= r.end:
+                        next_offset = r.end
+                    else:
+                        consumer.assign([TopicPartition(r.topic, r.partition, low)])
+                else:
+                    raise BrokerUnavailableError(f"{r.topic}/{r.partition}: {err}")
+        if records and records[-1].offset() >= r.end:
+            # Offsets only grow, so the range is done even when its last offsets held no
+            # record (a transaction marker, a compaction gap): waiting for them would read
+            # on to the end of the partition.
+            records = [m for m in records if m.offset() < r.end]
+            next_offset = r.end
+        if records:
+            next_offset = max(next_offset, records[-1].offset() + 1)
+            yield records
 
 
 def _lost(fail: bool, what: str) -> None:

@@ -2,7 +2,8 @@
 
 The names and meanings follow Spark's official Kafka source for batch
 queries, so a job can switch between it and :mod:`kmq.spark.source` by
-changing only the format name:
+changing only the format name (``kafka.*`` client settings aside: they are
+librdkafka's here, the Java client's there; see :mod:`kmq.spark.session`):
 
 ===========================  ==================================================
 ``kafka.bootstrap.servers``  required; every ``kafka.*`` option goes to the

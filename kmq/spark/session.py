@@ -2,8 +2,11 @@
 
 :func:`kafka_reader` is the one place jobs get a ``DataFrameReader`` for
 Kafka: the official ``kafka`` format when its connector jar is on the
-classpath, else kmq's Python source. Both take the same options and produce
-the same schema, so a job runs unchanged on either.
+classpath, else kmq's Python source. Both take the same source options and
+produce the same schema, so a job runs unchanged on either. The ``kafka.*``
+client options are the exception: kmq's source passes them to librdkafka,
+the official one to the Java client, and the security settings' names differ
+(:data:`LIBRDKAFKA_ONLY`); a read that carries one uses kmq's source.
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ from kmq.settings import Settings
 from kmq.spark.source import FORMAT, KafkaSource
 
 OFFICIAL_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+# Client options of kmq's security settings (kmq.kafka.security) that only librdkafka
+# knows: the Java client ignores them (it wants sasl.jaas.config and key/trust stores),
+# so the official source would connect without credentials or the CA.
+LIBRDKAFKA_ONLY = frozenset({"sasl.username", "sasl.password", "ssl.ca.location",
+                             "ssl.certificate.location", "ssl.key.location"})
+_LIBRDKAFKA_ONLY_OPTIONS = frozenset(f"kafka.{name}" for name in LIBRDKAFKA_ONLY)
 
 
 def local_session(master: str = "local[2]", app_name: str = "kmq-spark",
@@ -78,12 +87,19 @@ def kafka_reader(spark: SparkSession, bootstrap_servers: str | None = None,
     """``spark.read`` for Kafka in the best available format, with ``options`` set.
 
     ``settings`` (or ``bootstrap_servers``) fill in ``kafka.bootstrap.servers``
-    and the security settings; other options are the Kafka source's.
+    and the security settings; other options are the Kafka source's. A client
+    option in :data:`LIBRDKAFKA_ONLY` (SASL credentials, TLS files) makes it
+    kmq's source even when the official one is present.
     """
-    reader = spark.read.format(kafka_format(spark))
-    if settings is not None:
-        for k, v in settings.client_config().items():
-            reader = reader.option(f"kafka.{k}", str(v))
+    client = {f"kafka.{k}": str(v) for k, v in
+              (settings.client_config() if settings is not None else {}).items()}
+    if any(k.lower() in _LIBRDKAFKA_ONLY_OPTIONS for k in [*client, *options]):
+        register(spark)
+        reader = spark.read.format(FORMAT)
+    else:
+        reader = spark.read.format(kafka_format(spark))
+    for k, v in client.items():
+        reader = reader.option(k, v)
     if bootstrap_servers:
         reader = reader.option("kafka.bootstrap.servers", bootstrap_servers)
     for k, v in options.items():

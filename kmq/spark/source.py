@@ -4,8 +4,8 @@ Spark's own Kafka source needs a jar these machines often cannot fetch; this
 one is a Python data source (PySpark 4, no jars) registered as ``kmq_kafka``
 (Spark refuses to register a Python source named ``kafka``, and a JVM source
 of that name would win anyway). :func:`kmq.spark.session.kafka_reader` picks
-the official ``kafka`` format when its jar is on the classpath, so jobs
-switch with no change.
+the official ``kafka`` format when its jar is on the classpath (unless the
+read needs librdkafka-only client settings), so jobs switch with no change.
 
 Flow of a read: the driver parses the options (:mod:`kmq.spark.options`),
 plans one offset range per partition with true end offsets and splits big

@@ -164,3 +164,17 @@ def test_the_cli_runs_a_job_and_writes_parquet(workload, spark, broker, tmp_path
     assert result.exit_code == 0, result.output
     assert "rates: 3 rows" in result.output
     assert spark.read.parquet(str(tmp_path / "rates")).count() == 3
+
+
+def test_an_error_inside_the_data_source_is_one_cli_error_line(spark, broker, tmp_path):
+    # The missing topic is found while Spark plans the read (in a Python worker): the
+    # ConfigError reaches the driver inside an AnalysisException, its message comes out whole.
+    from kmq.cli import main
+
+    result = CliRunner().invoke(main, ["spark", "snapshot", "--topic", "jobs-no-such-topic",
+                                       "--out", str(tmp_path), "--show", "0",
+                                       "--bootstrap-servers", broker.bootstrap_servers])
+    assert result.exit_code == 1, result.output
+    assert result.stderr == "error: option subscribe names topics that do not exist: " \
+                            "jobs-no-such-topic\n"
+    assert result.stdout == ""

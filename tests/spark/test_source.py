@@ -105,6 +105,54 @@ def test_offset_gaps_like_a_compacted_topics_are_read_to_the_end(spark, broker, 
     assert offsets != list(range(12)), "expected offset gaps from the commit markers"
 
 
+def test_a_range_ending_on_a_commit_marker_stops_at_the_next_record(
+        spark, broker, make_topic, monkeypatch):
+    # Offset 10 is the commit marker of a 10-record transaction; 3,000 plain records follow.
+    # The task reading [0, 11) must stop at offset 11, not read on to the end of the partition.
+    import confluent_kafka
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from kmq.spark.fetch import read_range
+    from kmq.spark.offsets import OffsetRange, consumer_config
+    from kmq.spark.options import parse
+    from kmq.spark.source import kafka_schema
+
+    topic = make_topic("marker-end")
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": topic})
+    p.init_transactions(15)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, b"tx-%d" % i, partition=0)
+    p.commit_transaction(15)
+    produce(broker.bootstrap_servers, topic, [dict(value=b"plain", partition=0)] * 3000)
+    whole = [o for _, o, _, _ in rows(kafka_reader(spark, broker.bootstrap_servers,
+                                                   subscribe=topic).load())]
+    assert whole == list(range(10)) + list(range(11, 3011)), "expected the marker at offset 10"
+
+    consume_calls = []
+
+    class CountingConsumer(confluent_kafka.Consumer):
+        def consume(self, *args, **kwargs):
+            consume_calls.append(1)
+            return super().consume(*args, **kwargs)
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", CountingConsumer)
+    opts = parse({"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic})
+    batches = list(read_range(consumer_config(opts), OffsetRange(topic, 0, 0, 11),
+                              to_arrow_schema(kafka_schema(), timezone="UTC"),
+                              include_headers=False, fail_on_data_loss=True, poll_timeout_ms=10_000))
+    values = [v for b in batches for v in b.column("value").to_pylist()]
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert (offsets, values) == (list(range(10)), [b"tx-%d" % i for i in range(10)])
+    # One call per fetch the broker answers with, not one per record (it took 3,001).
+    assert len(consume_calls) <= 10, len(consume_calls)
+    monkeypatch.undo()
+    # The same range through Spark.
+    ranged = kafka_reader(spark, broker.bootstrap_servers, subscribe=topic,
+                          endingOffsets=json.dumps({topic: {"0": 11}})).load()
+    assert [o for _, o, _, _ in rows(ranged)] == list(range(10))
+
+
 def test_latest_value_per_key_applies_tombstones(spark, broker, make_topic, tmp_path):
     from kmq.spark.changelog import decode_faust_json, latest_per_key, snapshot
 
@@ -131,3 +179,23 @@ def test_the_official_kafka_format_is_chosen_when_its_class_is_on_the_classpath(
     # Any class the JVM can load stands in for the connector's provider class.
     monkeypatch.setattr(session, "OFFICIAL_PROVIDER", "org.apache.spark.sql.SparkSession")
     assert session.kafka_format(spark) == "kafka"
+
+
+def test_credentials_in_librdkafka_names_keep_kmqs_source_when_the_official_is_present(
+        spark, broker, make_topic, monkeypatch):
+    # The Java client would ignore kafka.sasl.username & co. and connect without them.
+    import kmq.spark.session as session
+    from kmq.settings import Settings
+
+    topic = make_topic("security-names")
+    monkeypatch.setattr(session, "OFFICIAL_PROVIDER", "org.apache.spark.sql.SparkSession")
+    sasl = Settings.from_env({}, bootstrap_servers=broker.bootstrap_servers,
+                             security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                             sasl_username="reports", sasl_password="secret")
+    # Loading resolves the format; the schema comes without contacting the broker.
+    assert kafka_reader(spark, settings=sasl, subscribe=topic).load().schema == OFFICIAL
+    assert kafka_reader(spark, broker.bootstrap_servers, subscribe=topic,
+                        **{"kafka.ssl.ca.location": "/etc/ca.pem"}).load().schema == OFFICIAL
+    # Without such options the official format is chosen (and is missing on this machine).
+    with pytest.raises(Exception, match="Failed to find data source: kafka"):
+        kafka_reader(spark, broker.bootstrap_servers, subscribe=topic).load()
