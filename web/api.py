@@ -128,19 +128,29 @@ def denied(web: Any, exc: PermissionDeniedError) -> Any:
     return web.json({"error": str(exc)}, status=403)
 
 
+def _whole(q: Any, name: str, default: int, least: int) -> int:
+    raw = q.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < least:
+        raise ValueError(f"{name}={raw!r}: give a whole number of at least {least}")
+    return value
+
+
 def _page_params(request: Any) -> dict[str, Any]:
     q = request.query
-    try:
-        limit = max(1, min(MAX_LIMIT, int(q.get("limit", 100))))
-        offset = max(0, int(q.get("offset", 0)))
-    except ValueError as exc:
-        raise ValueError("limit and offset must be whole numbers") from exc
+    limit = min(MAX_LIMIT, _whole(q, "limit", 100, 1))  # more than a page: a page (docs/web.md)
+    offset = _whole(q, "offset", 0, 0)
     sort = q.get("sort", "queue")
     if sort not in SORT_FIELDS:
         raise ValueError(f"sort={sort!r}: use one of {', '.join(SORT_FIELDS)}")
     order = q.get("order", "asc" if sort == "queue" else "desc")
     if order not in ("asc", "desc"):
-        raise ValueError("order must be asc or desc")
+        raise ValueError(f"order={order!r}: use asc or desc")
     return {"limit": limit, "offset": offset, "sort": sort, "order": order,
             "prefix": q.get("prefix", "")}
 

@@ -152,7 +152,12 @@ class PartitionState(DispatchView, Attempts):
         """Why a marker's range is not held: LATE if it was handed out (the queue partition's
         cursor is at or past its end), else UNKNOWN_RANGE (never started: set aside)."""
         raw = self._get(E.cursor_key(r.queue, r.partition))
-        return Outcome.LATE if raw is not None and E.decode_offset(raw) >= r.end else Outcome.UNKNOWN_RANGE
+        if raw is not None and E.decode_offset(raw) >= r.end:
+            return Outcome.LATE
+        # An ordered queue's FLOOR sets its cursor back to its oldest waiting record; what
+        # it handed out above that is in the handed-out bitmap, whose end never goes down.
+        h = self.handed_out(r.queue, r.partition)
+        return Outcome.LATE if h is not None and h.end >= r.end else Outcome.UNKNOWN_RANGE
 
     def _start(self, m: Start, now_ms: int) -> Applied:
         key = E.range_key(m.range)

@@ -60,3 +60,16 @@ def test_the_page_limit_still_binds_every_caller():
     assert len(api._first_rows(many, peer_p)) == 2000 + api.MAX_LIMIT
     # and never more rows than the worker has
     assert len(api._first_rows(SMALL, peer_p)) == len(SMALL)
+
+
+@pytest.mark.parametrize("query, named", [({"limit": "0"}, "limit='0'"), ({"limit": "-5"}, "limit='-5'"),
+                                          ({"limit": "1.5"}, "limit='1.5'"), ({"offset": "-1"}, "offset='-1'"),
+                                          ({"offset": "x"}, "offset='x'"), ({"order": "up"}, "order='up'")])
+def test_a_bad_page_parameter_is_refused_by_name(query, named):
+    # limit=0 and offset=-1 were taken as 1 and 0; a non-number named neither parameter.
+    with pytest.raises(ValueError, match=named):
+        api._page_params(SimpleNamespace(query=query))
+
+
+def test_a_limit_over_a_page_is_a_page():
+    assert api._page_params(SimpleNamespace(query={"limit": "5000"}))["limit"] == api.MAX_LIMIT

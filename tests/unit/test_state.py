@@ -204,3 +204,19 @@ def test_ordered_acquires_are_kept_as_handed_out_above_the_floor_for_a_successor
     assert s.apply(M.Acquire(M.RangeRef("q", 0, 30, 31), 1000, 1, 8, True), 0).what.value == "fenced"
     assert s.handed_out("q", 0).offsets() == [12, 19]
 
+
+
+def test_a_settle_for_an_ordered_range_above_a_lowered_floor_is_late_not_unknown():
+    # A FLOOR sets an ordered queue's cursor back to its oldest waiting record; a second
+    # ACK of a range handed out above it was set aside as unknown-range.
+    from kmq.protocol import markers as M
+    from kmq.protocol.state import PartitionState
+    from kmq.protocol.store import MemoryStore
+    s = PartitionState(MemoryStore())
+    s.apply(M.Begin(7), 0)
+    s.apply(M.Acquire(M.RangeRef("q", 0, 5, 6), 1000, 1, 7, True), 0)   # a head, in hand
+    s.apply(M.Acquire(M.RangeRef("q", 0, 7, 8), 1000, 1, 7, True), 0)   # another group's
+    s.apply(M.Floor("q", 0, 6, 7), 0)                                     # 6 waits
+    assert s.apply(M.Ack(M.RangeRef("q", 0, 7, 8), 1), 0).what.value == "acked"
+    assert s.apply(M.Ack(M.RangeRef("q", 0, 7, 8), 1), 0).what.value == "late"
+    assert s.apply(M.Ack(M.RangeRef("q", 0, 8, 9), 1), 0).what.value == "unknown-range"  # never
