@@ -146,7 +146,7 @@ def queue_show(settings: Settings, queue: str, as_json: bool) -> None:
 @click.option("--max-deliveries", metavar="N|default", help="Deliveries before dead-lettering (or 'default').")
 @click.option("--backoff", metavar="SPEC", help="none, fixed:S or exponential:BASE_S:MAX_S[:MULTIPLIER[:JITTER]].")
 @click.option("--dead-letter/--no-dead-letter", default=None,
-              help="At max deliveries: dead-letter, or drop.")
+              help="Rejected and max-deliveries messages: dead-letter, or drop.")
 @click.option("--spread", type=int, metavar="N", help="Queue partitions the queue's sends spread over.")
 @click.option("--ordering", type=click.Choice([*ORDERINGS, DEFAULT]), help="group: one message per kmq.group in flight.")
 @click.option("--dead-letter-head", type=click.Choice([*DEAD_LETTER_HEAD_POLICIES, DEFAULT]),

@@ -102,7 +102,8 @@ class Defer:
 
 @dataclass(frozen=True, slots=True)
 class Discard:
-    """Drop the message: rejected on a queue whose dead-lettering is off."""
+    """Drop the message: rejected, or at its last delivery, on a queue whose dead-lettering
+    is off."""
 
     reason: str
 
@@ -129,14 +130,16 @@ def after_expiry(
     any rejected message. A timeout or a release without a delay first waits
     out the queue's backoff (:class:`Defer`); when that wait is over
     (``DEFERRED``) it is republished. With ``dead_letter=False`` nothing is
-    dead-lettered: messages are redelivered past ``max_deliveries`` and
-    rejected ones dropped.
+    dead-lettered: what would be is dropped (:class:`Discard`), as a RabbitMQ
+    quorum queue's delivery limit without a dead-letter exchange.
     """
     ours, user = split(headers)
     deliveries = int_header(ours, DELIVERIES, 0) + (0 if cause == Cause.RETURNED else 1)
     if cause == Cause.REJECTED and not dead_letter:
         return Discard(reason)
-    exhausted = cause != Cause.RETURNED and deliveries >= max_deliveries and dead_letter
+    exhausted = cause != Cause.RETURNED and deliveries >= max_deliveries
+    if exhausted and not dead_letter:
+        return Discard(REASON_MAX_DELIVERIES)
     if not exhausted and cause in (Cause.TIMEOUT, Cause.RELEASED_BACKOFF) and backoff is not None:
         delay_ms = int(compute_backoff(backoff, deliveries, uniform) * 1000)
         if delay_ms > 0:

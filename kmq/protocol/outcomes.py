@@ -33,7 +33,7 @@ class Outcome(StrEnum):
     REDELIVERED = "redelivered"
     DEAD_LETTERED = "dead-lettered"
     BACKOFF = "backoff"                  # expired, waits out the queue's backoff first
-    DISCARDED = "discarded"              # rejected on a queue whose dead-lettering is off
+    DISCARDED = "discarded"              # rejected or at max deliveries, dead-lettering off
     SCHEDULED_DELIVERED = "scheduled-delivered"
     SCHEDULED_FOUND = "scheduled-found"  # published by an attempt before a crash
     FOUND_AFTER_CRASH = "found-after-crash"

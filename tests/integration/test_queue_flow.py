@@ -14,7 +14,7 @@ from kmq.protocol import markers as M
 from kmq.protocol.placement import markers_partition
 from tests.conftest import wait_for
 from tests.integration.dlq import dead_letters
-from tests.integration.views import queue_detail
+from tests.integration.views import queue_detail, tracker_sees
 
 pytestmark = pytest.mark.usefixtures("tracker")
 
@@ -144,3 +144,20 @@ def test_garbage_on_the_markers_topic_is_counted_and_set_aside(client, queue, sh
         again = wait_for(lambda: c.receive(0.2), 20, what="redelivery after garbage")
         assert again.value == b"after garbage" and again.delivery_count == 2
         again.ack()
+
+
+def test_without_dead_letters_a_message_is_dropped_at_its_last_delivery(client, queue, tracker, shared_settings):
+    # It was redelivered for ever (--no-dead-letter says "dead-letter, or drop").
+    client.configure_queue(queue, max_deliveries=2, dead_letter=False)
+    tracker_sees(tracker, queue, max_deliveries=2, dead_letter=False)
+    msg_id = client.send(queue, b"given-up")
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        for n in (1, 2):
+            m = wait_for(lambda: c.receive(0.2), 30, what=f"delivery {n}")
+            assert (m.id, m.delivery_count) == (msg_id, n)
+            m.release(delay_s=0)
+        c.flush()
+        wait_for(lambda: stats_of(tracker, queue).get("discarded") == 1, 30, what="the drop counted")
+        assert c.receive(2.0) is None  # dropped, not redelivered
+    assert dead_letters(shared_settings, queue) == []
