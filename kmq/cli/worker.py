@@ -31,7 +31,8 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 @click.option("--grace-s", type=click.FloatRange(0), default=30.0, show_default=True,
               help="After SIGTERM, how long running handlers may finish before being released.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port; per process).")
+              help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port); with "
+                   "--processes N, process i serves on PORT + i.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address metrics bind.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
@@ -53,7 +54,7 @@ def worker(settings: Settings, module: str, queues: str, concurrency: int | None
     if processes > 1:
         argv = sys.argv[1:]
         argv = _without_processes(argv[argv.index("worker") + 1:])  # the options after `worker`
-        sys.exit(run_processes(argv, processes))
+        sys.exit(run_processes(child_argvs(argv, processes, metrics_port)))
     # A KmqError (no handler, a failed start) is one error line from connection_options.
     sys.exit(run_worker(module, queues=[q for q in queues.split(",") if q], concurrency=concurrency,
                         grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
@@ -61,13 +62,26 @@ def worker(settings: Settings, module: str, queues: str, concurrency: int | None
 
 
 def _without_processes(argv: list[str]) -> list[str]:
-    """``argv`` without ``--processes N`` / ``-p N`` / ``--processes=N`` (children run one each)."""
+    """``argv`` without ``--processes N`` / ``-p N`` / ``--processes=N`` / ``-pN`` (children
+    run one each)."""
     out, skip = [], False
     for a in argv:
         if skip:
             skip = False
         elif a in ("--processes", "-p"):
             skip = True
-        elif not a.startswith("--processes="):
+        elif not a.startswith(("--processes=", "-p")):
             out.append(a)
     return out
+
+
+def child_argvs(argv: list[str], processes: int, metrics_port: int | None) -> list[list[str]]:
+    """Each child's options: one process each (the last ``--processes`` wins in click, so
+    a form not stripped cannot start children of its own), and metrics ports of their own."""
+    children = []
+    for i in range(processes):
+        own = ["--processes", "1"]
+        if metrics_port:  # 0: each takes a free port
+            own += ["--metrics-port", str(metrics_port + i)]
+        children.append([*argv, *own])
+    return children

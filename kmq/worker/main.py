@@ -66,7 +66,11 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
     metrics = None
     if metrics_port is not None:
         from kmq.worker.metrics import WorkerMetrics
-        metrics = WorkerMetrics().serve(metrics_host, metrics_port)
+        try:
+            metrics = WorkerMetrics().serve(metrics_host, metrics_port)
+        except OSError as exc:  # taken, or not an address of this host
+            raise ConfigError(f"--metrics-port {metrics_port} on {metrics_host}: {exc.strerror or exc}; "
+                              "give a free port, or 0 for any") from exc
     shutdown = ShutdownSignal(grace_s)
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -139,12 +143,18 @@ def wait_ready(runners: Sequence[HandlerRunner], shutdown: ShutdownSignal) -> bo
     return False
 
 
-def run_processes(argv: Sequence[str], processes: int) -> int:
-    """Run ``kmq worker`` ``processes`` times (``argv`` without --processes); pass signals on."""
-    children = [subprocess.Popen([sys.executable, "-m", "kmq.cli", "worker", *argv])
-                for _ in range(processes)]
+def run_processes(argvs: Sequence[Sequence[str]]) -> int:
+    """Run ``kmq worker`` once per ``argvs`` entry (each child's options); pass signals on.
+
+    A child that ends with a failure while no signal came (a start that failed, a runner's
+    failure) stops the others: the parent then exits with its status, for a supervisor to
+    restart the whole worker, rather than running on short of processes.
+    """
+    children = [subprocess.Popen([sys.executable, "-m", "kmq.cli", "worker", *argv]) for argv in argvs]
+    signalled = []
 
     def forward(signum: int, _frame: object) -> None:
+        signalled.append(signum)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signum)
@@ -152,11 +162,13 @@ def run_processes(argv: Sequence[str], processes: int) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
     status = 0
+    while any(child.poll() is None for child in children):
+        for child in children:
+            code = child.poll()
+            if code is not None and code != 0 and not signalled:
+                log.error("%s", json.dumps({"event": "process_failed", "pid": child.pid, "status": code}))
+                forward(signal.SIGTERM, None)
+        time.sleep(0.2)  # a supervisor's poll, not a wait for a condition
     for child in children:
-        while child.poll() is None:
-            try:
-                child.wait(0.2)
-            except subprocess.TimeoutExpired:
-                pass
         status = max(status, child.returncode if child.returncode >= 0 else 1)
     return status

@@ -42,3 +42,38 @@ def test_a_start_where_one_consumer_does_not_open_is_one_error_line_and_never_re
     assert "Traceback" not in out.stderr, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and f"topic {missing!r} does not exist" in errors[0], out.stderr
+
+
+def _port_pair() -> tuple[int, "socket.socket"]:
+    """A port P nobody listens on, and a socket holding P + 1 (busy for the worker)."""
+    import socket
+
+    from kmq.dev.embedded import free_port
+    while True:
+        port = free_port()
+        held = socket.socket()
+        try:
+            held.bind(("127.0.0.1", port + 1))
+            held.listen()
+            return port, held
+        except OSError:
+            held.close()
+
+
+def test_processes_with_a_busy_metrics_port_stop_together_with_one_error_line(make_settings, queue, tmp_path):
+    # `-p2` (attached) started children that each started two more; with --metrics-port
+    # every child bound the same port, one failed with a traceback and the worker ran on
+    # with the other, short of a process.
+    settings = make_settings()
+    (tmp_path / "jobs_two.py").write_text(f"import kmq\n\n@kmq.handler({queue!r})\ndef job(msg):\n    pass\n")
+    port, held = _port_pair()
+    with held:
+        out = subprocess.run([sys.executable, "-m", "kmq.cli", "worker", "jobs_two", "-p2", "--grace-s", "5",
+                              "--metrics-port", str(port), "--log-level", "warning"],
+                             env={**settings_env(settings), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 1, out
+    assert "Traceback" not in out.stderr, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and f"--metrics-port {port + 1}" in errors[0], out.stderr
+    assert out.stderr.count('"process_failed"') == 1, out.stderr  # two children, not more

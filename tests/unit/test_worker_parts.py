@@ -133,5 +133,17 @@ def test_kmq_worker_names_a_queue_without_a_handler_and_a_module_it_cannot_impor
 def test_processes_are_started_without_the_processes_option():
     from kmq.cli.worker import _without_processes
 
-    argv = ["jobs", "--processes", "4", "-c", "8", "--processes=2", "-p", "3", "--grace-s", "5"]
+    argv = ["jobs", "--processes", "4", "-c", "8", "--processes=2", "-p", "3", "-p2", "--grace-s", "5"]
     assert _without_processes(argv) == ["jobs", "-c", "8", "--grace-s", "5"]
+
+
+def test_each_child_runs_one_process_with_a_metrics_port_of_its_own():
+    # `-p2` was passed on to the children, each of which started two more, without end;
+    # with --metrics-port P every child bound P and all but one failed.
+    from kmq.cli.worker import child_argvs
+
+    assert child_argvs(["jobs"], 2, 9100) == [["jobs", "--processes", "1", "--metrics-port", "9100"],
+                                              ["jobs", "--processes", "1", "--metrics-port", "9101"]]
+    assert child_argvs(["jobs", "--metrics-port", "0"], 2, 0) == [
+        ["jobs", "--metrics-port", "0", "--processes", "1"]] * 2
+    assert child_argvs(["jobs"], 3, None) == [["jobs", "--processes", "1"]] * 3
