@@ -177,7 +177,8 @@ class Message(tuple):
         Without ``delay_s`` the queue's backoff policy decides (at once if it has none).
         """
         held = self[1]
-        delay_ms = -1 if delay_s is None else _seconds_to_ms("delay_s", delay_s, held.consumer.max_delay_s)
+        delay_ms = -1 if delay_s is None else _seconds_to_ms("delay_s", delay_s, held.consumer.max_delay_s,
+                                                             "KMQ_MAX_DELAY_S")
         self._settle(RELEASED)
         held.log.add(self, Verb.RELEASE, delay_ms)
 
@@ -191,9 +192,11 @@ class Message(tuple):
         self[1].log.add(self, Verb.REJECT, reason)
 
     def extend(self, seconds: float) -> None:
-        """Keep this message invisible for ``seconds`` from now (it stays held)."""
+        """Keep this message invisible for ``seconds`` from now (it stays held); at most the
+        queue's ``max_processing_s`` where one is set, else 12 hours."""
         held = self[1]
-        timeout_ms = _seconds_to_ms("seconds", seconds, held.consumer.max_extend_s)
+        timeout_ms = _seconds_to_ms("seconds", seconds, held.consumer.max_extend_s,
+                                    "the queue's max_processing_s (configure_queue), or 12 h without one")
         if held.state[self[2]]:
             raise MessageSettledError(
                 f"message {self.id} of queue {self.queue!r} was already {self.settled}; "
@@ -202,11 +205,12 @@ class Message(tuple):
         held.log.add(self, Verb.EXTEND, timeout_ms)
 
 
-def _seconds_to_ms(name: str, value: Any, limit_s: float) -> int:
+def _seconds_to_ms(name: str, value: Any, limit_s: float, limit_source: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name}={value!r} must be a number of seconds")
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"{name}={value!r} must be a finite number >= 0")
     if value > limit_s:
-        raise ConfigError(f"{name}={value!r} is above the limit of {limit_s:g} s")
+        raise ConfigError(f"{name}={value!r} is above the limit of {limit_s:g} s ({limit_source}): "
+                          f"give at most {limit_s:g}, or raise the limit")
     return int(round(value * 1000))

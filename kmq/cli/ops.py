@@ -132,8 +132,8 @@ def send(settings: Settings, queue: str, values: tuple[str, ...], headers: tuple
 
 @click.command()
 @click.argument("queue")
-@click.option("--ack", is_flag=True, help="Ack what was received (else it comes back after "
-              "its visibility timeout, counted as a delivery).")
+@click.option("--ack", is_flag=True, help="Ack what was received (else it is released when the "
+              "command exits: delivered again at once, counted as a delivery).")
 @click.option("--max", "max_messages", type=int, default=10, show_default=True)
 @click.option("--timeout-s", type=float, default=5.0, show_default=True,
               help="Stop waiting for more messages after this long.")
@@ -166,7 +166,7 @@ def receive(settings: Settings, queue: str, ack: bool, max_messages: int, timeou
         return
     from rich.table import Table
     table = Table(title=f"{shown(queue)}: {len(got)} message{'s' * (len(got) != 1)}"
-                  + (" (acked)" if ack else " (not acked: they come back after the visibility timeout)"))
+                  + (" (acked)" if ack else " (not acked: released at exit, delivered again at once)"))
     for col in ("id", "delivery", "value", "headers"):
         table.add_column(col)
     for m in got:
