@@ -33,6 +33,7 @@ from kmq.protocol import markers as M
 from kmq.kafka.admin import existing_lanes, topic_partition_counts
 from kmq.kafka.backpressure import produce_when_room
 from kmq.consumer import Consumer
+from kmq.consumer.options import check_options
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.protocol.lane_layout import LaneLayout
@@ -288,6 +289,7 @@ class Client(QueueAdmin):
     def consumer(self, queue: str, **options: Any) -> Consumer:
         """A consumer of ``queue``; see :class:`kmq.Consumer` for the options."""
         queue = validate_queue_name(queue)
+        check_options(options, f"client.consumer({queue!r})")
         configs = self.queue_configs()
         shared = configs.get(queue).dispatch_mode(self.settings) == "shared"
         return Consumer(

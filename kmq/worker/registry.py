@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable
 
+from kmq.consumer.options import check_options
 from kmq.errors import ConfigError
 from kmq.protocol.placement import validate_queue_name
 
@@ -84,6 +85,8 @@ def handler(queue: str, *, concurrency: int = 1, prefetch: int | None = None,
     """
     if "max_in_flight" in consumer_options:
         raise ConfigError("max_in_flight is concurrency + prefetch for a handler: give those instead")
+    check_options(consumer_options, f"@kmq.handler({queue!r})",
+                  allowed=("concurrency", "prefetch", "non_retryable"), refused=("max_in_flight",))
 
     def decorate(fn: Callable[..., Any]) -> Handler:
         if not callable(fn):

@@ -147,3 +147,28 @@ def test_each_child_runs_one_process_with_a_metrics_port_of_its_own():
     assert child_argvs(["jobs", "--metrics-port", "0"], 2, 0) == [
         ["jobs", "--metrics-port", "0", "--processes", "1"]] * 2
     assert child_argvs(["jobs"], 3, None) == [["jobs", "--processes", "1"]] * 3
+
+
+def test_an_unknown_option_is_a_config_error_naming_the_options():
+    # A misspelt keyword was a TypeError from deep inside (a worker: a traceback at start).
+    import kmq
+    from kmq.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"@kmq.handler\('emails'\): no option 'visibilty_timeout_s'; "
+                                          r"use one of .*visibility_timeout_s"):
+        kmq.handler("emails", visibilty_timeout_s=30)
+    kmq.handler("emails", visibility_timeout_s=30, batch_size=10)  # the consumer's own: fine
+
+
+def test_client_consumer_refuses_an_unknown_option_before_any_broker_call():
+    import kmq
+    from kmq.errors import ConfigError
+    from kmq.settings import Settings
+
+    client = kmq.Client(settings=Settings(bootstrap_servers="127.0.0.1:1"))
+    try:
+        with pytest.raises(ConfigError, match=r"client.consumer\('orders'\): no option 'bogus'; use one of "
+                                              r".*max_in_flight"):
+            client.consumer("orders", bogus=1)
+    finally:
+        client.close(timeout_s=0)
