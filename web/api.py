@@ -371,6 +371,7 @@ async def queue_detail(web, request, queue: str):
         "in_flight_ranges": ranges, "in_flight_range_count": n_ranges,
         "dead_letters_detail": dead,
         "history": _history_json(stats.history(lambda q: q == queue, now)),
+        "scanned": scanner.passes > 0,
     })
 
 

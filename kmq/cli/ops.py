@@ -196,6 +196,9 @@ def tracker_get(url: str, token: str | None, timeout_s: float) -> dict[str, Any]
             f"--url / KMQ_TRACKER_URL): {getattr(exc, 'reason', exc)}") from exc
 
 
+STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
+
+
 @click.command()
 @click.argument("queue", required=False)
 @click.option("--url", envvar="KMQ_TRACKER_URL", default=None,
@@ -215,12 +218,15 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
             host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "::", "") else settings.web_host
             url = f"http://{host}:{settings.web_port}"
         base = url.rstrip("/")
-        if queue:
-            data = tracker_get(f"{base}/kmq/api/queues/{quote(queue, safe='')}", settings.token or None,
-                               timeout_s)
-        else:
-            data = tracker_get(f"{base}/kmq/api/queues?" + urlencode({"sort": sort, "limit": limit}),
-                               settings.token or None, timeout_s)
+        address = (f"{base}/kmq/api/queues/{quote(queue, safe='')}" if queue else
+                   f"{base}/kmq/api/queues?" + urlencode({"sort": sort, "limit": limit}))
+        deadline = time.monotonic() + timeout_s
+        data = tracker_get(address, settings.token or None, timeout_s)
+        # The depth scan runs only while somebody looks: the first look after a quiet spell
+        # starts it, and depths (and queues only sent to) come with its first pass.
+        while data.get("scanned") is False and time.monotonic() < deadline:
+            time.sleep(STATS_SCAN_POLL_S)
+            data = tracker_get(address, settings.token or None, timeout_s)
     except KmqError as exc:
         fail(str(exc))
     if as_json:

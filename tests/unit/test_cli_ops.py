@@ -76,3 +76,38 @@ def test_routed_views_hash_the_queue_key_like_kmq_placement():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
                          env={"PATH": "/usr/bin:/bin", "KMQ_MARKERS_PARTITIONS": "8"})
     assert out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+def test_stats_waits_for_the_depth_scans_first_pass():
+    # The scan starts when somebody looks: the first `kmq stats` after a quiet spell showed
+    # every depth as "-" and left out queues only sent to.
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    asked = []
+
+    class Tracker(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            scanned = len(asked) >= 3
+            row = {"queue": "orders", "depth": 42 if scanned else None, "depth_exact": True}
+            body = json.dumps({"queues": [row], "total": 1, "workers": 1, "partial": False,
+                               "scanned": scanned}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Tracker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = CliRunner().invoke(main, ["stats", "--url", f"http://127.0.0.1:{server.server_port}",
+                                        "--timeout-s", "30"])
+    finally:
+        server.shutdown()
+    assert out.exit_code == 0, out.output
+    assert len(asked) == 3 and "42" in out.output
