@@ -42,6 +42,18 @@ def _deliveries(settings, lane: int, consumer_id: str) -> list:
             if r.key() == key]
 
 
+def _delivered(settings, consumer_id: str, epoch: int | None = None) -> int:
+    """How many messages the deliveries on lane 0 to ``consumer_id`` hand out (of ``epoch``)."""
+    return sum(x.count for x in _deliveries(settings, 0, consumer_id)
+               if isinstance(x, D.Delivery) and (epoch is None or x.epoch == epoch))
+
+
+def _at_least(n: int, count) -> int:
+    """Wait until ``count()`` reaches ``n`` (a credit's messages may come in several
+    delivery records); return what it is then, to be checked for no more than ``n``."""
+    return wait_for(lambda: (lambda got: got if got >= n else None)(count()), what=f"{n} delivered")
+
+
 def _round(d: Dispatcher) -> None:
     # An event is handled at the start of a round and acted on within it; the second drain
     # comes after that round's writes, and its flush waits for them to be acknowledged.
@@ -83,8 +95,9 @@ def test_after_quiesce_nothing_more_is_written_and_a_lapsed_lease_begins_and_acq
         epoch = begins[-1].epoch
         d.on_begin(m, epoch, {})
         d.on_credit(m, M.Credit(queue, "c1", 0, 0, 0, 5, 60_000, 30_000))
-        got = wait_for(lambda: [x for x in _deliveries(settings, 0, "c1") if isinstance(x, D.Delivery)])
-        assert sum(x.count for x in got) == 5
+        assert _at_least(5, lambda: _delivered(settings, "c1")) == 5
+        _round(d)
+        assert _delivered(settings, "c1") == 5  # and no more: the credit was for 5
 
         # The lease lapses again: the consumer asks for more, nothing is acquired.
         lease[0] = 0.0
@@ -134,9 +147,10 @@ def test_a_producer_failed_for_good_is_replaced_and_its_partitions_begin_anew(ma
                         for a in _markers(settings, m) if isinstance(a, M.Acquire)})  # the table's view
         d.on_begin(m, begins[0], cursors)
         d.on_credit(m, M.Credit(queue, "c1", 0, begins[0], 0, 5, 60_000, 30_000))
-        got = wait_for(lambda: [x for x in _deliveries(settings, 0, "c1")
-                                if isinstance(x, D.Delivery) and x.epoch == begins[0]])
-        assert sum(x.count for x in got) == 5  # the other five, on the new producer
+        # the other five, on the new producer
+        assert _at_least(5, lambda: _delivered(settings, "c1", begins[0])) == 5
+        _round(d)
+        assert _delivered(settings, "c1", begins[0]) == 5
 
         def handed(epoch):
             return {(x.range.partition, o) for x in _deliveries(settings, 0, "c1")

@@ -59,7 +59,7 @@ class Worker(threading.Thread):
             self.error = exc
 
 
-def test_more_consumers_than_partitions_all_get_work_none_more_than_it_asked(client, queue):
+def test_more_consumers_than_partitions_all_get_work_none_more_than_it_asked(client, queue, tracker):
     shared(client, queue)
     stop = threading.Event()
     workers = [Worker(client, queue, max_in_flight=5, stop=stop) for _ in range(6)]
@@ -67,6 +67,10 @@ def test_more_consumers_than_partitions_all_get_work_none_more_than_it_asked(cli
     for w in workers:
         w.start()
     try:
+        # All six are the dispatcher's before anything is sent: the 300 go in under a second,
+        # and a consumer it heard of late would get none of them.
+        wait_for(lambda: (queue_detail(tracker, queue) or {}).get("consumers") == 6, 60,
+                 what="six consumers in the queue's view")
         ids = client.send_batch(queue, [b"m%d" % i for i in range(300)])
         client.flush()
         wait_for(lambda: sum(len(w.got) for w in workers) >= 300, 60, what="300 acked")
@@ -112,7 +116,7 @@ def test_a_dead_consumers_messages_come_back_to_the_others(client, queue, shared
         acked = json.loads(child.stdout.readline())["acked"]
         assert child.stdout.readline().strip() == "ready"
     finally:
-        child.kill()  # SIGKILL, holding 20 of its 30 (visibility timeout 2 s)
+        child.kill()  # SIGKILL, holding 20 of its 30 (visibility timeout 6 s)
         child.wait()
     assert len(received) == 30 and len(acked) == 10
     with client.consumer(queue, visibility_timeout_s=30) as c:

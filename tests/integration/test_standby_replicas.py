@@ -38,9 +38,12 @@ def owned(t: TrackerProcess) -> set[int]:
 def test_a_worker_promoted_from_its_standby_replica_knows_what_came_before_it(make_settings, artifacts, tmp_path):
     s = make_settings()
     queues = [f"standby-{s.app_id}-{i}" for i in range(QUEUES)]
-    a = TrackerProcess(s.replace(data_dir=str(tmp_path / "a"), web_port=free_port()),
+    # Two picks before either is bound may agree: B's must differ from A's.
+    port_a = free_port()
+    port_b = wait_for(lambda: (lambda p: p if p != port_a else None)(free_port()), 10, what="a second free port")
+    a = TrackerProcess(s.replace(data_dir=str(tmp_path / "a"), web_port=port_a),
                        artifacts / f"tracker-standby-a-{s.app_id}.log").start(timeout_s=120)
-    b = TrackerProcess(s.replace(data_dir=str(tmp_path / "b"), web_port=free_port()),
+    b = TrackerProcess(s.replace(data_dir=str(tmp_path / "b"), web_port=port_b),
                        artifacts / f"tracker-standby-b-{s.app_id}.log")
     try:
         with kmq.Client(settings=s) as client:

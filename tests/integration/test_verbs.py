@@ -11,7 +11,7 @@ import kmq
 from kmq.errors import ConfigError, MessageSettledError
 from tests.conftest import wait_for
 from tests.integration.dlq import dead_letters
-from tests.integration.views import tracker_sees
+from tests.integration.views import queue_detail, tracker_sees
 
 pytestmark = pytest.mark.usefixtures("tracker")
 
@@ -34,9 +34,11 @@ def test_a_released_message_returns_after_its_delay_not_before(client, queue):
         released_at = time.monotonic()
         m.release(delay_s=2)
         assert c.receive(1.5) is None  # not before 2 s (with margin for the flush)
-        again = first(c, 10)
+        again = first(c, 25)
         waited = time.monotonic() - released_at
-        assert 2.0 <= waited < 5.0, waited
+        # After its delay, and well before the 30 s visibility (what it would take unreleased),
+        # with room for a loaded machine.
+        assert 2.0 <= waited < 15.0, waited
         assert again.value == b"later" and again.delivery_count == 2
         again.ack()
 
@@ -101,9 +103,11 @@ def test_keepalive_holds_a_slow_message_until_max_processing_s(client, queue):
         m = first(c)
         t0 = time.monotonic()
         assert c.receive(5.0) is None  # kept alive well past the 2 s visibility
-        again = first(c, 15)  # ... but not past max_processing_s
+        again = first(c, 20)  # ... but not past max_processing_s
         elapsed = time.monotonic() - t0
-        assert 6.0 <= elapsed < 12.0, elapsed
+        # Due at about 8.5 s (max_processing_s, one round, then the 2 s visibility); below 14 s,
+        # what a keepalive held for twice max_processing_s would take, with room for a loaded machine.
+        assert 6.0 <= elapsed < 14.0, elapsed
         assert again.delivery_count == 2
         wait_for(lambda: m.lapsed, 10, what="the old copy to lapse")
         again.ack()
@@ -126,10 +130,12 @@ def test_close_gives_back_held_messages_prefetched_ones_uncounted(client, queue)
             m.ack()
 
 
-def test_a_batch_ack_acks_what_is_still_held(client, queue):
+def test_a_batch_ack_acks_what_is_still_held(client, queue, tracker):
     client.send_batch(queue, [b"m%d" % i for i in range(50)])
     client.flush()
-    with client.consumer(queue, visibility_timeout_s=2, batch_size=50) as c:
+    # 30 s: none of the 50 may time out before the batch ack reaches the tracker (with 2 s, a
+    # slow gathering of the batch on a loaded machine let the first ones lapse).
+    with client.consumer(queue, visibility_timeout_s=30, batch_size=50) as c:
         batch = wait_for(lambda: c.receive_batch(50, 0.5), 15, what="a batch")
         while len(batch) < 50:
             more = c.receive_batch(50 - len(batch), 0.5)
@@ -140,7 +146,12 @@ def test_a_batch_ack_acks_what_is_still_held(client, queue):
         assert batch.ack() == 48
         c.flush()
         assert c.in_flight == 0
-        assert c.receive(4.0) is None  # past the visibility: nothing acked returns
+        # Every ack reached the tracker: 49 acked, only the released one still held there (for
+        # its 60 s delay), so nothing acked can come back.
+        def settled():
+            d = queue_detail(tracker, queue)
+            return d and d["since_start"].get("acked", 0) == 49 and d["in_flight"] == 1
+        wait_for(settled, 30, what="49 acks at the tracker and the released one in flight")
 
 
 def test_a_delayed_send_is_not_received_before_its_time(client, queue):
@@ -158,15 +169,19 @@ def test_a_delayed_send_is_not_received_before_its_time(client, queue):
         m2.ack()
 
 
-def test_queue_settings_change_without_restart(client, queue, shared_settings):
+def test_queue_settings_change_without_restart(client, queue, shared_settings, tracker):
     client.configure_queue(queue, max_deliveries=1)
     assert client.queue_config(queue).max_deliveries == 1
+    tracker_sees(tracker, queue, max_deliveries=1)  # else "once" may come back before it applies
     client.send(queue, b"once")
     client.flush()
     with client.consumer(queue, visibility_timeout_s=1) as c:
         first(c)  # not acked: with max_deliveries=1 it goes straight to the dead letters
         wait_for(lambda: dead_letters(shared_settings, queue), 15, what="dead letter after 1")
     client.configure_queue(queue, max_deliveries=None, visibility_timeout_s=1.5)
+    # The tracker applies the setting a moment after configure_queue returns: with the old
+    # max_deliveries=1 still in force, "twice" would be dead-lettered instead of coming back.
+    tracker_sees(tracker, queue, max_deliveries=shared_settings.max_deliveries, visibility_timeout_s=1.5)
     client.send(queue, b"twice")
     client.flush()
     with client.consumer(queue) as c:  # the queue's visibility, not the global 2 s
@@ -188,18 +203,23 @@ def test_exponential_backoff_delays_redeliveries(client, queue, tracker):
     client.flush()
     # A release the tracker applies before it has the setting has no backoff: back at once.
     tracker_sees(tracker, queue, backoff=backoff.to_dict())
-    # Visibility 3 s: delivery 1 is released well before it could time out, however slow the
+    # Visibility 6 s: delivery 1 is released well before it could time out, however slow the
     # machine is between the tracker starting its clock and user code getting the message.
-    with client.consumer(queue, visibility_timeout_s=3) as c:
+    with client.consumer(queue, visibility_timeout_s=6) as c:
         m = first(c)
         t0 = time.monotonic()
         m.release()  # no delay: the queue's backoff decides (1 s after delivery 1)
         assert c.receive(0.7) is None
         again = first(c, 10)
-        assert 1.0 <= time.monotonic() - t0 < 4.0
+        # 1 s after the release, not at once; below 6 s: unreleased, it would have come back
+        # only after its visibility and a backoff (7 s from its hand-out).
+        assert 1.0 <= time.monotonic() - t0 < 6.0
         t1 = time.monotonic()
-        # timeout of delivery 2: visibility 3 s (from its hand-out, a little before t1), then a 2 s backoff
-        third = first(c, 20)
-        assert 4.0 <= time.monotonic() - t1 < 10.0
+        # Delivery 2 was handed out 1 s after the release at the earliest (its backoff, counted
+        # from when the tracker applied the release, after t0); it times out 6 s after its
+        # hand-out, then waits out a 2 s backoff: 9 s after t0 at the earliest.
+        third = first(c, 25)
+        arrived = time.monotonic()
+        assert arrived - t0 >= 9.0 and arrived - t1 < 15.0, (arrived - t0, arrived - t1)
         assert (again.delivery_count, third.delivery_count) == (2, 3)
         third.ack()

@@ -294,11 +294,21 @@ def test_kmq_send_receive_and_dlq_commands(deployment, tokens):
            "KMQ_DLQ_PARTITIONS": "2", "KMQ_DELIVERIES_TOPIC": s.deliveries_topic, "KMQ_DISPATCH": s.dispatch}
     out = runner.invoke(main, ["send", "c-cli", "one", "two", "three", "-H", "k=v", *common], env=env)
     assert out.exit_code == 0 and "sent 3 messages to c-cli" in out.output, out.output
-    out = runner.invoke(main, ["receive", "c-cli", "--ack", "--max", "3", "--json", *common], env=env)
+    # A partition-mode queue: the group join alone takes 3-4 s (measured 3.96-4.02 s on a quiet
+    # machine), more than the default --timeout-s 5 leaves on a loaded one. It stops at 3.
+    out = runner.invoke(main, ["receive", "c-cli", "--ack", "--max", "3", "--json", "--timeout-s", "120", *common],
+                        env=env)
     assert out.exit_code == 0, out.output
     got = [json.loads(line) for line in out.output.splitlines()]
     assert sorted(m["value"] for m in got) == ["one", "three", "two"]
     assert all(m["headers"] == {"k": "v"} and m["delivery_count"] == 1 for m in got)
+    # The acks reached the tracker: all three acked, nothing left in flight or waiting (a
+    # receive cannot show that quickly: its group join takes longer than a short window).
+    def all_three_acked() -> bool:
+        status, r = get(f"{t.url}/kmq/api/queues/c-cli", ADMIN)
+        return status == 200 and r["depth"] == 0 and r["in_flight"] == 0 and r["since_start"].get("acked") == 3
+    wait_for(all_three_acked, 60, what="c-cli's three acks at the tracker")
+    # An empty receive says so.
     out = runner.invoke(main, ["receive", "c-cli", "--max", "1", "--timeout-s", "1.5", *common], env=env)
     assert out.exit_code == 0 and "c-cli: 0 messages" in out.output
     # Dead letters: three rejected, listed, redriven as a subprocess (progress bar), purged.

@@ -35,7 +35,11 @@ BARRIER_S = 30.0  # a barrier that is never full fails the test instead of hangi
 
 @pytest.fixture
 def settings(shared_settings):
-    return shared_settings.replace(max_processing_s=DEFAULT_MAX_PROCESSING_S)  # the real default
+    # The real defaults: a 5-minute max_processing_s and a 30 s visibility, not the suite's
+    # 2 s. With 2 s a worker stalled for 2 s on a loaded machine let a message lapse and come
+    # back, handled twice (test_sigterm_mid_run's fresh-clone run: 8 of 600). The test of
+    # the visibility timeout sets a short one itself.
+    return shared_settings.replace(max_processing_s=DEFAULT_MAX_PROCESSING_S, visibility_timeout_s=30.0)
 
 
 @pytest.fixture
@@ -77,7 +81,7 @@ class Running:
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-def test_a_worker_with_32_concurrent_handlers_drains_a_queue(client, queue, mode, kind):
+def test_a_worker_with_32_concurrent_handlers_drains_a_queue(client, queue, mode, kind, tracker):
     n = 400
     ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
     client.flush()
@@ -131,8 +135,8 @@ def test_a_worker_with_32_concurrent_handlers_drains_a_queue(client, queue, mode
     assert running["broken"] == 0, "32 handlers never ran at once"
     assert running["peak"] == 32, f"at most 32 at once, saw {running['peak']}"
     assert sorted(done) == sorted(ids) and set(done.values()) == {1}
-    with client.consumer(queue, visibility_timeout_s=5) as c:  # acked: nothing comes back
-        assert c.receive_batch(10, timeout_s=3.0) == []
+    # Every ack reached the tracker: nothing is left in flight to come back.
+    wait_for(lambda: all_acked(tracker, queue, n), 30, what=f"{n} acks at the tracker, nothing in flight")
 
 
 class Fatal(Exception):
@@ -219,10 +223,9 @@ def ledger_ids(ledger: Path) -> list[str]:
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_sigterm_mid_run_loses_nothing_and_acks_nothing_twice(client, queue, mode, kind, settings, tmp_path,
                                                                tracker):
-    # 30 s, not the suite's 2 s: a worker process stalled for 2 s on a loaded machine let a
-    # held range lapse, and it came back as a second delivery (a fresh-clone run: 8 of 600).
-    # What a lapse would show is checked below without waiting for one.
-    settings = settings.replace(visibility_timeout_s=30.0)
+    # 30 s (the settings fixture), not the suite's 2 s: a worker process stalled for 2 s on a
+    # loaded machine let a held range lapse, and it came back as a second delivery (a
+    # fresh-clone run: 8 of 600). What a lapse would show is checked below without waiting for one.
     n = 600
     ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
     client.flush()
@@ -281,7 +284,9 @@ def test_handlers_still_running_after_the_grace_are_released_and_the_worker_exit
     finally:
         if p.poll() is None:
             p.kill()
-    back = receive_n(client, queue, 3)  # released at close: back at once, the delivery counted
+    # Released at close: back at once, the delivery counted. Within 20 s: held past the grace
+    # (keepalives every 5 s) they would time out 25 s or more after the exit at the earliest.
+    back = receive_n(client, queue, 3, timeout_s=20.0)
     assert sorted(m.id for m in back) == sorted(ids) and {m.delivery_count for m in back} == {2}
 
 
@@ -294,6 +299,7 @@ def test_a_second_signal_exits_at_once_and_the_messages_come_back_after_the_visi
     ids = client.send_batch(queue, [b"stuck%d" % i for i in range(3)])
     client.flush()
     ledger = tmp_path / "ledger"
+    settings = settings.replace(visibility_timeout_s=2.0)  # the timeout this test waits out
     p = start_worker(settings, queue, ledger, kind="sync", handler_s=3600)  # grace 30 s
     try:
         wait_for(lambda: len(started_ids(ledger)) >= 3, 60, what="3 handlers running")

@@ -10,11 +10,16 @@ import threading
 
 import kmq
 
+VISIBILITY_S = 6.0
+
 
 def main() -> None:
     queue, n, ack_every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     client = kmq.Client()
-    c = client.consumer(queue, visibility_timeout_s=2, max_in_flight=n, batch_size=max(1, n // 7))
+    # 6 s, not 2: what it receives must not time out before its acks reach the tracker (a
+    # helper stalled for 2 s on a loaded machine would have its acked messages come back);
+    # what it holds when SIGKILLed comes back 6 s after it was handed out.
+    c = client.consumer(queue, visibility_timeout_s=VISIBILITY_S, max_in_flight=n, batch_size=max(1, n // 7))
     received, acked = [], []
     while len(received) < n:
         for m in c.receive_batch(n - len(received), timeout_s=1.0):
