@@ -30,6 +30,7 @@ from kmq.errors import MessageSettledError
 from kmq.message import Message
 from kmq.tracing import handling
 from kmq.worker.chains import ChainRunner
+from kmq.worker.metrics import OUTCOME_COUNTER
 from kmq.worker.outcome import decide, failure_reason
 from kmq.worker.registry import Handler
 from kmq.worker.shutdown import ShutdownSignal
@@ -106,13 +107,14 @@ class HandlerRunner(ChainRunner):
                     msg.reject(outcome.reason)
             except MessageSettledError:  # released by close() after the grace: already back
                 outcome = None
+        # One vocabulary for the log and the metrics, settled by the runner or by the handler:
+        # acked, released, rejected (Message.settled's words), or lapsed.
+        became = OUTCOME_COUNTER[outcome.verb] if outcome else (msg.settled or "lapsed")
         if exc is not None:
             log.warning("%s", _line("handler_failed", h, msg, elapsed_s=round(elapsed_s, 3),
-                                    outcome=outcome.verb if outcome else msg.settled,
-                                    error=failure_reason(exc)))
+                                    outcome=became, error=failure_reason(exc)))
         if self.metrics is not None:
-            self.metrics.handled(h, outcome.verb if outcome else (msg.settled or "lapsed"),
-                                 failed=exc is not None, duration_s=elapsed_s)
+            self.metrics.handled(h, became, failed=exc is not None, duration_s=elapsed_s)
 
     def _enter(self) -> float:
         with self._lock:

@@ -189,8 +189,8 @@ def test_exceptions_retry_then_dead_letter_with_the_reason(client, queue, mode, 
     # One structured line per failed call, with what became of the message and why.
     failed = [json.loads(r.getMessage()) for r in caplog.records if "handler_failed" in r.getMessage()]
     assert sorted((sent[f["id"]], f["delivery_count"], f["outcome"]) for f in failed) == sorted(
-        [("flaky", 1, "release"), ("reject", 1, "reject"), ("fatal", 1, "reject")]
-        + [("broken", d, "release") for d in range(1, m)] + [("broken", m, "reject")])
+        [("flaky", 1, "released"), ("reject", 1, "rejected"), ("fatal", 1, "rejected")]
+        + [("broken", d, "released") for d in range(1, m)] + [("broken", m, "rejected")])
     assert {f["error"] for f in failed if sent[f["id"]] == "fatal"} == {"Fatal: never retry"}
     # And the worker's metrics count them by outcome.
     page = metrics.render()
