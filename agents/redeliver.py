@@ -57,7 +57,7 @@ class Execution:
     outcomes: list[Counted] = field(default_factory=list)
     # range -> [(mask, deadline_ms)]: expired offsets that wait out a backoff
     deferred: dict[RangeRef, list[tuple[int, int]]] = field(default_factory=dict)
-    ended: list[tuple[str, int, int]] = field(default_factory=list)  # expiry.Plan.ended
+    ended: list[tuple[str, int, int, bool]] = field(default_factory=list)  # expiry.Plan.ended
 
 
 class Redeliverer:

@@ -229,8 +229,8 @@ async def _tick(rt: TrackerRuntime, part, tick: M.Tick) -> None:
                               part.partition, part.tick_failures)
             return
     part.state.settle(due, done.deferred)
-    for queue, p, offset in done.ended:  # ordered queues: dead-lettered or dropped heads
-        rt.dispatcher.on_ended(part.partition, queue, p, [offset], dead_lettered=True)
+    for queue, p, offset, dead_lettered in done.ended:  # ordered queues: dead-lettered or dropped heads
+        rt.dispatcher.on_ended(part.partition, queue, p, [offset], dead_lettered=dead_lettered)
     for queue, what, n in done.outcomes:
         part.count(queue, what, n)
     part.tick_costs.append((sum(d.count for d in due), time.perf_counter() - started))

@@ -155,9 +155,10 @@ class Plan:
     counts: Counter = field(default_factory=Counter)  # (queue, Outcome) -> messages
     # range -> [(mask, deadline_ms)]: expired offsets that wait out a backoff
     deferred: dict[RangeRef, list[tuple[int, int]]] = field(default_factory=dict)
-    # (queue, partition, offset) of ordered queues' messages that were not republished
-    # (dead-lettered or dropped): their groups go on or hold (docs/ordering.md)
-    ended: list[tuple[str, int, int]] = field(default_factory=list)
+    # (queue, partition, offset, dead_lettered) of ordered queues' messages that were not
+    # republished: dead-lettered (their groups go on or hold, docs/ordering.md), or dropped
+    # or gone (settled: nothing could bring them back, so a group never holds for them)
+    ended: list[tuple[str, int, int, bool]] = field(default_factory=list)
 
 
 def offsets_to_read(due: Sequence[Due]) -> dict[int, list[int]]:
@@ -218,7 +219,7 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
     for off in mask_offsets(d.range.start, d.mask):
         rec = read.records.get(off)
         if rules.ordered and (rec is None or (rec.key is not None and rec.key != queue.encode())):
-            out.ended.append((queue, partition, off))  # never republished: its group goes on
+            out.ended.append((queue, partition, off, False))  # never republished: its group goes on
         if rec is None:
             if read.end is not None and off >= read.end:
                 out.counts[(queue, Outcome.BEYOND_END)] += 1  # never written: nothing to dead-letter
@@ -240,7 +241,7 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
             reason=d.reason, started_ms=d.started_ms, now_ms=now_ms, max_deliveries=rules.max_deliveries,
             backoff=rules.backoff, dead_letter=rules.dead_letter, uniform=uniform)
         if rules.ordered and not isinstance(step, (envelope.Republish, envelope.Defer)):
-            out.ended.append((queue, partition, off))
+            out.ended.append((queue, partition, off, isinstance(step, envelope.DeadLetter)))
         if isinstance(step, (envelope.Republish, envelope.DeadLetter)):
             republish = isinstance(step, envelope.Republish)
             topic = QUEUE if republish else DLQ

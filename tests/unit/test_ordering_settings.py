@@ -88,8 +88,26 @@ def test_the_redelivery_plan_names_an_ordered_queues_messages_that_were_not_repu
            Expiry(RangeRef("q", 0, 10, 12), 0b11, Cause.TIMEOUT, "", 0, 1)]  # republished
     recs = {o: expiry.Record(b"v", [(V.ID, b"m%d" % o), (V.GROUP, b"g")], 1, b"q") for o in (0, 1, 2, 10, 11)}
     reads = {0: expiry.PartitionRead(recs, end=20)}  # offset 3: gone (payload expired)
-    for ordered, want in ((True, [("q", 0, 0), ("q", 0, 1), ("q", 0, 2), ("q", 0, 3)]), (False, [])):
+    # 0-2 dead-lettered (a redrive may bring them back); 3 gone: settled, nothing holds for it
+    for ordered, want in ((True, [("q", 0, 0, True), ("q", 0, 1, True), ("q", 0, 2, True), ("q", 0, 3, False)]),
+                          (False, [])):
         plan = expiry.plan(due, reads, now_ms=2, rules=lambda q: expiry.QueueRules(5, None, True, ordered),
                            target_partition=lambda q: 0, dlq_partition=lambda q: 0, max_message_bytes=10**6,
                            found=None, found_sends=None)
         assert sorted(plan.ended) == want
+
+
+def test_a_dropped_head_is_settled_so_a_held_group_never_waits_for_it():
+    # dead_letter=False drops it (nothing to redrive): it was reported as dead-lettered,
+    # and with dead_letter_head="hold" its group waited for a redrive that could never come.
+    from kmq.protocol import expiry
+    from kmq.protocol.markers import RangeRef
+    from kmq.protocol.state import Expiry
+
+    due = [Expiry(RangeRef("q", 0, 0, 2), 0b11, Cause.REJECTED, "bad", 0, 1)]
+    recs = {o: expiry.Record(b"v", [(V.ID, b"m%d" % o), (V.GROUP, b"g")], 1, b"q") for o in (0, 1)}
+    plan = expiry.plan(due, {0: expiry.PartitionRead(recs, end=20)}, now_ms=2,
+                       rules=lambda q: expiry.QueueRules(5, None, False, True),
+                       target_partition=lambda q: 0, dlq_partition=lambda q: 0, max_message_bytes=10**6,
+                       found=None, found_sends=None)
+    assert sorted(plan.ended) == [("q", 0, 0, False), ("q", 0, 1, False)]
