@@ -198,28 +198,32 @@ class Redeliverer:
             dlq_partition=self._dlq_partition, max_message_bytes=self.settings.max_message_bytes,
             found=self.payloads.already_written(attempted_ranges, self._dlq_partition),
             found_sends=self.payloads.already_published(attempted, self._target_partition))
-        counts = self._carry_out(plan.writes)
+        counts, ended = self._carry_out(plan.writes)
         counts.update(plan.counts)
-        return Execution([(q, what, n) for (q, what), n in counts.items()], plan.deferred, plan.ended)
+        return Execution([(q, what, n) for (q, what), n in counts.items()], plan.deferred, plan.ended + ended)
 
     def _rules(self, queue: str) -> expiry.QueueRules:
         cfg = self.config(queue)
         return expiry.QueueRules(cfg.deliveries(self.settings), cfg.backoff, cfg.dead_letter,
                                  cfg.ordering == "group")
 
-    def _carry_out(self, writes: list[expiry.Write]) -> Counter:
-        """Write every record of the plan and wait for the broker; (queue, outcome) -> count."""
+    def _carry_out(self, writes: list[expiry.Write]) -> tuple[Counter, list[tuple[str, int, int, bool]]]:
+        """Write every record of the plan and wait for the broker: (queue, outcome) -> count, and
+        the ordered queues' redeliveries that were dead-lettered instead (``Write.ends``)."""
         producer = self._get_producer()
         topics = {expiry.QUEUE: self.settings.queue_topic, expiry.DLQ: self.settings.dlq_topic}
         counts: Counter = Counter()
+        ended = []
         for w in writes:
             if not self._produce(producer, topics[w.topic], w.queue, w.value, w.partition, w.headers) \
                     and w.if_too_large is not None:  # a poison record must not stop every later write
+                if w.ends is not None:
+                    ended.append((*w.ends, True))
                 w = w.if_too_large
                 self._produce(producer, topics[w.topic], w.queue, w.value, w.partition, w.headers)
             counts[(w.queue, w.outcome)] += 1
         self._flush(producer)
-        return counts
+        return counts, ended
 
     def _dlq_partition(self, queue: str) -> int:
         # One partition per queue: listing a queue's dead letters reads one partition.

@@ -135,7 +135,9 @@ class Write:
     """One record to write: to the queue or dead-letter topic, counted as ``outcome``.
 
     ``if_too_large``: the headers-only dead letter to write instead when the
-    record proves too large to write again (counted ``TOO_LARGE``).
+    record proves too large to write again (counted ``TOO_LARGE``). ``ends``: an ordered
+    queue's (queue, partition, offset) whose group hears it was dead-lettered if that
+    happens to a redelivery (else the group would wait for a copy that never comes).
     """
 
     topic: str  # QUEUE or DLQ
@@ -145,6 +147,7 @@ class Write:
     headers: list
     outcome: Outcome
     if_too_large: "Write | None" = None
+    ends: tuple[str, int, int] | None = None
 
 
 @dataclass
@@ -252,7 +255,8 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
                 topic, queue, partition if republish else dlq_part, rec.value, step.headers,
                 Outcome.REDELIVERED if republish else Outcome.DEAD_LETTERED,
                 _too_large(queue, dlq_part, rec.value, step.headers, partition, off, d.started_ms, now_ms,
-                           max_message_bytes)))
+                           max_message_bytes),
+                (queue, partition, off) if rules.ordered and republish else None))
         elif isinstance(step, envelope.Defer):
             deadline = backoff_deadline(now_ms, step.delay_ms)
             waits[deadline] = waits.get(deadline, 0) | (1 << (off - d.range.start))

@@ -111,3 +111,30 @@ def test_a_dropped_head_is_settled_so_a_held_group_never_waits_for_it():
                        target_partition=lambda q: 0, dlq_partition=lambda q: 0, max_message_bytes=10**6,
                        found=None, found_sends=None)
     assert sorted(plan.ended) == [("q", 0, 0, False), ("q", 0, 1, False)]
+
+
+def test_an_ordered_redelivery_too_large_to_write_again_ends_its_head_as_dead_lettered():
+    # Swapped for its headers-only dead letter, it was never reported: the group waited for a
+    # copy that never came.
+    from types import SimpleNamespace
+
+    from agents.redeliver import Redeliverer
+    from kmq.protocol import expiry
+    from kmq.protocol.markers import RangeRef
+    from kmq.protocol.state import Expiry
+
+    due = [Expiry(RangeRef("q", 0, 0, 1), 0b1, Cause.TIMEOUT, "", 0, 1)]
+    recs = {0: expiry.Record(b"v" * 100, [(V.ID, b"m0"), (V.GROUP, b"g")], 1, b"q")}
+    plan = expiry.plan(due, {0: expiry.PartitionRead(recs, end=20)}, now_ms=2,
+                       rules=lambda q: expiry.QueueRules(5, None, True, True),
+                       target_partition=lambda q: 0, dlq_partition=lambda q: 0, max_message_bytes=10**6,
+                       found=None, found_sends=None)
+    assert plan.ended == [] and [w.ends for w in plan.writes] == [("q", 0, 0)]
+    written = []
+    fake = SimpleNamespace(
+        settings=SimpleNamespace(queue_topic="kmq.queue", dlq_topic="kmq.dlq"), _get_producer=lambda: None,
+        _flush=lambda producer: None,
+        _produce=lambda producer, topic, key, value, partition, headers: written.append(topic) or topic != "kmq.queue")
+    counts, ended = Redeliverer._carry_out(fake, plan.writes)
+    assert written == ["kmq.queue", "kmq.dlq"] and ended == [("q", 0, 0, True)]
+    assert counts[("q", expiry.Outcome.TOO_LARGE)] == 1
