@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 import click
@@ -19,6 +20,7 @@ from kmq.cli.ops import connection_options
 from kmq.settings import Settings
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+_ATTACHED_P = re.compile(r"-p=?\d+")  # -p2, -p=2
 
 
 @click.command("worker")
@@ -34,11 +36,14 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
               help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port); with "
                    "--processes N, process i serves on PORT + i.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address metrics bind.")
+@click.option("--parent-pid", type=int, default=None, hidden=True,
+              help="(--processes' children) drain and stop when this process is gone.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @connection_options
 def worker(settings: Settings, module: str, queues: str, concurrency: int | None, processes: int,
-           grace_s: float, metrics_port: int | None, metrics_host: str, log_level: str) -> None:
+           grace_s: float, metrics_port: int | None, metrics_host: str, parent_pid: int | None,
+           log_level: str) -> None:
     """Run the @kmq.handler functions of MODULE (e.g. `kmq worker jobs`) until SIGTERM.
 
     Prints `ready` on stdout once every handler's consumer is open. SIGTERM/SIGINT: stop
@@ -52,13 +57,17 @@ def worker(settings: Settings, module: str, queues: str, concurrency: int | None
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # `kmq worker jobs` finds ./jobs.py, as celery and arq do
     if processes > 1:
+        if metrics_port and metrics_port + processes - 1 > 65535:
+            raise click.UsageError(f"--metrics-port {metrics_port} with --processes {processes} needs ports "
+                                   f"up to {metrics_port + processes - 1}: give a port of at most "
+                                   f"{65536 - processes}, or 0 for any")
         argv = sys.argv[1:]
         argv = _without_processes(argv[argv.index("worker") + 1:])  # the options after `worker`
-        sys.exit(run_processes(child_argvs(argv, processes, metrics_port)))
+        sys.exit(run_processes(child_argvs(argv, processes, metrics_port, os.getpid())))
     # A KmqError (no handler, a failed start) is one error line from connection_options.
     sys.exit(run_worker(module, queues=[q for q in queues.split(",") if q], concurrency=concurrency,
                         grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
-                        settings=settings))
+                        settings=settings, parent_pid=parent_pid))
 
 
 def _without_processes(argv: list[str]) -> list[str]:
@@ -70,17 +79,19 @@ def _without_processes(argv: list[str]) -> list[str]:
             skip = False
         elif a in ("--processes", "-p"):
             skip = True
-        elif not a.startswith(("--processes=", "-p")):
+        elif not (a.startswith("--processes=") or _ATTACHED_P.fullmatch(a)):
             out.append(a)
     return out
 
 
-def child_argvs(argv: list[str], processes: int, metrics_port: int | None) -> list[list[str]]:
+def child_argvs(argv: list[str], processes: int, metrics_port: int | None,
+                parent_pid: int) -> list[list[str]]:
     """Each child's options: one process each (the last ``--processes`` wins in click, so
-    a form not stripped cannot start children of its own), and metrics ports of their own."""
+    a form not stripped cannot start children of its own), metrics ports of their own, and
+    the parent to outlive no longer than a drain."""
     children = []
     for i in range(processes):
-        own = ["--processes", "1"]
+        own = ["--processes", "1", "--parent-pid", str(parent_pid)]
         if metrics_port:  # 0: each takes a free port
             own += ["--metrics-port", str(metrics_port + i)]
         children.append([*argv, *own])

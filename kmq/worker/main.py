@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kmq.settings import Settings
 
 log = logging.getLogger("kmq.worker")
+PARENT_CHECK_S = 0.5  # how often a --processes child looks whether its parent is still there
 
 DEFAULT_GRACE_S = 30.0  # Celery's and Kubernetes' usual terminationGracePeriodSeconds
 
@@ -52,7 +53,8 @@ def select(handlers: Sequence[Handler], queues: Sequence[str] = (),
 
 def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurrency: int | None = None,
                grace_s: float = DEFAULT_GRACE_S, metrics_port: int | None = None,
-               metrics_host: str = "127.0.0.1", settings: "Settings | None" = None) -> int:
+               metrics_host: str = "127.0.0.1", settings: "Settings | None" = None,
+               parent_pid: int | None = None) -> int:
     """Run the module's handlers until SIGTERM/SIGINT; returns the exit status (main thread).
 
     ``settings`` default to the ``KMQ_*`` variables. Raises the error of a handler whose
@@ -84,6 +86,9 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
+    if parent_pid is not None:
+        threading.Thread(target=_drain_when_orphaned, args=(parent_pid, shutdown), daemon=True,
+                         name="kmq-worker-parent").start()
     client = Client(settings=settings)
     runners = [HandlerRunner(client, h, shutdown, metrics) for h in handlers]
     failed: list[BaseException] = []
@@ -134,6 +139,18 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
     return status
 
 
+def _drain_when_orphaned(parent_pid: int, shutdown: ShutdownSignal) -> None:
+    """A ``--processes`` child: its own process group (a terminal's Ctrl-C or a group kill
+    reaches only the parent, which passes one signal on), so it drains by itself when the
+    parent is gone (SIGKILLed) instead of running on unsupervised."""
+    while not shutdown.stopping.is_set():
+        if os.getppid() != parent_pid:
+            log.warning("%s", json.dumps({"event": "draining", "signal": "parent-gone", "parent": parent_pid}))
+            shutdown.begin(time.monotonic())
+            return
+        shutdown.stopping.wait(PARENT_CHECK_S)
+
+
 def wait_ready(runners: Sequence[HandlerRunner], shutdown: ShutdownSignal) -> bool:
     """Wait until every runner's consumer is open (True) or shutdown has begun (False)."""
     while not shutdown.stopping.is_set():
@@ -150,7 +167,11 @@ def run_processes(argvs: Sequence[Sequence[str]]) -> int:
     failure) stops the others: the parent then exits with its status, for a supervisor to
     restart the whole worker, rather than running on short of processes.
     """
-    children = [subprocess.Popen([sys.executable, "-m", "kmq.cli", "worker", *argv]) for argv in argvs]
+    # Each child in a process group of its own: a terminal's Ctrl-C (or a supervisor's
+    # signal to the group) reaches the parent only, and it passes one on. Reaching the
+    # children too, it made the parent's copy their second signal: an exit without the grace.
+    children = [subprocess.Popen([sys.executable, "-m", "kmq.cli", "worker", *argv], process_group=0)
+                for argv in argvs]
     signalled = []
 
     def forward(signum: int, _frame: object) -> None:

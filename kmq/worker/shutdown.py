@@ -51,6 +51,14 @@ class ShutdownSignal:
     def state(self) -> Shutdown:
         return self._state
 
+    def begin(self, now: float) -> None:
+        """Start draining unless a signal came already (never a second signal's force)."""
+        with self._lock:
+            if self.stopping.is_set():
+                return
+            self._state = self._state.on_signal(now)
+        self.stopping.set()
+
     def signal(self, now: float) -> Shutdown:
         with self._lock:
             self._state = self._state.on_signal(now)

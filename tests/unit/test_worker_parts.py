@@ -140,13 +140,15 @@ def test_processes_are_started_without_the_processes_option():
 def test_each_child_runs_one_process_with_a_metrics_port_of_its_own():
     # `-p2` was passed on to the children, each of which started two more, without end;
     # with --metrics-port P every child bound P and all but one failed.
-    from kmq.cli.worker import child_argvs
+    from kmq.cli.worker import _without_processes, child_argvs
 
-    assert child_argvs(["jobs"], 2, 9100) == [["jobs", "--processes", "1", "--metrics-port", "9100"],
-                                              ["jobs", "--processes", "1", "--metrics-port", "9101"]]
-    assert child_argvs(["jobs", "--metrics-port", "0"], 2, 0) == [
-        ["jobs", "--metrics-port", "0", "--processes", "1"]] * 2
-    assert child_argvs(["jobs"], 3, None) == [["jobs", "--processes", "1"]] * 3
+    own = ["--processes", "1", "--parent-pid", "77"]
+    assert child_argvs(["jobs"], 2, 9100, 77) == [["jobs", *own, "--metrics-port", "9100"],
+                                                  ["jobs", *own, "--metrics-port", "9101"]]
+    assert child_argvs(["jobs", "--metrics-port", "0"], 2, 0, 77) == [["jobs", "--metrics-port", "0", *own]] * 2
+    assert child_argvs(["jobs"], 3, None, 77) == [["jobs", *own]] * 3
+    # A value that only begins with -p is kept.
+    assert _without_processes(["jobs", "--metrics-host", "-peer", "-p5"]) == ["jobs", "--metrics-host", "-peer"]
 
 
 def test_an_unknown_option_is_a_config_error_naming_the_options():
