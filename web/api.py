@@ -162,7 +162,7 @@ def _local_page(caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     names = {r["queue"] for r in rows}
     history = stats.history(lambda q: q in names, now)
     return {"queues": _first_rows(rows, p), "total": len(rows), "totals": totals_of(rows),
-            "history": {str(k): dict(v) for k, v in history.items()}, "scanned": scanner.passes > 0}
+            "history": {str(k): dict(v) for k, v in history.items()}, "scanned": scanner.fresh}
 
 
 def _first_rows(rows: list[dict[str, Any]], p: dict[str, Any]) -> list[dict[str, Any]]:
@@ -371,7 +371,7 @@ async def queue_detail(web, request, queue: str):
         "in_flight_ranges": ranges, "in_flight_range_count": n_ranges,
         "dead_letters_detail": dead,
         "history": _history_json(stats.history(lambda q: q == queue, now)),
-        "scanned": scanner.passes > 0,
+        "scanned": scanner.fresh,
     })
 
 

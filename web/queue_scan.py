@@ -94,6 +94,7 @@ class QueueScanner:
         self._sent_rates = RateWindow()
         self._lock = threading.Lock()  # sent and _sent_rates: written here, read by views
         self.passes = 0
+        self._passes_at_wake = 0  # passes done when an idle scanner was last woken
         self.last_error = ""
         self._wanted_until = 0.0
         self._wake = threading.Event()
@@ -129,7 +130,13 @@ class QueueScanner:
         idle = time.monotonic() >= self._wanted_until
         self._wanted_until = time.monotonic() + IDLE_S
         if idle:
+            self._passes_at_wake = self.passes  # what it has is from before the quiet spell
             self._wake.set()
+
+    @property
+    def fresh(self) -> bool:
+        """A pass ended since the scanner was last woken: its figures are current."""
+        return self.passes > self._passes_at_wake
 
     @property
     def active(self) -> bool:
