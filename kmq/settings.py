@@ -266,7 +266,10 @@ class Settings:
         # (A queue's own max_processing_s is not known here: docs/deployment.md.)
         waits = {"KMQ_MAX_DELAY_S": self.max_delay_s, "KMQ_VISIBILITY_TIMEOUT_S": self.visibility_timeout_s,
                  "KMQ_MAX_PROCESSING_S": self.max_processing_s}
-        too_long = [name for name, s in waits.items() if s * 1000 >= self.queue_retention_ms]
+        # A held message is taken back a visibility timeout after its last keepalive.
+        back_after_s = {**waits, "KMQ_MAX_PROCESSING_S": self.max_processing_s + self.visibility_timeout_s
+                        if self.max_processing_s else 0}
+        too_long = [name for name in waits if back_after_s[name] * 1000 >= self.queue_retention_ms]
         if too_long:
             days = self.queue_retention_ms / 86_400_000
             exceeded = " or ".join(f"{n}={waits[n]:g} ({waits[n] / 86_400:.1f} days)" for n in too_long)

@@ -50,7 +50,7 @@ class GatedReceive:
         gate = self._gate
         gate.new_batch()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        hold = self._queue_config.dead_letter_head == "hold"
+        hold = self._holds_dead_letters()
         margin = G.margin_s(self.visibility_timeout_s)
 
         def fate_of(run: HeldRange, rel: int) -> str:
@@ -136,6 +136,12 @@ class GatedReceive:
             cache[key] = got
         return got
 
+    def _holds_dead_letters(self: "Consumer") -> bool:
+        """Whether a rejected head holds its group: "hold", and only if it is dead-lettered
+        (with dead_letter=False it is dropped: settled, the group goes on)."""
+        cfg = self._queue_config
+        return cfg.dead_letter_head == "hold" and cfg.dead_letter
+
     def _fetch_waiting(self: "Consumer", now: float) -> None:
         """Hold what the lane brought (the dispatcher sent it against this consumer's credit)
         while ready messages wait for their groups or a long run is handled: held, it is
@@ -168,7 +174,7 @@ class GatedReceive:
         if m.group is None:
             return True
         held, rel = m[1], m[2]
-        hold = self._queue_config.dead_letter_head == "hold"
+        hold = self._holds_dead_letters()
         ok = G.fate(earlier[1].state[earlier[2]], earlier.lapsed, hold) == G.DONE
         if ok and not held.state[rel] and rel not in held.lapsed:
             now = time.monotonic()

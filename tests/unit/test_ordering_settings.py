@@ -138,3 +138,17 @@ def test_an_ordered_redelivery_too_large_to_write_again_ends_its_head_as_dead_le
     counts, ended = Redeliverer._carry_out(fake, plan.writes)
     assert written == ["kmq.queue", "kmq.dlq"] and ended == [("q", 0, 0, True)]
     assert counts[("q", expiry.Outcome.TOO_LARGE)] == 1
+
+
+def test_a_consumer_holds_a_group_for_a_rejected_head_only_if_it_is_dead_lettered():
+    # With dead_letter=False the tracker drops (settles) it; the consumer still gave back
+    # the rest of the run as if the group were held.
+    from types import SimpleNamespace
+
+    from kmq.consumer.gated_receive import GatedReceive
+    from kmq.queue_config import QueueConfig
+
+    def holds(**cfg):
+        return GatedReceive._holds_dead_letters(SimpleNamespace(_queue_config=QueueConfig(**cfg)))
+    assert holds(dead_letter_head="hold") and not holds(dead_letter_head="hold", dead_letter=False)
+    assert not holds(dead_letter_head="continue")

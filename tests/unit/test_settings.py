@@ -101,5 +101,8 @@ def test_queue_retention_must_outlast_the_longest_processing_with_the_fix():
                                           r"raise KMQ_QUEUE_RETENTION_MS .* or lower KMQ_MAX_PROCESSING_S$"):
         Settings.from_env(env)
     assert Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": str(2 * 86_400)}).max_processing_s == 2 * 86_400
+    # A held message comes back a visibility timeout after its last keepalive.
+    with pytest.raises(ConfigError, match=r"KMQ_MAX_PROCESSING_S=258000"):
+        Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": "258000", "KMQ_VISIBILITY_TIMEOUT_S": "1200"})
     # 0 (no keepalive in user code) holds nothing past the visibility timeout.
     assert Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": "0"}).max_processing_s == 0
