@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import logging
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -144,10 +145,11 @@ class OrderedQueues(Recovering):
         Records with no header but ``kmq.id`` (an SDK send without headers) are not looked into."""
         if not records:
             return records
-        # Most records carry only kmq.id: asked of all at once (in C), nothing to look into.
-        # (A plain producer's record may carry kmq.dedup-id alone.)
-        some = list(filter(None, map(type(records[0]).headers, records)))
-        if max(map(len, some), default=0) <= 1 and not set(map(_FIRST, map(_FIRST, some))) - _ID_ONLY:
+        # Most records carry only kmq.id: every header's name, asked of all at once (in C),
+        # says there is nothing to look into. (A plain producer's record may carry
+        # kmq.dedup-id alone.)
+        headers = chain.from_iterable(filter(None, map(type(records[0]).headers, records)))
+        if set(map(_FIRST, headers)) <= _ID_ONLY:
             return records
         kept = []
         q = None
