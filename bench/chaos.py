@@ -591,6 +591,10 @@ def main() -> None:
                          "lanes, and with them consumers move after 4 KiB of others' records "
                          "(kmq.consumer.lane_choice's threshold is for long-lived consumers)")
     args = ap.parse_args()
+    # A SIGTERM (`timeout`, a CI's cancel) unwinds like Ctrl-C: the finally blocks and the
+    # stack stop the consumers, trackers and broker this run started, instead of leaving
+    # them running (a run stopped by `timeout` left 11 processes behind).
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
                       chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
                       transactional_queues=args.transactional_queues,
