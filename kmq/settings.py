@@ -1,7 +1,7 @@
 """One frozen settings object per process, read from ``KMQ_*`` environment variables.
 
 Every field is declared once below with its environment variable, default and
-meaning; :func:`reference_markdown` renders that table as the configuration
+meaning; :func:`kmq.config_reference.reference_markdown` renders that table as the configuration
 reference, so code and docs cannot drift apart.
 
 Profiles: ``embedded`` applies what the embedded Tansu broker needs (short
@@ -372,53 +372,3 @@ def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
     except ValueError as exc:
         raise ConfigError(f"{env_name}={raw!r} is not a{'n' if kind is int else ''} "
                           f"{kind.__name__}: give a number") from exc
-
-
-# KMQ_* variables that are not settings: the one program named reads each directly, not through
-# Settings. tests/unit/test_settings.py fails when the code reads one not listed here (or in Settings).
-OTHER_VARIABLES = (
-    # (variable, who reads it, default, meaning)
-    ("KMQ_TRACKER_URL", "`kmq stats` (kmq/cli/ops.py), as its `--url`",
-     "`http://KMQ_WEB_HOST:KMQ_WEB_PORT` (loopback for a wildcard host)",
-     "A tracker worker's web address to ask for queue numbers"),
-    ("KMQ_SERVICE_ROOT", "`kmq dev`, `kmq bench` (kmq/dev/devstack.py, kmq/dev/bench.py)",
-     "the working directory, else the checkout kmq runs from",
-     "The checkout holding the tracker service (`app/`, `agents/`, `tables/`) and `bench/`"),
-    ("KMQ_DISPATCH_TRACE", "the tracker worker (agents/dispatch/dispatcher.py), at import", "(empty)",
-     "Any non-empty value: the shared-queue dispatcher logs its reads, busy rounds, CREDITs, "
-     "ACQUIREs and lane writes at INFO (`TRACE ...` lines; diagnosis only, a line per marker)"),
-    ("KMQ_TEST_WORKERS", "`scripts/test`", "`4`",
-     "pytest-xdist workers of the whole suite (0: serially)"),
-)
-
-
-def reference_markdown() -> str:
-    """The configuration reference (docs/configuration.md), generated from :class:`Settings`
-    and :data:`OTHER_VARIABLES`."""
-    rows = [
-        "# Configuration reference",
-        "",
-        "Generated from `kmq/settings.py` by `kmq config-reference`; do not edit by hand.",
-        "The SDK (`kmq.Client()`) and the tracker (`faust -A app worker`) read the same",
-        "`KMQ_*` variables; `kmq.Client(...)` keyword arguments override them.",
-        "",
-        "| variable | default | meaning |",
-        "| --- | --- | --- |",
-    ]
-    for f in dataclasses.fields(Settings):
-        default = f.default if f.default != "" else "(empty)"
-        rows.append(f"| `{f.metadata['env']}` | `{default}` | {f.metadata['doc']} |")
-    rows += [
-        "",
-        "## Other variables",
-        "",
-        "Not settings: the program named reads each directly (not through `kmq.settings`);",
-        "`kmq.Client` reads none of them.",
-        "",
-        "| variable | read by | default | meaning |",
-        "| --- | --- | --- | --- |",
-        *(f"| `{name}` | {reader} | {default} | {meaning} |"
-          for name, reader, default, meaning in OTHER_VARIABLES),
-    ]
-    from kmq.kafka.profiles import reference_markdown as profiles_markdown
-    return "\n".join(rows) + "\n\n" + profiles_markdown()

@@ -27,7 +27,8 @@ from typing import Any
 
 from web import peer_auth
 from web.queue_scan import QueueScanner
-from web.queue_stats import SORT_FIELDS, QueueStats, sort_rows, totals_of
+from web.paging import MAX_LIMIT, _first_rows, _merged, _page_params, _peer_query  # noqa: F401
+from web.queue_stats import QueueStats, totals_of
 from agents.runtime import runtime
 from app import app, settings
 from app.startup import until_done
@@ -38,12 +39,10 @@ from kmq.errors import KmqError, PermissionDeniedError
 from kmq.kafka.patient_reader import raised_fetch_waits
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.stats.gc_clock import process_clock
-from kmq.stats.rates import merge_histories
 from kmq.ops.tenancy import Caller, admin_token_is, identify, require_queue_access
 
 log = logging.getLogger("kmq.tracker.api")
 
-MAX_LIMIT = 1000  # rows of a page, for every caller; a worker's part is at most offset + this
 DETAIL_RANGES = 100
 DETAIL_DEAD_LETTERS = 20
 DELIVERY_COUNT_OFFSETS = 500  # records read back per detail request for delivery counts
@@ -128,33 +127,6 @@ def denied(web: Any, exc: PermissionDeniedError) -> Any:
     return web.json({"error": str(exc)}, status=403)
 
 
-def _whole(q: Any, name: str, default: int, least: int) -> int:
-    raw = q.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or value < least:
-        raise ValueError(f"{name}={raw!r}: give a whole number of at least {least}")
-    return value
-
-
-def _page_params(request: Any) -> dict[str, Any]:
-    q = request.query
-    limit = min(MAX_LIMIT, _whole(q, "limit", 100, 1))  # more than a page: a page (docs/web.md)
-    offset = _whole(q, "offset", 0, 0)
-    sort = q.get("sort", "queue")
-    if sort not in SORT_FIELDS:
-        raise ValueError(f"sort={sort!r}: use one of {', '.join(SORT_FIELDS)}")
-    order = q.get("order", "asc" if sort == "queue" else "desc")
-    if order not in ("asc", "desc"):
-        raise ValueError(f"order={order!r}: use asc or desc")
-    return {"limit": limit, "offset": offset, "sort": sort, "order": order,
-            "prefix": q.get("prefix", "")}
-
-
 def _local_page(caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     scanner.want()
     now = time.time()
@@ -163,27 +135,6 @@ def _local_page(caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     history = stats.history(lambda q: q in names, now)
     return {"queues": _first_rows(rows, p), "total": len(rows), "totals": totals_of(rows),
             "history": {str(k): dict(v) for k, v in history.items()}, "scanned": scanner.fresh}
-
-
-def _first_rows(rows: list[dict[str, Any]], p: dict[str, Any]) -> list[dict[str, Any]]:
-    """A worker's part of the page ``p``: its rows in the requested order, the first offset + limit.
-
-    Every row of the merged page is among the first offset + limit of the worker that owns it,
-    so these parts are all the merge needs, at any offset. The part is never longer than the
-    worker's own list, and limit stays at most MAX_LIMIT."""
-    return sort_rows(rows, p["sort"], p["order"] == "desc")[:p["offset"] + p["limit"]]
-
-
-def _merged(pages: list[dict[str, Any]], p: dict[str, Any]) -> dict[str, Any]:
-    """The page ``p`` of every worker's parts (:func:`_first_rows`): rows, total, totals, history."""
-    rows = sort_rows([r for pg in pages for r in pg["queues"]], p["sort"], p["order"] == "desc")
-    totals: dict[str, int] = {}
-    for pg in pages:
-        for k, v in pg["totals"].items():
-            totals[k] = totals.get(k, 0) + v
-    return {"queues": rows[p["offset"]:p["offset"] + p["limit"]], "total": sum(pg["total"] for pg in pages),
-            "totals": totals,
-            "history": merge_histories({int(k): v for k, v in pg["history"].items()} for pg in pages)}
 
 
 def _history_json(history: dict[int, Any]) -> dict[str, Any]:
@@ -214,14 +165,6 @@ def _peer_headers(caller: Caller, url: str, path: str, query: dict[str, str]) ->
         headers[peer_auth.HEADER] = peer_auth.sign(settings.admin_token, url=url, caller=caller, now_s=time.time(),
                                                    path_query=peer_auth.target(path, query.items()))
     return headers
-
-
-def _peer_query(p: dict[str, Any]) -> dict[str, str]:
-    """What a worker asks each peer for, for the page ``p``: the same page. The peer answers
-    with its first offset + limit rows (:func:`_first_rows`). Asking for ``limit=offset+limit``
-    instead met the peer's MAX_LIMIT: pages past the 1,000th row lost rows."""
-    return {"limit": str(p["limit"]), "offset": str(p["offset"]), "sort": p["sort"], "order": p["order"],
-            "prefix": p["prefix"]}
 
 
 async def _peer_page(url: str, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
               help="Write to this file (default: print).")
 def config_reference(out: str | None) -> None:
     """The KMQ_* configuration reference (Markdown), generated from the settings."""
-    from kmq.settings import reference_markdown
+    from kmq.config_reference import reference_markdown
     text = reference_markdown()
     if out:
         Path(out).write_text(text)

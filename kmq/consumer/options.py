@@ -7,6 +7,7 @@ there are, not a ``TypeError`` from deep inside (or, in a worker, a traceback).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Iterable
 
@@ -17,6 +18,7 @@ _THE_CLIENTS = {"self", "settings", "queue", "queue_topic_partitions", "markers_
                 "lane_layout", "configs"}
 
 
+@functools.cache  # the signature does not change: read it once
 def consumer_options() -> tuple[str, ...]:
     """Every keyword ``client.consumer(queue, ...)`` takes, sorted."""
     from kmq.consumer.facade import Consumer

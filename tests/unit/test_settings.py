@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from kmq.errors import ConfigError
-from kmq.settings import OTHER_VARIABLES, Settings, reference_markdown
+from kmq.config_reference import OTHER_VARIABLES, reference_markdown
+from kmq.settings import Settings
 
 
 def test_defaults_and_env_values():
@@ -63,7 +64,7 @@ def test_the_reference_lists_every_variable():
                  "KMQ_BOOTSTRAP_SERVERS", "KMQ_WEB_HOST"):
         assert name in read, f"the scan misses {name}"
     for name, where in read.items():
-        assert f"| `{name}` |" in ref, f"{where} reads {name}: add it to OTHER_VARIABLES (kmq/settings.py)"
+        assert f"| `{name}` |" in ref, f"{where} reads {name}: add it to OTHER_VARIABLES (kmq/config_reference.py)"
 
 
 def test_other_variables_are_read_somewhere_and_are_not_settings():
