@@ -15,6 +15,7 @@ SASL/SSL passthrough and its checks are in ``kmq.kafka.security``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -294,11 +295,13 @@ class Settings:
             name = f.metadata["env"]
             if name in env and env[name] != "":
                 values[f.name] = _parse(f, name, env[name])
+        _check_names(overrides)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     def replace(self, **changes: Any) -> "Settings":
         """A copy with some fields changed (validated again)."""
+        _check_names(changes)
         return dataclasses.replace(self, **changes)
 
     # -- derived values -----------------------------------------------------
@@ -372,3 +375,15 @@ def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
     except ValueError as exc:
         raise ConfigError(f"{env_name}={raw!r} is not a{'n' if kind is int else ''} "
                           f"{kind.__name__}: give a number") from exc
+
+
+def _check_names(given: Mapping[str, Any]) -> None:
+    """A misspelt setting (``kmq.Client(bootstrap_server=...)``) is a ConfigError naming the
+    setting meant, not a TypeError from the dataclass."""
+    names = [f.name for f in dataclasses.fields(Settings)]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], names, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise ConfigError(f"no setting {unknown[0]!r}; {hint}a setting's keyword is its KMQ_* "
+                          "variable's name in lower case without KMQ_ (docs/configuration.md)")
