@@ -134,11 +134,13 @@ class QueueAdmin:
 
     def dead_letters(self, queue: str, **filters: Any) -> list[DeadLetter]:
         """The queue's dead letters, oldest first; see :func:`kmq.ops.deadletters.list_dead_letters`."""
+        deadletters.check_options(f"client.dead_letters({queue!r})", filters, deadletters.list_dead_letters)
         self._authorize(validate_queue_name(queue))
         return deadletters.list_dead_letters(self.settings, queue, **filters)
 
     def redrive(self, queue: str, **options: Any) -> deadletters.RedriveResult:
         """Move dead letters back to ``queue`` exactly once; see :func:`kmq.ops.deadletters.redrive`."""
+        deadletters.check_options(f"client.redrive({queue!r})", options, deadletters.redrive)
         self._authorize(validate_queue_name(queue))
         return deadletters.redrive(self.settings, queue, **options)
 

@@ -265,7 +265,8 @@ def dlq() -> None:
 @dlq.command("list")
 @click.argument("queue")
 @click.option("--limit", type=int, default=50, show_default=True, help="Show the newest this many.")
-@click.option("--reason", default=None, help="Only this reason (max-deliveries, rejected, payload-expired).")
+@click.option("--reason", default=None,
+              help="Only this reason (max-deliveries, rejected, payload-expired, payload-too-large).")
 @click.option("--json", "as_json", is_flag=True)
 @connection_options
 def dlq_list(settings: Settings, queue: str, limit: int, reason: str | None, as_json: bool) -> None:

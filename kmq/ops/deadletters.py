@@ -17,6 +17,7 @@ queue, so a second concurrent redrive of the same queue fences the first.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -32,7 +33,7 @@ from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.placement import partition_for_key, queue_partitions, validate_queue_name
 from kmq.settings import Settings
 
-CONTROL = "kmq.dlq.control"   # header naming a control event: redriven | purged
+CONTROL = envelope.DLQ_CONTROL  # header naming a control event: redriven | purged
 CONTROL_OFFSET = "kmq.dlq.offset"
 REDRIVEN_FROM = "kmq.redriven-from"  # on a redriven queue record: its dead-letter offset
 
@@ -145,6 +146,24 @@ def letter_of(queue: str, rec) -> DeadLetter:
         last_delivery_ms=envelope.int_header(ours, envelope.DLQ_LAST_DELIVERY_MS, 0),
         dead_lettered_ms=envelope.int_header(ours, envelope.DLQ_AT_MS, rec.timestamp()[1]),
         raw_headers=list(rec.headers() or []))
+
+
+# Every reason the tracker and the SDK write (kmq.dlq.reason).
+REASONS = (envelope.REASON_MAX_DELIVERIES, envelope.REASON_REJECTED,
+           envelope.REASON_PAYLOAD_EXPIRED, envelope.REASON_TOO_LARGE)
+
+
+def check_options(where: str, given: dict, operation: Callable) -> None:
+    """Raise naming the first keyword of ``given`` that ``operation`` (list_dead_letters or
+    redrive) does not take, or a ``reason`` no dead letter carries: a typo is an error that
+    says what there is, not a TypeError or an empty answer."""
+    known = sorted(set(inspect.signature(operation).parameters) - {"settings", "queue"})
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: no option {unknown[0]!r}; use one of {', '.join(known)}")
+    reason = given.get("reason")
+    if reason is not None and reason not in REASONS:
+        raise ConfigError(f"{where}: reason={reason!r}: use one of {', '.join(REASONS)}")
 
 
 def _matches(d: DeadLetter, reason: str | None, min_age_s: float | None,

@@ -38,6 +38,7 @@ DLQ_REASON = "kmq.dlq.reason"
 DLQ_DETAIL = "kmq.dlq.detail"
 DLQ_LAST_DELIVERY_MS = "kmq.dlq.last-delivery-ms"
 DLQ_AT_MS = "kmq.dlq.at-ms"
+DLQ_CONTROL = "kmq.dlq.control"  # a redrive's or purge's event on the dead-letter topic: redriven | purged
 SOURCE = "kmq.source"
 RESERVED_PREFIX = "kmq."
 

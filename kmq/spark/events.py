@@ -155,9 +155,11 @@ def dead_letters(dlq: DataFrame) -> DataFrame:
     """Dead-letter records (read with headers) with their reason and history as columns.
 
     Malformed markers set aside on the dead-letter topic (key
-    ``!malformed-markers``) are left out: they are no queue's messages.
+    ``!malformed-markers``) and the control events of redrives and purges (header
+    ``kmq.dlq.control``) are left out: they are no queue's messages.
     """
-    return dlq.where(F.col("key") != F.lit(MALFORMED_MARKERS_KEY.encode())).select(
+    letters = (F.col("key") != F.lit(MALFORMED_MARKERS_KEY.encode())) & header(envelope.DLQ_CONTROL).isNull()
+    return dlq.where(letters).select(
         F.col("key").cast("string").alias("queue"),
         header(envelope.ID).cast("string").alias("message_id"),
         header(envelope.DLQ_REASON).cast("string").alias("reason"),
