@@ -194,6 +194,7 @@ async def health(web, request):
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "dlq_passes": scanner.dead_letters.passes,
                                  "dlq_records_read": scanner.dead_letters.records_read,
+                                 "unreadable_batches": scanner.skips.batches,
                                  "error": scanner.last_error}})
 
 

@@ -46,6 +46,7 @@ from confluent_kafka.admin import AdminClient
 
 from web.dead_letter_fold import DeadLetterFold
 from kmq.kafka import profiles
+from kmq.kafka.batch_skips import BatchSkips, unreadable_at
 from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
 from kmq.stats.rates import RateWindow
@@ -58,6 +59,7 @@ COMMITTED_TTL_S = 30.0  # committed offsets of queues without a START watermark
 GROUPS_TTL_S = 30.0     # consumer-group listing (finds queues by group name)
 PASS_TIMEOUT_S = 60.0
 MAX_KEY_CACHE = 100_000
+MAX_QUEUE_KEY_BYTES = 128  # the longest queue id (QUEUE_NAME_RE): a longer key is no queue's
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class QueueScanner:
         self.refresh_s = refresh_s
         self.scan_limit = scan_limit
         self.result = ScanResult()
+        self.skips = BatchSkips("queue scan")  # batches of the queue topic nobody can read
         self.sent: Counter[str] = Counter()  # since this worker started counting
         self._sent_rates = RateWindow()
         self._lock = threading.Lock()  # sent and _sent_rates: written here, read by views
@@ -245,16 +248,27 @@ class QueueScanner:
                     raise TimeoutError(
                         f"could not read {topic} to its end within {PASS_TIMEOUT_S:g}s: "
                         + _stuck(reader, topic, open_parts, starts, reached))
+                failed: dict[int, int] = {}  # a batch nobody can read, and where a search got past it
+                past: set[int] = set()
                 for m in reader.consume(10_000, 0.2):
                     p = m.partition()
                     err = m.error()
                     if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
+                        if err.code() == KafkaError._PARTITION_EOF and not self.skips.searching(p):
                             open_parts.discard(p)
                             ends[p] = m.offset()
+                        elif err.code() == KafkaError._PARTITION_EOF:
+                            past.add(p)
+                        elif unreadable_at(m) is not None:
+                            failed[p] = m.offset()
+                        continue
+                    if self.skips.searching(p):
+                        past.add(p)  # read after a seek past the probe: read again after the search
                         continue
                     reached[p] = m.offset()
                     key = m.key()
+                    if key is None or len(key) > MAX_QUEUE_KEY_BYTES:
+                        continue  # no queue's: not cached (100,000 keys of 1 MB each were kept)
                     q = cache.get(key, False)
                     if q is False:
                         q = _queue_of(key, owned, mparts)
@@ -274,7 +288,13 @@ class QueueScanner:
                     if o >= self._sent_upto.get(p, -1):  # each record once, at its own time
                         ts_ms = m.timestamp()[1]
                         sent[(p, o)] = (q, ts_ms / 1000 if ts_ms > 0 else time.time())
+                for p in set(failed) | past:  # a batch nobody can read is skipped, not read again forever
+                    to = self.skips.step(p, failed.get(p), p in past, f"offset {failed.get(p)}")
+                    if to is not None:
+                        reader.seek(TopicPartition(topic, p, to))
         finally:
+            for p in parts:
+                self.skips.forget(p)
             reader.unassign()
         oldest = time.time() - self._sent_rates.bucket_s * self._sent_rates.buckets
         with self._lock:

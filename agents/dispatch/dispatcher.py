@@ -66,7 +66,8 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         self._parts = self._epochs.parts  # markers partition -> its epoch and queues' state
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
-                      "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0}
+                      "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
+                      "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
@@ -87,7 +88,7 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                 if self._lanes is None:
                     self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
                 if self._reader is None:
-                    self._reader = QueueReader(self.settings, TRACE)
+                    self._reader = QueueReader(self.settings, TRACE, self.stats)
                 self._configs = self._configs_factory()
                 self._queue_parts = self._partitions(self.settings.queue_topic)
                 # The topics as they exist, not the settings: what consumers pick lanes from.
@@ -337,7 +338,7 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                 runs = hand_out(w, roster)
             for slot, seq, run in runs:
                 batch = delivery_of(run, w.queue, p, part.epoch, slot, seq, ahead, cfg.ordering == "group",
-                                    len(roster.slots))
+                                    len(roster.slots), max_copy_bytes=self.settings.max_message_bytes)
                 out.setdefault(m, []).append(batch)
                 self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor

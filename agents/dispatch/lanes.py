@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from kmq.kafka import profiles
 from kmq.kafka.admin import existing_lanes, partition_counts
@@ -54,14 +54,17 @@ class Batch:
 
 
 def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, seq: int,
-                ahead: Lookahead, copy: bool = False, consumers: int = 1) -> Batch:
+                ahead: Lookahead, copy: bool = False, consumers: int = 1,
+                max_copy_bytes: int | None = None) -> Batch:
     """One consumer's share (``run``, records of ``queue`` on partition ``p`` in offset order)
     as a delivery: by reference where what the consumer's reader would fetch for it (the
     range and its read-ahead) is mostly its own, else, or if ``copy`` (an ordered queue's:
     its records carry their run's id, docs/ordering.md), as copies. The queue's records
     after the range go to all its ``consumers`` in turn: this one's part of them is one
     in ``consumers`` (32 consumers of one queue each read the queue's next 1 MiB for
-    every small range they were referred to: the broker's busiest work at N = 32)."""
+    every small range they were referred to: the broker's busiest work at N = 32).
+    A run holding a record whose value alone is over ``max_copy_bytes`` (a plain producer's,
+    taken by a broker that allows more than kmq's writers) is referred: no lane takes its copy."""
     start, end = run[0].offset(), run[-1].offset() + 1
     ref = M.RangeRef(queue, p, start, end)
     contiguous = len(run) == end - start
@@ -75,6 +78,8 @@ def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, s
     held = not copy and ahead.indexed(start)
     by_ref = held and refer(run_bytes + own_after // max(1, consumers), range_bytes + all_after,
                             D.REFERENCE_MIN_SHARE)
+    if not copy and max_copy_bytes is not None and run_bytes > max_copy_bytes:
+        by_ref = by_ref or max(map(len, run)) > max_copy_bytes
     d = D.Delivery(D.REFERENCE if by_ref else D.COPY, epoch, seq, slot.timeout_ms, ref, mask)
     return Batch(slot.consumer_id, slot.lane, d, [] if by_ref else run)
 
@@ -204,12 +209,24 @@ class LaneWriter:
                 key = b.consumer_id.encode()
                 for rec in b.records:
                     ts = rec.timestamp()[1]
-                    produce_when_room(self.producer, topic, rec.value(), key, partition=lane_partition,
-                                      headers=rec.headers(), timestamp=ts if ts > 0 else 0)
+                    try:
+                        produce_when_room(self.producer, topic, rec.value(), key, partition=lane_partition,
+                                          headers=rec.headers(), timestamp=ts if ts > 0 else 0)
+                    except KafkaException as exc:
+                        self._copy_refused(b.delivery.range, rec.offset(), exc)
+                        break  # the consumer pairs copies with offsets by order: none after a gap
                 self.stats["dispatched"] += b.delivery.count
                 self.stats["deliveries"] += 1
         self.producer.poll(0)
         return True
+
+    def _copy_refused(self, r: M.RangeRef, offset: int, exc: KafkaException) -> None:
+        """A copy the producer refused at once (a record larger than it may write: a plain
+        producer's, on a broker that allows more): it and the delivery's copies after it stay
+        in flight and time out; the redeliverer sets a record too large to write aside."""
+        self.stats["too-large-to-copy"] = self.stats.get("too-large-to-copy", 0) + 1
+        log.warning("queue %s partition %d offset %d: not copied to a lane (%s); it and the rest of "
+                    "its delivery come back after their visibility timeout", r.queue, r.partition, offset, exc)
 
     def _lane_written(self, err: Any, _msg: Any) -> None:
         if err is not None:

@@ -113,7 +113,7 @@ class OrderedQueues(Recovering):
             offset = rec.offset()
             ours, _ = envelope.split(rec.headers())
             raw_id = ours.get(envelope.ID)
-            msg_id = raw_id.decode(errors="replace") if raw_id else envelope.derived_id(p, offset)
+            msg_id = envelope.kept_id(raw_id, p, offset)
             raw_dedup = ours.get(envelope.DEDUP_ID)
             if raw_dedup is not None and self._duplicate(q, p, rec, raw_dedup, rec.headers() or []):
                 continue  # never handed out: nothing to settle
@@ -170,7 +170,7 @@ class OrderedQueues(Recovering):
             self.stats["bad-dedup-id"] += 1
             return False
         raw_id = next((v for k, v in headers if k == envelope.ID), None)
-        msg_id = raw_id.decode(errors="replace") if raw_id else envelope.derived_id(p, rec.offset())
+        msg_id = envelope.kept_id(raw_id, p, rec.offset())
         if q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1]) is None:
             return False
         self.stats["deduplicated"] += 1

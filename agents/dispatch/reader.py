@@ -6,6 +6,12 @@ One unsubscribed librdkafka consumer, in the dispatcher's thread. Per queue part
 queue, so a small credit does not seek back and a neighbour's backlog does not hold a
 small queue up; a partition nobody wanted for a while is let go.
 What each queue takes of the records is decided by ``kmq.protocol.dispatch.select``.
+
+A batch librdkafka cannot read (anyone may write the queue topic: a payload that does not
+decompress, a zstd bomb) comes back as the same error at its first offset at every fetch,
+and the partition went no further for any queue on it: it is skipped whole, its end found
+by seeking (``kmq.protocol.batch_end``), and counted (``unreadable-batches``,
+``unreadable-offsets``).
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from operator import eq, not_
 from confluent_kafka import KafkaError, TopicPartition
 
 from kmq.kafka import profiles
+from kmq.kafka.batch_skips import UNREADABLE
 from kmq.kafka.patient_reader import PatientReader
-from kmq.protocol.dispatch import Want
+from kmq.protocol.batch_end import BatchEnd
+from kmq.protocol.chunk import Chunk
+from kmq.protocol.dispatch import Want, select_own
 from kmq.protocol.lookahead import Lookahead
 from kmq.settings import Settings
 
@@ -28,13 +37,15 @@ log = logging.getLogger("kmq.tracker.dispatcher")
 CHUNK_RECORDS = 20_000    # records read per round (all partitions), at most
 IDLE_UNASSIGN_S = 2.0     # a queue partition nobody wanted this long is no longer read
 NO_END = 1 << 62          # a partition whose end was not seen yet
+MAX_SKIPPED_REMEMBERED = 1000  # unreadable batches remembered per partition (not searched for again)
 
 
 class QueueReader:
     """Reads the queue partitions shared queues want, from the lowest wanting cursor."""
 
-    def __init__(self, settings: Settings, trace: bool = False) -> None:
+    def __init__(self, settings: Settings, trace: bool = False, stats: dict | None = None) -> None:
         self.settings = settings
+        self.stats = stats if stats is not None else {}  # the dispatcher's counters
         self._trace = trace
         self._consumer = PatientReader({
             **profiles.reader_config(settings, f"{settings.app_id}-dispatcher",
@@ -47,6 +58,11 @@ class QueueReader:
         self._idle_since: dict[int, float] = {}  # assigned queue partitions without demand
         self._assigned: set[int] = set()
         self._ends: dict[int, int] = {}  # queue partition -> its end, as last read (EOF)
+        self._unreadable: dict[int, int] = {}  # partition -> where a batch failed, in this read
+        self._eofs: dict[int, int] = {}  # partition -> its end, if this read reached it
+        self._skipped: dict[int, dict[int, int]] = {}  # partition -> unreadable batches skipped: base -> end
+        self._last_error: dict[int, str] = {}  # partition -> that batch's error, as librdkafka said it
+        self._skips: dict[int, BatchEnd] = {}  # partition -> the search for its unreadable batch's end
 
     def close(self) -> None:
         self._consumer.close()
@@ -68,6 +84,7 @@ class QueueReader:
             if not wanting:
                 continue  # served from what was held, or only ordered queues with a full window
             if seek_to is not None:
+                self._skips.pop(p, None)  # read from elsewhere: a batch still unreadable fails again
                 self._point(p, seek_to)
             hungry = True
             block |= any(w.demand > 0 and (w.queue not in ordered or w.cursor < self._ends.get(p, NO_END))
@@ -88,13 +105,67 @@ class QueueReader:
             log.info("TRACE read %d %s", len(records), {p: (a.position, {k: (q.start, q.end, len(q.records))
                                                                           for k, q in a.queues.items()})
                                                          for p, a in self.ahead.items()})
-        for p, recs in self._by_partition(records).items():
+        self._unreadable, self._eofs = {}, {}
+        by_part = self._by_partition(records)
+        probed = {p: by_part.pop(p, None) for p in list(self._skips)}  # read again after the search
+        for p, recs in by_part.items():
             ahead = self.ahead.get(p)
             if ahead is None or ahead.position is None or recs[0].offset() < ahead.position:
                 continue  # fetched before a seek
             # read ahead, also for the queues without demand this moment
             ahead.take(recs, (kept or {}).get(p, set()), wants.get(p, {}))
+        for p in set(self._unreadable) | set(probed):  # after the records before the batch
+            self._skip_unreadable(p, probed.get(p), (kept or {}).get(p, set()), wants.get(p, {}))
         return len(records)
+
+    def _skip_unreadable(self, p: int, recs: list | None, kept: set[bytes], wants: dict[bytes, Want]) -> None:
+        """Partition ``p`` met a batch it cannot read, or searches for its end: one step.
+        Records read meanwhile (``recs``) only say the probe was past it; read again after."""
+        ahead = self.ahead.get(p)
+        if ahead is None or ahead.position is None:
+            self._skips.pop(p, None)
+            return
+        failed = self._unreadable.get(p)
+        search = self._skips.get(p)
+        if search is None:
+            if failed is None or failed + 1 < ahead.position:
+                return  # an old read's, or records of the next round's
+            known = self._skipped.get(p, {}).get(failed)
+            if known is not None and known > ahead.position:  # skipped before (read again from below)
+                self._past_unreadable(p, ahead, known, kept, wants)
+                return
+            base = max(failed, ahead.position)  # the batch holding the position cannot be read
+            end = self._ends.get(p)
+            search = self._skips[p] = BatchEnd(base, end if end is not None and end > base else None)
+            log.warning("queue partition %d: the batch at offset %d cannot be read (%s); finding its end",
+                        p, failed, self._last_error.get(p))
+        elif failed is not None and failed <= search.inside:
+            search.observe(inside=True)
+        elif recs or failed is not None or p in self._eofs:  # (an end before the probe: it is past too)
+            search.observe(inside=False, next_batch=failed if failed is not None else self._eofs.get(p))
+        else:
+            return  # nothing from the probe yet
+        if search.end is None:
+            self._point(p, search.probe)
+            return
+        del self._skips[p]
+        self.stats["unreadable-batches"] = self.stats.get("unreadable-batches", 0) + 1
+        self.stats["unreadable-offsets"] = self.stats.get("unreadable-offsets", 0) + search.end - ahead.position
+        log.error("queue partition %d: offsets %d..%d skipped, a batch that cannot be read (%d seeks to "
+                  "find its end): %s", p, ahead.position, search.end - 1, search.probes, self._last_error.get(p))
+        skipped = self._skipped.setdefault(p, {})
+        if len(skipped) >= MAX_SKIPPED_REMEMBERED:
+            skipped.clear()
+        skipped[search.base] = search.end
+        self._past_unreadable(p, ahead, search.end, kept, wants)
+
+    def _past_unreadable(self, p: int, ahead: Lookahead, end: int, kept: set[bytes],
+                         wants: dict[bytes, Want]) -> None:
+        """Nothing of any queue lies below ``end``: the cursors move past it, the reader reads on there."""
+        ahead.add(Chunk([]), kept | set(wants), end)
+        for w in wants.values():
+            select_own(w, [], [], ahead.position)
+        self._point(p, end)
 
     def _by_partition(self, records: list) -> dict[int, list]:
         """The records read, per partition, in offset order; the partitions' ends noted.
@@ -106,8 +177,12 @@ class QueueReader:
         errors = list(map(t.error, records))
         if any(errors):  # ends of partitions among them (a record's end is noted below)
             for rec in compress(records, errors):
-                if rec.error().code() == KafkaError._PARTITION_EOF:
-                    self._ends[rec.partition()] = rec.offset()
+                code = rec.error().code()
+                if code == KafkaError._PARTITION_EOF:
+                    self._ends[rec.partition()] = self._eofs[rec.partition()] = rec.offset()
+                elif code in UNREADABLE and rec.offset() >= 0:
+                    self._unreadable[rec.partition()] = rec.offset()
+                    self._last_error[rec.partition()] = str(rec.error())
             records = list(compress(records, map(not_, errors)))
             if not records:
                 return {}
@@ -158,6 +233,7 @@ class QueueReader:
             self._assigned.difference_update(idle)
             for p in idle:
                 self._idle_since.pop(p, None)
+                self._skips.pop(p, None)
                 ahead = self.ahead.get(p)
                 if ahead is not None:
                     ahead.forget_position()

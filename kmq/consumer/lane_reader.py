@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kmq.kafka import profiles
+from kmq.kafka.batch_skips import BatchSkips, unreadable_at
 from kmq.kafka.patient_reader import PatientReader
 from kmq.protocol import deliveries as D
 from kmq.protocol.lane_layout import LaneLayout
@@ -46,6 +47,8 @@ class LaneRecords:
         self.own_bytes = 0  # key + value bytes read: this consumer's records ...
         self.other_bytes = 0  # ... and every other consumer's
         self.fatal: Any = None  # a fatal KafkaError read from the lane
+        self.malformed = 0  # records keyed as our delivery headers that are not one (anyone may write a lane)
+        self.unreadable: int | None = None  # first offset of a batch librdkafka could not read (last read)
 
     def assembling(self) -> bool:
         """Whether a delivery's copies are still on their way."""
@@ -67,17 +70,19 @@ class LaneRecords:
             elif k == header_key:
                 value = rec.value()
                 own += len(k) + len(value or b"")
-                if self._pending is not None:  # copies lost on the way: hold what came
-                    out.append(self._complete())
                 try:
                     d = D.decode(value)
-                except D.DeliveryDecodeError as exc:
+                except D.DeliveryDecodeError as exc:  # counted, and a delivery being assembled goes on
+                    self.malformed += 1
                     log.warning("queue %s: lane %d offset %d: %s", self._queue, self.lane, rec.offset(), exc)
                     continue
+                if not isinstance(d, D.Farewell) and d.range.queue != self._queue:
+                    self.malformed += 1  # ours are all of one queue: forged, the delivery goes on
+                    continue
+                if self._pending is not None:  # copies lost on the way: hold what came
+                    out.append(self._complete())
                 if isinstance(d, D.Farewell):
                     out.append(d)
-                elif d.range.queue != self._queue:
-                    continue
                 elif d.kind == D.REFERENCE:
                     out.append(Got(d, None))
                 else:
@@ -86,6 +91,8 @@ class LaneRecords:
                 err = rec.error()
                 if err.fatal():
                     self.fatal = err
+                elif unreadable_at(rec) is not None:
+                    self.unreadable = rec.offset()
                 elif err.code() != KafkaError._PARTITION_EOF:
                     log.warning("queue %s: lane %d error: %s", self._queue, self.lane, err)
             else:
@@ -117,6 +124,8 @@ class LaneReader(LaneRecords):
         # records are read and skipped.
         _, high = self._kc.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         self._kc.assign([TopicPartition(topic, partition, max(0, high))])
+        self._tp = (topic, partition)
+        self.skips = BatchSkips(f"queue {queue}: lane {lane}")  # batches of the lane nobody can read
 
     @property
     def kc(self) -> PatientReader:
@@ -140,7 +149,21 @@ class LaneReader(LaneRecords):
         first = self._kc.poll(timeout_s)
         if first is None:
             return []
-        return self.take([first] + self._kc.consume(10_000, 0))
+        records = [first] + self._kc.consume(10_000, 0)
+        p = self._tp[1]
+        if self.skips.searching(p):  # what a probe brought: read again once the batch is skipped
+            failed = next((o for o in map(unreadable_at, records) if o is not None), None)
+            self._seek(self.skips.step(p, failed, any(r.error() is None for r in records)))
+            return []
+        self.unreadable = None
+        got = self.take(records)
+        if self.unreadable is not None:  # fetched again forever: skipped whole (kmq.kafka.batch_skips)
+            self._seek(self.skips.step(p, self.unreadable, False, "a batch that cannot be read"))
+        return got
+
+    def _seek(self, offset: int | None) -> None:
+        if offset is not None:
+            self._kc.seek(TopicPartition(*self._tp, offset))
 
     def close(self) -> None:
         self._kc.close()

@@ -37,6 +37,7 @@ import struct
 from dataclasses import dataclass
 
 from kmq.errors import KmqError
+from kmq.protocol.limits import MAX_TIMEOUT_MS
 from kmq.protocol.markers import MAX_RANGE_LEN, RangeRef
 
 VERSION = 1
@@ -59,6 +60,7 @@ _FAREWELL = struct.Struct(">BBQQ")
 _RANGE = struct.Struct(">Iqq")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
+MAX_PARTITION = (1 << 31) - 1  # Kafka's partitions are int32: librdkafka raises OverflowError past it
 
 
 class DeliveryDecodeError(KmqError):
@@ -127,6 +129,10 @@ def decode(data: bytes | None) -> Delivery | Farewell:
         pos += _RANGE.size
         if start < 0 or not 0 < end - start <= MAX_RANGE_LEN:
             raise DeliveryDecodeError(f"bad range {start}..{end}")
+        # Anyone may write a lane: a partition no client can name (a reference to it raised
+        # out of every receive), or a wait for a referred range of up to 49 days, is refused.
+        if partition > MAX_PARTITION or timeout_ms > MAX_TIMEOUT_MS:
+            raise DeliveryDecodeError(f"partition {partition} or timeout {timeout_ms} ms out of bounds")
         r = RangeRef(queue, partition, start, end)
         nbytes = _U32.unpack_from(data, pos)[0]
         pos += 4

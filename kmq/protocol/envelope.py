@@ -20,6 +20,7 @@ Numbers are ASCII decimal so kcat and Spark can read them as they are.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -53,6 +54,21 @@ HeaderList = list[tuple[str, bytes]]
 def derived_id(partition: int, offset: int) -> str:
     """Id of a record enqueued without ``kmq.id`` (a plain Kafka producer)."""
     return f"{partition}:{offset}"
+
+
+MAX_KEPT_ID_BYTES = 255  # a kmq.id kept as it is in the tracker's state (the SDK's are ~20 bytes)
+
+
+def kept_id(raw: bytes | None, partition: int, offset: int) -> str:
+    """The id the tracker keeps in its state for a record's ``kmq.id`` header: as it is, its
+    place (:func:`derived_id`) without one, or a digest of one over ``MAX_KEPT_ID_BYTES``
+    (any producer may write 1 MB there: the dedup state kept 50 MB for 50 such records).
+    The same for a record and its redeliveries, which carry the same header."""
+    if not raw:
+        return derived_id(partition, offset)
+    if len(raw) > MAX_KEPT_ID_BYTES:
+        return "h-" + hashlib.sha256(raw).hexdigest()[:32]
+    return raw.decode(errors="replace")
 
 
 def split(headers: Iterable[tuple[str, bytes | None]] | None) -> tuple[dict[str, bytes], HeaderList]:

@@ -26,7 +26,7 @@ class Rec:
 
 
 def split(records, ends=None):
-    reader = SimpleNamespace(_ends=dict(ends or {}))
+    reader = SimpleNamespace(_ends=dict(ends or {}), _eofs={}, _unreadable={}, _last_error={})
     by_part = QueueReader._by_partition(reader, records)
     return {p: [r.offset() for r in rs] for p, rs in by_part.items()}, reader._ends
 
