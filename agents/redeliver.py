@@ -139,6 +139,9 @@ class Redeliverer:
         await loop.run_in_executor(self._executor, self._record_purge_point, queue)
 
     def _record_purge_point(self, queue: str) -> None:
+        # The record replaces the whole config: a change written just before the purge
+        # must stay (configure_queue() then purge() lost the setting).
+        self.configs().catch_up()
         cfg = self.config(queue)
         parts = list(queue_partitions(queue, self._get_queue_partitions(), cfg.spread))
         ends = true_end_offsets(self.settings, self.settings.queue_topic, parts)

@@ -11,6 +11,7 @@ path because it is a different job with different callers (operators and the
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import Any
@@ -27,6 +28,13 @@ from kmq.ops.control_sig import sign_queue_tenant, sign_tenant
 from kmq.ops.queues_topic import QueueConfigs, delete_tenant, write_config, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                              validate_tenant_name)
+
+log = logging.getLogger("kmq.queue_config")
+
+# A change to a queue switched to partition mode waits for the tracker's handover, at most
+# this long: each record replaces the queue's whole configuration, and the handover, built
+# from the switch's record, wrote away a change made in between (docs/shared-queues.md).
+HANDOVER_WAIT_S = 10.0
 
 
 class QueueAdmin:
@@ -106,11 +114,14 @@ class QueueAdmin:
         ``dispatch`` ("shared" or "partition"), ``tenant`` (admin only), ``ordering``
         ("none" or "group"), ``dead_letter_head`` ("continue" or "hold"),
         ``dedup_window_s`` (docs/ordering.md). ``None`` restores the global default. Validated
-        before anything is written.
+        before anything is written. A change to a queue whose switch to partition mode the
+        tracker has not handed over yet waits for that first (at most ``HANDOVER_WAIT_S``).
         """
         queue = validate_queue_name(queue)
         configs = self.queue_configs()
         cfg = self._authorize(queue)
+        if cfg.handover_pending:
+            cfg = self._await_handover(queue, cfg)
         caller = configs.caller(self.settings.token or None)
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
             require_admin(caller, "changing a queue's tenant")
@@ -129,6 +140,20 @@ class QueueAdmin:
         write_config(self.settings, queue, new)
         configs.put_local(queue, new)
         return new
+
+    def _await_handover(self, queue: str, pending: QueueConfig) -> QueueConfig:
+        """The queue's config once the tracker recorded the handover ``pending`` waits for (or
+        anything newer), else as it is after ``HANDOVER_WAIT_S``."""
+        configs = self.queue_configs()
+        deadline = time.monotonic() + HANDOVER_WAIT_S
+        while time.monotonic() < deadline:
+            cfg = configs.get(queue)
+            if not cfg.handover_pending or cfg.dispatch_since_ms != pending.dispatch_since_ms:
+                return cfg
+            time.sleep(0.02)
+        log.warning("queue %s: no handover from a tracker within %g s (is a tracker worker "
+                    "running?); changing its settings anyway", queue, HANDOVER_WAIT_S)
+        return configs.get(queue)
 
     # -- dead letters and purges --------------------------------------------------
 

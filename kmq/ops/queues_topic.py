@@ -16,11 +16,13 @@ import logging
 import threading
 import time
 import weakref
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.kafka import profiles
+from kmq.kafka.offsets import true_end_offsets
 from kmq.protocol.placement import validate_queue_name
 from kmq.queue_config import DEFAULT_CONFIG, QueueConfig
 from kmq.settings import Settings
@@ -66,6 +68,7 @@ class QueueConfigs:
                               "grant this principal READ and DESCRIBE on it (`kmq acls`, "
                               "docs/security.md)")
         parts = sorted(meta.partitions)
+        self._topic, self._parts = topic, parts
         self._consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         eof: set[int] = set()
         deadline = time.monotonic() + timeout_s
@@ -92,6 +95,7 @@ class QueueConfigs:
         self._admin_hash: AdminHash | None = None  # set while the deployment has auth on
         self._auth_refused: str | None = None  # why the admin token cannot be checked (old record)
         self.version = 0  # grows with every change seen: cheap staleness check for caches
+        self._positions: dict[int, int] = {}  # partition -> offset below which records are applied
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -99,29 +103,72 @@ class QueueConfigs:
         for rec in self._consumer.consume(500, timeout_s):
             err = rec.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF and eof is not None:
-                    eof.add(rec.partition())
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if eof is not None:
+                        eof.add(rec.partition())
+                    self._read_to(rec.partition(), rec.offset())
                 continue
-            try:
-                queue = rec.key().decode()
-            except (AttributeError, UnicodeDecodeError):
-                continue
-            if rec.key() == AUTH_KEY:
-                self._read_auth(rec.value())
-                continue
-            if queue.startswith(TENANT_KEY_PREFIX):
-                self._read_tenant(queue[len(TENANT_KEY_PREFIX):], rec.value())
-                continue
-            if rec.value() is None:
-                self._drop_config(queue)
-                continue
-            try:
-                config = QueueConfig.decode(rec.value())
-            except (ValueError, TypeError, ConfigError) as exc:
-                log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
-                            rec.topic(), rec.partition(), rec.offset(), exc)
-                continue
-            self.put_local(queue, config)
+            self._read(rec)
+            self._read_to(rec.partition(), rec.offset() + 1)  # after applying it: see catch_up
+
+    def _read_to(self, partition: int, offset: int) -> None:
+        with self._lock:
+            if offset > self._positions.get(partition, 0):
+                self._positions[partition] = offset
+
+    def catch_up(self, timeout_s: float = 5.0) -> bool:
+        """Wait until this view has applied every record the topic holds now; False if it
+        has not within ``timeout_s`` (the view is then as current as it got).
+
+        Call it before changing a queue's settings from this view (read, change, write):
+        the record replaces the queue's whole configuration, so a view that had not read
+        another process's change yet wrote it away (a tracker's purge point or handover
+        written a moment after ``configure_queue``, dropping the setting changed there).
+        """
+        if getattr(self, "_consumer", None) is None:  # records folded by hand (tests)
+            return True
+        deadline = time.monotonic() + timeout_s
+        try:  # a reader of its own: the view's consumer is its follower thread's alone
+            ends = true_end_offsets(self.settings, self._topic, self._parts, timeout_s)
+        except (BrokerUnavailableError, KafkaException) as exc:
+            log.warning("queue configs: end offsets of %s not read: %s", self._topic, exc)
+            return False
+        while True:
+            with self._lock:
+                behind = [p for p, end in ends.items() if self._positions.get(p, 0) < end]
+            if not behind:
+                return True
+            if time.monotonic() > deadline:
+                log.warning("queue configs: not caught up with %s %s within %g s",
+                            self._topic, behind, timeout_s)
+                return False
+            if self._thread is None:
+                self._consume(0.05)  # a view that does not follow reads here
+            else:
+                self._stop.wait(0.01)
+
+    def _read(self, rec: Any) -> None:
+        """Apply one record of the queues topic."""
+        try:
+            queue = rec.key().decode()
+        except (AttributeError, UnicodeDecodeError):
+            return
+        if rec.key() == AUTH_KEY:
+            self._read_auth(rec.value())
+            return
+        if queue.startswith(TENANT_KEY_PREFIX):
+            self._read_tenant(queue[len(TENANT_KEY_PREFIX):], rec.value())
+            return
+        if rec.value() is None:
+            self._drop_config(queue)
+            return
+        try:
+            config = QueueConfig.decode(rec.value())
+        except (ValueError, TypeError, ConfigError) as exc:
+            log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
+                        rec.topic(), rec.partition(), rec.offset(), exc)
+            return
+        self.put_local(queue, config)
 
     def _drop_config(self, queue: str) -> None:
         with self._lock:
