@@ -102,9 +102,10 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         self._queue_config = configs.get(self.queue) if configs else QueueConfig()
         self._settings = settings
         self._apply_config(self._queue_config)
-        if not isinstance(max_in_flight, int) or max_in_flight < 1:
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ConfigError(f"max_in_flight={max_in_flight!r} must be a whole number >= 1")
-        if not isinstance(batch_size, int) or not 1 <= batch_size <= M.MAX_BATCH_SIZE:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) \
+                or not 1 <= batch_size <= M.MAX_BATCH_SIZE:
             raise ConfigError(f"batch_size={batch_size!r} must be a whole number from 1 to "
                               f"{M.MAX_BATCH_SIZE} (what one START marker may cover)")
         if prefetch is not None and (not isinstance(prefetch, int) or isinstance(prefetch, bool)
