@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +53,18 @@ hypothesis_settings.load_profile("kmq")
 # A scheduler, not xdist_group marks: with pytest 9.2 those are silently ignored
 # (pytest-xdist issue 1386; measured here, a group's tests ran on all three workers).
 _FIRST = ("tests/spark/", "tests/chaos/", "tests/integration/", "tests/property/", "tests/unit/")
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # A run stopped by SIGTERM (`timeout`, a cancelled CI job) tears down as after Ctrl-C:
+    # the brokers and trackers its fixtures started (each in a session of its own, so the
+    # signal does not reach them) are stopped by pid, not left running (measured: a
+    # `timeout 45 pytest ...` left its broker and tracker behind).
+    signal.signal(signal.SIGTERM, _interrupted)
 
 
 def pytest_xdist_make_scheduler(config, log):
