@@ -41,10 +41,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka.admin import AdminClient
 
 from web.dead_letter_fold import DeadLetterFold
+from web.scan_groups import QueueGroups
 from kmq.kafka import profiles
 from kmq.kafka.batch_skips import BatchSkips, unreadable_at
 from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
@@ -55,8 +54,6 @@ from kmq.settings import Settings
 log = logging.getLogger("kmq.tracker.queue_scan")
 
 IDLE_S = 300.0          # passes stop this long after the last view or scrape
-COMMITTED_TTL_S = 30.0  # committed offsets of queues without a START watermark
-GROUPS_TTL_S = 30.0     # consumer-group listing (finds queues by group name)
 PASS_TIMEOUT_S = 60.0
 MAX_KEY_CACHE = 100_000
 MAX_QUEUE_KEY_BYTES = 128  # the longest queue id (QUEUE_NAME_RE): a longer key is no queue's
@@ -104,15 +101,13 @@ class QueueScanner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reader: Consumer | None = None
-        self._admin: AdminClient | None = None
         self._queue_parts: int | None = None
         self._prev_end: dict[int, int] = {}
         self._sent_upto: dict[int, int] = {}  # partition -> records below were counted as sent
         self._discovered: set[str] = set()
         self._key_cache: dict[bytes, str | None] = {}
         self._cache_owned: set[int] = set()
-        self._committed: dict[str, tuple[float, dict[int, int]]] = {}
-        self._groups: tuple[float, set[str]] = (0.0, set())
+        self._groups = QueueGroups(settings)  # partition-mode queues found by their consumer groups
         # read_committed: an aborted redrive never happened
         self.dead_letters = DeadLetterFold(settings, lambda: self._new_reader(
             "dlq-scan", **{"isolation.level": "read_committed", "auto.offset.reset": "earliest"}))
@@ -174,7 +169,7 @@ class QueueScanner:
         mparts = self.settings.markers_partitions
         qparts = self._get_queue_parts()
         mine = lambda q: markers_partition(q, mparts) in owned  # noqa: E731
-        queues = {q for q in self._known() | self._discovered | self._group_queues() if mine(q)}
+        queues = {q for q in self._known() | self._discovered | self._groups.queues() if mine(q)}
         # (queue, partition) -> position; partitions to read
         positions: dict[tuple[str, int], int] = {}
         for q in queues:
@@ -196,7 +191,7 @@ class QueueScanner:
 
     def _position(self, queue: str, partition: int) -> int:
         upto = self._started_upto(queue, partition)
-        committed = self._committed_offsets(queue).get(partition, -1) if upto is None else -1
+        committed = self._groups.committed(queue).get(partition, -1) if upto is None else -1
         return max(upto if upto is not None else -1, committed, 0)
 
     def _scan_queue_topic(self, parts: set[int], positions: dict[tuple[str, int], int],
@@ -323,56 +318,11 @@ class QueueScanner:
 
     # -- Kafka clients and lookups ---------------------------------------------------
 
-    def _committed_offsets(self, queue: str) -> dict[int, int]:
-        """The queue's consumer group's committed offsets (cached, only for queues without a START)."""
-        now = time.monotonic()
-        hit = self._committed.get(queue)
-        if hit is not None and now - hit[0] < COMMITTED_TTL_S:
-            return hit[1]
-        req = ConsumerGroupTopicPartitions(self.settings.group_id(queue))
-        out: dict[int, int] = {}
-        try:
-            fut = self._get_admin().list_consumer_group_offsets([req], request_timeout=10)
-            for f in fut.values():
-                for tp in f.result(timeout=10).topic_partitions or ():
-                    if tp.topic == self.settings.queue_topic and tp.offset >= 0:
-                        out[tp.partition] = tp.offset
-        except Exception as exc:  # no such group: nothing committed
-            log.debug("committed offsets of %s: %s", queue, exc)
-        if len(self._committed) > MAX_KEY_CACHE:
-            self._committed.clear()
-        self._committed[queue] = (now, out)
-        return out
-
-    def _group_queues(self) -> set[str]:
-        """Queues that have a consumer group (``<group prefix><queue>``)."""
-        at, queues = self._groups
-        if time.monotonic() - at < GROUPS_TTL_S:
-            return queues
-        prefix = self.settings.group_prefix
-        found: set[str] = set()
-        try:
-            res = self._get_admin().list_consumer_groups(request_timeout=10).result(timeout=10)
-            for g in res.valid:
-                name = g.group_id
-                if name.startswith(prefix) and QUEUE_NAME_RE.match(name[len(prefix):]):
-                    found.add(name[len(prefix):])
-        except Exception as exc:
-            log.debug("listing consumer groups: %s", exc)
-            found = queues
-        self._groups = (time.monotonic(), found)
-        return found
-
     def _get_queue_parts(self) -> int:
         if self._queue_parts is None:
             md = self._get_reader().list_topics(self.settings.queue_topic, timeout=10)
             self._queue_parts = len(md.topics[self.settings.queue_topic].partitions)
         return self._queue_parts
-
-    def _get_admin(self) -> AdminClient:
-        if self._admin is None:
-            self._admin = AdminClient(self.settings.client_config())
-        return self._admin
 
     def _new_reader(self, suffix: str, **extra) -> Consumer:
         return Consumer({
