@@ -40,6 +40,16 @@ def dispatcher_stats(t: TrackerProcess) -> dict:
         return json.loads(r.read())["dispatcher"]
 
 
+def one_through(client: kmq.Client, c, queue: str) -> None:
+    """A message sent to ``queue`` comes to ``c`` and is acked: the queue works before the attack."""
+    first = client.send(queue, b"before")
+    client.flush()
+    m = wait_for(lambda: c.receive(0.2), 60, what="the message before")
+    assert m.id == first
+    m.ack()
+    c.flush()
+
+
 def unreadable(queue: str, kind: str) -> bytes:
     """A batch of three of ``queue``'s records the dispatcher's client cannot read."""
     records = [(queue.encode(), b"hostile-%d" % i, []) for i in range(3)]
@@ -63,12 +73,7 @@ def test_an_unreadable_batch_is_skipped_and_counted_and_the_partition_goes_on(sh
         with client.consumer(queue, visibility_timeout_s=30) as c, \
                 client.consumer(neighbour, visibility_timeout_s=30) as n:
             assert c.mode == n.mode == "shared"
-            first = client.send(queue, b"before")
-            client.flush()
-            m = wait_for(lambda: c.receive(0.2), 60, what="the message before")
-            assert m.id == first
-            m.ack()
-            c.flush()
+            one_through(client, c, queue)
             assert H.send_raw(settings.bootstrap_servers, settings.queue_topic, p, unreadable(queue, kind)) == 0
             after = [client.send(q, b"after") for q in (queue, neighbour)]
             client.flush()
@@ -143,12 +148,7 @@ def test_an_unreadable_batch_on_a_consumers_lane_is_skipped_and_deliveries_go_on
     with kmq.Client(settings=settings) as client:  # shared: the tracker's default (KMQ_DISPATCH)
         with client.consumer(queue, visibility_timeout_s=30) as c:
             assert c.mode == "shared"
-            first = client.send(queue, b"before")
-            client.flush()
-            m = wait_for(lambda: c.receive(0.2), 60, what="the message before")
-            assert m.id == first
-            m.ack()
-            c.flush()
+            one_through(client, c, queue)
             source = c._source
             layout, lane = source._layout, source.lane
             bad = H.batch([(b"x", b"hostile", [])] * 3, codec=H.ZSTD, payload=b"\x28\xb5\x2f\xfd" + os.urandom(200))

@@ -24,6 +24,7 @@ from kmq.dev.devstack import settings_env
 from kmq.protocol.limits import MAX_CREDIT
 from kmq.protocol.placement import queue_partitions
 from tests.conftest import wait_for
+from tests.integration.helpers.acking_worker import AckingWorker
 from tests.integration.views import all_acked, queue_detail, tracker_sees
 
 pytestmark = pytest.mark.usefixtures("tracker")
@@ -88,41 +89,23 @@ def test_a_shared_queue_spread_over_four_partitions_reaches_every_consumer_once(
     client.configure_queue(queue, dispatch="shared", spread=4)
     tracker_sees(tracker, queue, spread=4)
     stop = threading.Event()
-    consumers = [client.consumer(queue, max_in_flight=5, visibility_timeout_s=30) for _ in range(3)]
-    got: list[list[str]] = [[] for _ in consumers]
-    partitions: set[int] = set()
-    most: list[int] = [0] * len(consumers)
-    errors: list[BaseException] = []
-
-    def run(i):
-        c = consumers[i]
-        try:
-            while not stop.is_set():
-                m = c.receive(0.1)
-                most[i] = max(most[i], c.in_flight)
-                if m is not None:
-                    got[i].append(m.id)
-                    partitions.add(m.partition)
-                    m.ack()
-        except Exception as exc:  # surfaced by the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
-    for t in threads:
-        t.start()
+    workers = [AckingWorker(client, queue, 5, stop) for _ in range(3)]
+    for w in workers:
+        w.start()
     try:
         wait_for(lambda: (queue_detail(tracker, queue) or {}).get("consumers") == 3, 60,
                  what="three consumers in the queue's view")
         ids = client.send_batch(queue, [b"s%d" % i for i in range(200)])
         client.flush()
-        wait_for(lambda: sum(map(len, got)) >= 200, 90, what="200 acked")
+        wait_for(lambda: sum(len(w.got) for w in workers) >= 200, 90, what="200 acked")
     finally:
         stop.set()
-        for t in threads:
-            t.join(15)
-        for c in consumers:
-            c.close()
-    assert errors == []
+        for w in workers:
+            w.join(15)
+    assert [w.error for w in workers if w.error is not None] == []
+    got = [w.got for w in workers]
+    most = [w.most_held for w in workers]
+    partitions = set().union(*(w.partitions for w in workers))
     counts = Counter(i for g in got for i in g)
     assert set(counts) == set(ids) and max(counts.values()) == 1, "lost or duplicated"
     assert max(most) <= 5
@@ -157,32 +140,12 @@ def test_first_message_of_a_new_shared_consumer(client, queue):
         c.close()
 
 
-class Worker(threading.Thread):
-    """One consumer of the queue in a thread: receives one message at a time and acks it."""
-
-    def __init__(self, client, queue, stop):
-        super().__init__(daemon=True)
-        self.consumer = client.consumer(queue, max_in_flight=20, visibility_timeout_s=30)
-        self.stop, self.got, self.error = stop, [], None
-
-    def run(self):
-        try:
-            while not self.stop.is_set():
-                m = self.consumer.receive(0.1)
-                if m is not None:
-                    self.got.append(m.id)
-                    m.ack()
-            self.consumer.close()
-        except Exception as exc:  # surfaced by the test
-            self.error = exc
-
-
 def test_the_mode_switched_back_and_forth_twice_loses_and_duplicates_nothing(client, queue):
     """partition -> shared -> partition -> shared while messages flow (the queue starts in
     partition mode: KMQ_DISPATCH is shared, so a first switch to shared would change nothing)."""
     client.configure_queue(queue, dispatch="partition")
     stop = threading.Event()
-    workers = [Worker(client, queue, stop) for _ in range(2)]
+    workers = [AckingWorker(client, queue, 20, stop) for _ in range(2)]
     assert all(w.consumer.mode == "partition" for w in workers)
     for w in workers:
         w.start()

@@ -21,6 +21,7 @@ import pytest
 import kmq
 from kmq.dev.devstack import TrackerProcess, settings_env
 from tests.conftest import partition_mode, wait_for
+from tests.integration.helpers.acking_worker import AckingWorker
 from tests.integration.views import queue_detail
 
 HELPER = Path(__file__).parent / "helpers" / "consume_then_hang.py"
@@ -38,31 +39,10 @@ def shared(client, queue, **settings) -> str:
     return queue
 
 
-class Worker(threading.Thread):
-    """One consumer of the queue in a thread: receives one message at a time and acks it."""
-
-    def __init__(self, client, queue, max_in_flight, stop):
-        super().__init__(daemon=True)
-        self.consumer = client.consumer(queue, max_in_flight=max_in_flight, visibility_timeout_s=30)
-        self.stop, self.got, self.most_held, self.error = stop, [], 0, None
-
-    def run(self):
-        try:
-            while not self.stop.is_set():
-                m = self.consumer.receive(0.1)
-                self.most_held = max(self.most_held, self.consumer.in_flight)
-                if m is not None:
-                    self.got.append(m.id)
-                    m.ack()
-            self.consumer.close()
-        except Exception as exc:  # surfaced by the test
-            self.error = exc
-
-
 def test_more_consumers_than_partitions_all_get_work_none_more_than_it_asked(client, queue, tracker):
     shared(client, queue)
     stop = threading.Event()
-    workers = [Worker(client, queue, max_in_flight=5, stop=stop) for _ in range(6)]
+    workers = [AckingWorker(client, queue, max_in_flight=5, stop=stop) for _ in range(6)]
     assert all(w.consumer.mode == "shared" for w in workers)
     for w in workers:
         w.start()
@@ -137,7 +117,7 @@ def test_a_dead_consumers_messages_come_back_to_the_others(client, queue, shared
 def test_the_mode_changes_under_load_without_losing_or_duplicating(client, queue):
     """partition -> shared -> partition while messages flow: each id reaches user code once."""
     stop = threading.Event()
-    workers = [Worker(client, queue, max_in_flight=20, stop=stop) for _ in range(2)]
+    workers = [AckingWorker(client, queue, max_in_flight=20, stop=stop) for _ in range(2)]
     for w in workers:
         w.start()
     sent: list[str] = []
@@ -177,7 +157,7 @@ def test_a_tracker_killed_mid_run_loses_nothing_it_handed_out(make_client, make_
         shared(client, queue)
         ids = client.send_batch(queue, [b"m%d" % i for i in range(400)])
         client.flush()
-        workers = [Worker(client, queue, max_in_flight=10, stop=stop) for _ in range(3)]
+        workers = [AckingWorker(client, queue, max_in_flight=10, stop=stop) for _ in range(3)]
         for w in workers:
             w.start()
         wait_for(lambda: sum(len(w.got) for w in workers) >= 100, 60, what="work under way")
