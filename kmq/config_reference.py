@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from kmq.setting_names import OTHER_VARIABLE_PREFIXES
 from kmq.settings import Settings
 
 
 # KMQ_* variables that are not settings: the one program named reads each directly, not through
 # Settings. tests/unit/test_settings.py fails when the code reads one not listed here (or in Settings).
+# kmq.setting_names.OTHER_VARIABLE_NAMES names the same variables (Settings.from_env does not warn about
+# them; kmq.settings may not import this module): tests/unit/test_settings_unknown_variables.py
+# keeps the two equal.
 OTHER_VARIABLES = (
     # (variable, who reads it, default, meaning)
     ("KMQ_TRACKER_URL", "`kmq stats` (kmq/cli/ops.py), as its `--url`",
@@ -37,7 +41,10 @@ def reference_markdown() -> str:
         "The SDK (`kmq.Client()`) and the tracker (`faust -A app worker`) read the same",
         "`KMQ_*` variables; `kmq.Client(...)` keyword arguments override them, each named as its",
         "variable in lower case without `KMQ_` (`kmq.Client(compression=\"zstd\")`); a keyword",
-        "that names no setting is a `ConfigError` naming the nearest one.",
+        "that names no setting is a `ConfigError` naming the nearest one. A `KMQ_*` variable",
+        "that names nothing below is ignored with a warning naming the nearest one (except",
+        ", ".join(f"`{prefix}*`" for prefix in OTHER_VARIABLE_PREFIXES) + ", which tests,",
+        "benchmarks and examples use).",
         "",
         "| variable | default | meaning |",
         "| --- | --- | --- |",

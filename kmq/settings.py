@@ -15,13 +15,13 @@ SASL/SSL passthrough and its checks are in ``kmq.kafka.security``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from kmq.kafka import security
 from kmq.errors import ConfigError
+from kmq.setting_names import check_keywords, warn_unknown_variables
 from kmq.protocol.lane_layout import MAX_LANE_TOPICS, LaneLayout, planned
 from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
 
@@ -290,18 +290,19 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
         """Read ``KMQ_*`` variables (``environ`` defaults to ``os.environ``)."""
         env = os.environ if environ is None else environ
+        warn_unknown_variables(env, [f.metadata["env"] for f in dataclasses.fields(cls)])
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             name = f.metadata["env"]
             if name in env and env[name] != "":
                 values[f.name] = _parse(f, name, env[name])
-        _check_names(overrides)
+        check_keywords(overrides, [f.name for f in dataclasses.fields(cls)])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     def replace(self, **changes: Any) -> "Settings":
         """A copy with some fields changed (validated again)."""
-        _check_names(changes)
+        check_keywords(changes, [f.name for f in dataclasses.fields(Settings)])
         return dataclasses.replace(self, **changes)
 
     # -- derived values -----------------------------------------------------
@@ -375,15 +376,3 @@ def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
     except ValueError as exc:
         raise ConfigError(f"{env_name}={raw!r} is not a{'n' if kind is int else ''} "
                           f"{kind.__name__}: give a number") from exc
-
-
-def _check_names(given: Mapping[str, Any]) -> None:
-    """A misspelt setting (``kmq.Client(bootstrap_server=...)``) is a ConfigError naming the
-    setting meant, not a TypeError from the dataclass."""
-    names = [f.name for f in dataclasses.fields(Settings)]
-    unknown = sorted(set(given) - set(names))
-    if unknown:
-        near = difflib.get_close_matches(unknown[0], names, n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
-        raise ConfigError(f"no setting {unknown[0]!r}; {hint}a setting's keyword is its KMQ_* "
-                          "variable's name in lower case without KMQ_ (docs/configuration.md)")
