@@ -1,14 +1,14 @@
 """A queue-topic record as confluent-kafka's ``Message`` answers the dispatcher: offset, key,
-partition, error and ``len()`` (the value's bytes). For the pure dispatch rules' tests."""
+partition, error, headers and ``len()`` (the value's bytes). For the pure dispatch rules' tests."""
 
 from __future__ import annotations
 
 
 class Rec:
-    __slots__ = ("_o", "_k", "_n", "_p", "_e")
+    __slots__ = ("_o", "_k", "_n", "_p", "_e", "_h")
 
-    def __init__(self, offset, key, size=10, partition=0, error=None):
-        self._o, self._k, self._n, self._p, self._e = offset, key, size, partition, error
+    def __init__(self, offset, key, size=10, partition=0, error=None, headers=None):
+        self._o, self._k, self._n, self._p, self._e, self._h = offset, key, size, partition, error, headers
 
     def __len__(self):
         return self._n
@@ -24,3 +24,6 @@ class Rec:
 
     def error(self):
         return self._e
+
+    def headers(self):
+        return self._h

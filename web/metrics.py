@@ -142,6 +142,10 @@ class TrackerCollector:
         scans = CounterMetricFamily("kmq_tracker_depth_scans", "Depth scan passes of this worker")
         scans.add_metric([], scanner.passes)
         yield scans
+        held = GaugeMetricFamily("kmq_dispatcher_held_bytes", "Value and header bytes of queue "
+                                 "records the shared-queue dispatcher keeps read and not handed out")
+        held.add_metric([], runtime().dispatcher.held_bytes())
+        yield held
 
 
 def _groups(label) -> Iterator[Any]:

@@ -14,7 +14,8 @@ buffer stops growing there (its ``end``), and only that queue needs the partitio
 again from there. The reader reads from the lowest offset a wanting queue *needs*
 (:meth:`Lookahead.need`), which is a queue's ``end`` when its cursor is inside what it
 holds: a small queue never pulls the reader back, a backlog does only for itself.
-All the held records together stay under ``max_bytes`` (the queue holding most is cut).
+All the held records together stay under ``max_bytes``, their values and headers
+counted (the queue holding most is cut).
 
 An *index* of every record read (offset, bytes, which queue) over a contiguous window
 answers what a consumer's reader would fetch around a range (references, dispatch_lanes;
@@ -29,29 +30,31 @@ from bisect import bisect_left
 from itertools import repeat
 from typing import Iterable
 
-from kmq.protocol.chunk import Chunk
+from kmq.protocol.chunk import Chunk, record_bytes
 from kmq.protocol.dispatch import Want, select_own
 from kmq.protocol.read_index import OTHER, ReadIndex
 
 QUEUE_AHEAD_RECORDS = 20_000     # records of one queue kept read ahead, at most
-AHEAD_BYTES = 32 * 1024 * 1024   # payload bytes kept read ahead per queue partition, at most
+AHEAD_BYTES = 32 * 1024 * 1024   # value and header bytes kept read ahead per queue partition, at most
 INDEX_RECORDS = 1 << 17          # records of every queue the index spans, at most (28 B each)
 
 
 class QueueAhead:
     """Every record of one queue at offsets ``[start, end)`` (read, not yet handed out)."""
 
-    __slots__ = ("records", "offsets", "start", "end", "bytes")
+    __slots__ = ("records", "offsets", "sizes", "start", "end", "bytes")
 
     def __init__(self, at: int) -> None:
         self.records: list = []
         self.offsets: list[int] = []
+        self.sizes: list[int] = []  # each record's value and header bytes (chunk.record_bytes)
         self.start = self.end = at
         self.bytes = 0
 
     def reset(self, at: int) -> None:
         self.records.clear()
         self.offsets.clear()
+        self.sizes.clear()
         self.start = self.end = at
         self.bytes = 0
 
@@ -68,18 +71,20 @@ class QueueAhead:
             if cut == len(self.records):
                 self.bytes = 0
             else:
-                self.bytes -= sum(map(len, self.records[:cut]))
+                self.bytes -= sum(self.sizes[:cut])
             del self.records[:cut]
             del self.offsets[:cut]
+            del self.sizes[:cut]
         self.start = max(self.start, cursor)
 
     def cut_to(self, n: int) -> None:
         """Keep the oldest ``n`` records; ``end`` becomes the first one dropped."""
         if n < len(self.records):
             self.end = self.offsets[n]
-            self.bytes -= sum(map(len, self.records[n:]))
+            self.bytes -= sum(self.sizes[n:])
             del self.records[n:]
             del self.offsets[n:]
+            del self.sizes[n:]
 
 
 class Lookahead:
@@ -170,9 +175,11 @@ class Lookahead:
         room = self.max_records - len(qa.records)
         j = min(len(recs), i + room)
         if j > i:
+            sizes = record_bytes(recs[i:j], chunk.sizes[i:j] if recs is chunk.records else None)
             qa.records += recs[i:j]
             qa.offsets += offsets[i:j]
-            qa.bytes += sum(map(len, recs[i:j])) if recs is not chunk.records else sum(chunk.sizes[i:j])
+            qa.sizes += sizes
+            qa.bytes += sum(sizes)
         # Full: complete up to its first record left out, read again from there.
         qa.end = offsets[j] if j < len(recs) else max(qa.end, chunk_end)
 

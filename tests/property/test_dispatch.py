@@ -13,6 +13,7 @@ from collections import deque
 from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from kmq.protocol.chunk import record_size
 from kmq.protocol.dispatch import Roster, Want, hand_out
 from kmq.protocol.lookahead import Lookahead
 from kmq.protocol.markers import Credit
@@ -27,16 +28,18 @@ def credit(consumer, free, epoch=0, seq=0, queue="q", lease_ms=5000):
 @given(keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"x"]), max_size=200),
        gaps=st.lists(st.integers(1, 3), min_size=200, max_size=200),
        sizes=st.lists(st.integers(0, 30), min_size=200, max_size=200),
+       header_sizes=st.lists(st.integers(-1, 40), min_size=200, max_size=200),
        steps=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 7), st.integers(1, 40),
                                 st.booleans(), st.booleans()), min_size=1, max_size=300),
        bound=st.integers(1, 50), max_bytes=st.integers(0, 400), max_index=st.integers(1, 100))
-def test_every_record_of_every_queue_is_handed_out_once_in_order(keys, gaps, sizes, steps, bound,
-                                                                 max_bytes, max_index):
+def test_every_record_of_every_queue_is_handed_out_once_in_order(keys, gaps, sizes, header_sizes, steps,
+                                                                 bound, max_bytes, max_index):
     """The reader's loop (QueueReader.read) over a log with gaps: per-queue and byte bounds
-    of any size, queues with and without consumers, credit taken elsewhere meanwhile."""
+    of any size (headers counted), queues with and without consumers, credit taken
+    elsewhere meanwhile."""
     log, off = [], 0
-    for k, g, n in zip(keys, gaps, sizes):
-        log.append(Rec(off, k, n))
+    for k, g, n, h in zip(keys, gaps, sizes, header_sizes):
+        log.append(Rec(off, k, n, headers=None if h < 0 else [("h", b"x" * h)] * (1 + h % 2)))
         off += g  # offsets may have gaps (transaction markers)
     ahead = Lookahead(max_records=bound, max_bytes=max_bytes, max_index=max_index)
     position = 0
@@ -71,6 +74,7 @@ def test_every_record_of_every_queue_is_handed_out_once_in_order(keys, gaps, siz
         ahead.trim(q.encode(), w.cursor)
         roster.slots["c-" + q].unconfirmed.clear()  # the consumer received and acked it all
         assert sum(qa.bytes for qa in ahead.queues.values()) <= max_bytes
+        assert all(qa.bytes == sum(map(record_size, qa.records)) for qa in ahead.queues.values())
         assert all(len(qa.records) <= bound for qa in ahead.queues.values())
     for q in "abc":
         want = [r.offset() for r in log if r.key() == q.encode()]

@@ -48,6 +48,9 @@ class Rec:
     def timestamp(self):
         return (1, 1000)
 
+    def __len__(self):  # the value's bytes, as a confluent-kafka Message answers
+        return 0
+
 
 class FailingOver(RuleBasedStateMachine):
     """A dispatcher, its tracker's state and its consumers, against a model of each group."""
