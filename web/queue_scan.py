@@ -45,7 +45,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from web.dead_letter_fold import DeadLetterFold
 from web.scan_groups import QueueGroups
 from kmq.kafka import profiles
-from kmq.kafka.batch_skips import BatchSkips, unreadable_at
+from kmq.kafka.batch_skips import REMEMBERED, BatchSkips, unreadable_at
 from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
 from kmq.stats.rates import RateWindow
@@ -89,7 +89,8 @@ class QueueScanner:
         self.refresh_s = refresh_s
         self.scan_limit = scan_limit
         self.result = ScanResult()
-        self.skips = BatchSkips("queue scan")  # batches of the queue topic nobody can read
+        # Batches of the queue topic nobody can read; each pass reads them again from below
+        self.skips = BatchSkips("queue scan", remember=REMEMBERED)
         self.sent: Counter[str] = Counter()  # since this worker started counting
         self._sent_rates = RateWindow()
         self._lock = threading.Lock()  # sent and _sent_rates: written here, read by views

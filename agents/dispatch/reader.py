@@ -24,9 +24,8 @@ from operator import eq, not_
 from confluent_kafka import KafkaError, TopicPartition
 
 from kmq.kafka import profiles
-from kmq.kafka.batch_skips import UNREADABLE
+from kmq.kafka.batch_skips import REMEMBERED, UNREADABLE, BatchSkips
 from kmq.kafka.patient_reader import PatientReader
-from kmq.protocol.batch_end import BatchEnd
 from kmq.protocol.chunk import Chunk
 from kmq.protocol.dispatch import Want, select_own
 from kmq.protocol.lookahead import Lookahead
@@ -37,7 +36,6 @@ log = logging.getLogger("kmq.tracker.dispatcher")
 CHUNK_RECORDS = 20_000    # records read per round (all partitions), at most
 IDLE_UNASSIGN_S = 2.0     # a queue partition nobody wanted this long is no longer read
 NO_END = 1 << 62          # a partition whose end was not seen yet
-MAX_SKIPPED_REMEMBERED = 1000  # unreadable batches remembered per partition (not searched for again)
 
 
 class QueueReader:
@@ -60,9 +58,9 @@ class QueueReader:
         self._ends: dict[int, int] = {}  # queue partition -> its end, as last read (EOF)
         self._unreadable: dict[int, int] = {}  # partition -> where a batch failed, in this read
         self._eofs: dict[int, int] = {}  # partition -> its end, if this read reached it
-        self._skipped: dict[int, dict[int, int]] = {}  # partition -> unreadable batches skipped: base -> end
         self._last_error: dict[int, str] = {}  # partition -> that batch's error, as librdkafka said it
-        self._skips: dict[int, BatchEnd] = {}  # partition -> the search for its unreadable batch's end
+        # Batches it cannot read: the search for their ends, those skipped (not searched again)
+        self._skips = BatchSkips("queue reader", remember=REMEMBERED)
 
     def close(self) -> None:
         self._consumer.close()
@@ -84,7 +82,7 @@ class QueueReader:
             if not wanting:
                 continue  # served from what was held, or only ordered queues with a full window
             if seek_to is not None:
-                self._skips.pop(p, None)  # read from elsewhere: a batch still unreadable fails again
+                self._skips.forget(p)  # read from elsewhere: a batch still unreadable fails again
                 self._point(p, seek_to)
             hungry = True
             block |= any(w.demand > 0 and (w.queue not in ordered or w.cursor < self._ends.get(p, NO_END))
@@ -107,7 +105,7 @@ class QueueReader:
                                                          for p, a in self.ahead.items()})
         self._unreadable, self._eofs = {}, {}
         by_part = self._by_partition(records)
-        probed = {p: by_part.pop(p, None) for p in list(self._skips)}  # read again after the search
+        probed = {p: by_part.pop(p, None) for p in list(self.ahead) if self._skips.searching(p)}  # read again after
         for p, recs in by_part.items():
             ahead = self.ahead.get(p)
             if ahead is None or ahead.position is None or recs[0].offset() < ahead.position:
@@ -123,41 +121,20 @@ class QueueReader:
         Records read meanwhile (``recs``) only say the probe was past it; read again after."""
         ahead = self.ahead.get(p)
         if ahead is None or ahead.position is None:
-            self._skips.pop(p, None)
+            self._skips.forget(p)
             return
-        failed = self._unreadable.get(p)
-        search = self._skips.get(p)
-        if search is None:
-            if failed is None or failed + 1 < ahead.position:
-                return  # an old read's, or records of the next round's
-            known = self._skipped.get(p, {}).get(failed)
-            if known is not None and known > ahead.position:  # skipped before (read again from below)
-                self._past_unreadable(p, ahead, known, kept, wants)
-                return
-            base = max(failed, ahead.position)  # the batch holding the position cannot be read
-            end = self._ends.get(p)
-            search = self._skips[p] = BatchEnd(base, end if end is not None and end > base else None)
-            log.warning("queue partition %d: the batch at offset %d cannot be read (%s); finding its end",
-                        p, failed, self._last_error.get(p))
-        elif failed is not None and failed <= search.inside:
-            search.observe(inside=True)
-        elif recs or failed is not None or p in self._eofs:  # (an end before the probe: it is past too)
-            search.observe(inside=False, next_batch=failed if failed is not None else self._eofs.get(p))
-        else:
-            return  # nothing from the probe yet
-        if search.end is None:
-            self._point(p, search.probe)
+        eof = self._eofs.get(p)  # an end before the probe: it is past too
+        to = self._skips.step(p, self._unreadable.get(p), bool(recs) or eof is not None, self._last_error.get(p),
+                              position=ahead.position, end=self._ends.get(p), next_batch=eof)
+        if to is None:
             return
-        del self._skips[p]
-        self.stats["unreadable-batches"] = self.stats.get("unreadable-batches", 0) + 1
-        self.stats["unreadable-offsets"] = self.stats.get("unreadable-offsets", 0) + search.end - ahead.position
-        log.error("queue partition %d: offsets %d..%d skipped, a batch that cannot be read (%d seeks to "
-                  "find its end): %s", p, ahead.position, search.end - 1, search.probes, self._last_error.get(p))
-        skipped = self._skipped.setdefault(p, {})
-        if len(skipped) >= MAX_SKIPPED_REMEMBERED:
-            skipped.clear()
-        skipped[search.base] = search.end
-        self._past_unreadable(p, ahead, search.end, kept, wants)
+        if self._skips.searching(p):
+            self._point(p, to)
+            return
+        if self._skips.batches:
+            self.stats["unreadable-batches"] = self._skips.batches
+            self.stats["unreadable-offsets"] = self._skips.offsets
+        self._past_unreadable(p, ahead, to, kept, wants)
 
     def _past_unreadable(self, p: int, ahead: Lookahead, end: int, kept: set[bytes],
                          wants: dict[bytes, Want]) -> None:
@@ -233,7 +210,7 @@ class QueueReader:
             self._assigned.difference_update(idle)
             for p in idle:
                 self._idle_since.pop(p, None)
-                self._skips.pop(p, None)
+                self._skips.forget(p)
                 ahead = self.ahead.get(p)
                 if ahead is not None:
                     ahead.forget_position()

@@ -48,3 +48,6 @@ def test_a_batch_nobody_can_read_stops_no_pass(make_settings):
     scanner._pass()
     assert scanner.result.depth[queue].records == 4  # the readable ones, on both sides of it
     assert (scanner.skips.batches, scanner.skips.offsets) == (1, 3)
+    scanner._pass()  # read again from below: skipped at once, counted once (was once a pass)
+    assert scanner.result.depth[queue].records == 4
+    assert (scanner.skips.batches, scanner.skips.offsets) == (1, 3)

@@ -190,7 +190,8 @@ def reader_over(log: StuckLog):
     r = QueueReader.__new__(QueueReader)
     r.settings, r._trace, r._consumer, r.stats = SimpleNamespace(queue_topic="t"), False, log, {}
     r.ahead, r._idle_since, r._assigned, r._ends = {}, {}, set(), {}
-    r._unreadable, r._eofs, r._skipped, r._last_error, r._skips = {}, {}, {}, {}, {}
+    r._unreadable, r._eofs, r._last_error = {}, {}, {}
+    r._skips = BatchSkips("queue reader", remember=10)
     return r
 
 
