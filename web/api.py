@@ -117,8 +117,12 @@ def caller_of(request: Any, *, peer_only: bool = False) -> Caller:
     if peer_only:
         raise PermissionDeniedError(f"this view answers other tracker workers only ({peer_auth.HEADER})")
     configs = _configs()
+    token = bearer_token(request)
+    if token is None:  # say what an HTTP caller sends (identify() names the SDK's KMQ_TOKEN)
+        raise PermissionDeniedError("this kmq deployment requires a token: send the header "
+                                    "Authorization: Bearer <token> (the admin's or the queue's tenant's)")
     # Compared with the worker's own token: no slow hash per request.
-    return identify(bearer_token(request), auth_on=settings.auth_on,
+    return identify(token, auth_on=settings.auth_on,
                     is_admin=admin_token_is(settings.admin_token),
                     tenants=configs.tenants() if configs is not None else {})
 

@@ -9,6 +9,7 @@ from kmq.stats.rates import merge_histories
 from web.queue_stats import SORT_FIELDS, sort_rows
 
 MAX_LIMIT = 1000  # rows of a page, for every caller; a worker's part is at most offset + this
+PARAMETERS = ("limit", "offset", "sort", "order", "prefix")  # of the list; anything else is a 400
 
 
 def _whole(q: Any, name: str, default: int, least: int) -> int:
@@ -26,6 +27,10 @@ def _whole(q: Any, name: str, default: int, least: int) -> int:
 
 def _page_params(request: Any) -> dict[str, Any]:
     q = request.query
+    unknown = sorted(set(q) - set(PARAMETERS))
+    if unknown:  # a misspelt one (sort_by=depth) would be answered as if it were not there
+        raise ValueError(f"{unknown[0]}={q.get(unknown[0])!r}: unknown parameter; "
+                         f"use {', '.join(PARAMETERS)}")
     limit = min(MAX_LIMIT, _whole(q, "limit", 100, 1))  # more than a page: a page (docs/web.md)
     offset = _whole(q, "offset", 0, 0)
     sort = q.get("sort", "queue")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import sys
 import time
@@ -65,7 +66,7 @@ def connection_options(fun: Callable) -> Callable:
     @click.option("--token", envvar="KMQ_TOKEN", default=None,
                   help="Token presented when auth is on (KMQ_TOKEN).")
     @click.option("--connect-timeout-s", default=10.0, show_default=True, type=float,
-                  help="How long to wait for a broker before giving up.")
+                  callback=_positive_seconds, help="How long to wait for a broker before giving up.")
     @functools.wraps(fun)
     def wrapper(bootstrap_servers: str | None, token: str | None, connect_timeout_s: float,
                 **kwargs: Any) -> Any:
@@ -77,6 +78,14 @@ def connection_options(fun: Callable) -> Callable:
             fail(str(exc))
 
     return wrapper
+
+
+def _positive_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A wait in seconds: finite and above 0 (librdkafka takes -1 as "wait without end", and
+    0 gave up without trying)."""
+    if not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"{value!r}: give a number of seconds above 0, e.g. 10")
+    return value
 
 
 def check_broker(settings: Settings, timeout_s: float) -> None:
@@ -134,8 +143,8 @@ def send(settings: Settings, queue: str, values: tuple[str, ...], headers: tuple
 @click.argument("queue")
 @click.option("--ack", is_flag=True, help="Ack what was received (else it is released when the "
               "command exits: delivered again at once, counted as a delivery).")
-@click.option("--max", "max_messages", type=int, default=10, show_default=True)
-@click.option("--timeout-s", type=float, default=5.0, show_default=True,
+@click.option("--max", "max_messages", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--timeout-s", type=float, default=5.0, show_default=True, callback=_positive_seconds,
               help="Stop waiting for more messages after this long.")
 @click.option("--visibility-timeout-s", type=float, default=None)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")

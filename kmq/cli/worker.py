@@ -10,6 +10,7 @@ the worker's events are logger ``kmq.worker`` lines whose message is a JSON obje
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import sys
@@ -23,6 +24,13 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _ATTACHED_P = re.compile(r"-p=?\d+")  # -p2, -p=2
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """click's FloatRange lets nan through (every comparison with it is false)."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value!r}: give a number of seconds, e.g. 30")
+    return value
+
+
 @click.command("worker")
 @click.argument("module")
 @click.option("--queues", "-Q", default="", help="Only these queues' handlers (comma-separated).")
@@ -30,7 +38,7 @@ _ATTACHED_P = re.compile(r"-p=?\d+")  # -p2, -p=2
               help="Messages each handler handles at once (default: the decorator's).")
 @click.option("--processes", "-p", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="Worker processes (for CPU-bound handlers); signals are passed on.")
-@click.option("--grace-s", type=click.FloatRange(0), default=30.0, show_default=True,
+@click.option("--grace-s", type=click.FloatRange(0), default=30.0, show_default=True, callback=_finite,
               help="After SIGTERM, how long running handlers may finish before being released.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port); with "
@@ -65,7 +73,7 @@ def worker(settings: Settings, module: str, queues: str, concurrency: int | None
         argv = _without_processes(argv[argv.index("worker") + 1:])  # the options after `worker`
         sys.exit(run_processes(child_argvs(argv, processes, metrics_port, os.getpid())))
     # A KmqError (no handler, a failed start) is one error line from connection_options.
-    sys.exit(run_worker(module, queues=[q for q in queues.split(",") if q], concurrency=concurrency,
+    sys.exit(run_worker(module, queues=[q.strip() for q in queues.split(",") if q.strip()], concurrency=concurrency,
                         grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
                         settings=settings, parent_pid=parent_pid))
 

@@ -10,10 +10,12 @@ shutdown; 1 after a second signal (exit at once), a failed start or a runner's f
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -71,6 +73,9 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
         try:
             metrics = WorkerMetrics().serve(metrics_host, metrics_port)
         except OSError as exc:  # taken, or not an address of this host
+            if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:  # the host's fault
+                raise ConfigError(f"--metrics-host {metrics_host!r} (--metrics-port {metrics_port}): "
+                                  f"{exc.strerror or exc}; give an address of this host, e.g. 127.0.0.1") from exc
             raise ConfigError(f"--metrics-port {metrics_port} on {metrics_host}: {exc.strerror or exc}; "
                               "give a free port, or 0 for any") from exc
     shutdown = ShutdownSignal(grace_s)

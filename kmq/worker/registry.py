@@ -83,6 +83,10 @@ def handler(queue: str, *, concurrency: int = 1, prefetch: int | None = None,
     Other keywords go to :meth:`kmq.Client.consumer` (e.g. ``visibility_timeout_s``,
     ``max_processing_s``).
     """
+    if callable(queue) and not isinstance(queue, str):  # a bare @kmq.handler: no queue given
+        raise ConfigError(f"@kmq.handler needs the queue it serves: write @kmq.handler(\"emails\") "
+                          f"above {getattr(queue, '__name__', queue)!r}, not a bare @kmq.handler")
+    validate_queue_name(queue)
     if "max_in_flight" in consumer_options:
         raise ConfigError("max_in_flight is concurrency + prefetch for a handler: give those instead")
     check_options(consumer_options, f"@kmq.handler({queue!r})",
@@ -91,7 +95,9 @@ def handler(queue: str, *, concurrency: int = 1, prefetch: int | None = None,
     def decorate(fn: Callable[..., Any]) -> Handler:
         if not callable(fn):
             raise ConfigError(f"@kmq.handler({queue!r}) decorates a function, not {fn!r}")
-        return Handler(queue, fn, concurrency, prefetch, tuple(non_retryable), dict(consumer_options))
+        # A list is taken as a tuple; anything else (one type: ValueError) is refused by name.
+        types = tuple(non_retryable) if isinstance(non_retryable, list) else non_retryable
+        return Handler(queue, fn, concurrency, prefetch, types, dict(consumer_options))
 
     return decorate
 

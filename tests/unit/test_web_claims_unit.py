@@ -1,0 +1,39 @@
+"""docs/web.md's claims about the queue list's parameters and the token, checked on the views'
+pure parts (no broker, no HTTP): a bad request is refused naming what to send instead.
+
+Against a running tracker: tests/integration/test_web_claims.py."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from kmq.errors import PermissionDeniedError
+from web import api, paging
+
+
+def request(**query: str) -> SimpleNamespace:
+    return SimpleNamespace(query=query, headers={}, path="/kmq/api/queues")
+
+
+@pytest.mark.parametrize("name", ["sort_by", "Limit", "page", "orderby"])
+def test_an_unknown_list_parameter_is_refused_naming_it_and_the_ones_there_are(name):
+    # `?sort_by=depth` was answered 200, sorted by name: the misspelling went unnoticed.
+    with pytest.raises(ValueError, match=rf"{name}=.*unknown parameter.*limit, offset, sort, order, prefix"):
+        paging._page_params(request(**{name: "depth"}))
+
+
+def test_the_list_defaults_are_the_documented_ones():
+    p = paging._page_params(request())
+    assert (p["limit"], p["offset"], p["sort"], p["order"], p["prefix"]) == (100, 0, "queue", "asc", "")
+    assert paging._page_params(request(sort="depth"))["order"] == "desc"  # numbers: biggest first
+
+
+def test_a_request_without_a_token_is_told_the_header_to_send(monkeypatch):
+    # It was told "KMQ_TOKEN or token=...": the SDK's settings, not what an HTTP caller sends.
+    monkeypatch.setattr(api, "settings", api.settings.replace(auth="on", admin_token="a" * 32))
+    for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Basic abc"}):
+        with pytest.raises(PermissionDeniedError, match=r"Authorization: Bearer <token>"):
+            api.caller_of(SimpleNamespace(headers=headers, query={}, path="/kmq/api/queues"))
+    admin = api.caller_of(SimpleNamespace(headers={"Authorization": "Bearer " + "a" * 32}, query={},
+                                          path="/kmq/api/queues"))
+    assert admin.admin
