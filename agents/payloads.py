@@ -137,12 +137,12 @@ class PayloadReader:
         return out
 
     def already_published(self, attempted: dict[DueSend, int],
-                          target_partition: Callable[[str], int]) -> set[tuple[str, str]]:
+                          target_partition: Callable[[DueSend], int]) -> set[tuple[str, str]]:
         """(queue, id) of attempted scheduled sends found on their partition since the attempt."""
         found: set[tuple[str, str]] = set()
         by_partition: dict[int, dict[str, int]] = {}
         for d, offset in attempted.items():
-            by_partition.setdefault(target_partition(d.queue), {})[d.message_id] = offset
+            by_partition.setdefault(target_partition(d), {})[d.message_id] = offset
         for partition, ids in by_partition.items():
             for _off, rec in self.scan(partition, min(ids.values())):
                 ours, _ = envelope.split(rec.headers())

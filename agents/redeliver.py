@@ -35,7 +35,8 @@ from kmq.kafka.offsets import EndLowerBounds, true_end_offsets
 from kmq.protocol import expiry
 from kmq.protocol.markers import RangeRef
 from kmq.protocol.outcomes import Outcome
-from kmq.protocol.placement import partition_for_key, queue_partitions
+from kmq.protocol import envelope
+from kmq.protocol.placement import keyed_partition, partition_for_key, queue_partitions
 from kmq.protocol.state import Due, DueSend
 from kmq.queue_config import QueueConfig
 from kmq.ops.queues_topic import QueueConfigs, write_config
@@ -157,10 +158,10 @@ class Redeliverer:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.payloads.read, partition, offsets)
 
-    async def end_offsets(self, queues: set[str]) -> dict[str, int]:
-        """A lower bound of the end offset of each queue's target partition."""
+    async def end_offsets(self, sends: list[DueSend]) -> dict[DueSend, int]:
+        """A lower bound of the end offset of each due send's target partition."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._end_offsets, queues)
+        return await loop.run_in_executor(self._executor, self._end_offsets, sends)
 
     def set_aside(self, key: bytes, value: bytes, headers: list) -> None:
         """Queue a record we could not use (a malformed marker) for the dead-letter topic.
@@ -185,12 +186,17 @@ class Redeliverer:
 
     # -- in the worker thread ------------------------------------------------------
 
-    def _end_offsets(self, queues: set[str]) -> dict[str, int]:
+    def _end_offsets(self, sends: list[DueSend]) -> dict[DueSend, int]:
         # A lower bound is all the lookup after a crash needs.
-        return {q: self._end_lower_bound(self.settings.queue_topic, self._target_partition(q)) for q in queues}
+        return {d: self._end_lower_bound(self.settings.queue_topic, self._target_partition(d)) for d in sends}
 
-    def _target_partition(self, queue: str) -> int:
-        return queue_partitions(queue, self._get_queue_partitions())[0]
+    def _target_partition(self, d: DueSend) -> int:
+        """Where a due send is published: by its group or dedup id as the client places a
+        direct send (so the two meet one dispatcher's dedup), else the queue's first partition."""
+        parts = queue_partitions(d.queue, self._get_queue_partitions(), self.config(d.queue).spread)
+        ours, _ = envelope.split(d.headers)
+        keyed = keyed_partition(parts, ours.get(envelope.GROUP), ours.get(envelope.DEDUP_ID))
+        return parts[0] if keyed is None else keyed
 
     def _execute(self, due: list[Due], now_ms: int, attempted: dict[DueSend, int],
                  attempted_ranges: dict[RangeRef, tuple[int, int]]) -> Execution:

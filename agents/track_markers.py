@@ -251,7 +251,7 @@ async def _mark_attempts(rt: TrackerRuntime, part, due):
     prior_sends = {d: part.state.attempt_offset(d) for d in sends}
     fresh_sends = [d for d in sends if prior_sends[d] < 0]
     if fresh_sends:
-        ends = await rt.redeliverer.end_offsets({d.queue for d in fresh_sends})
+        ends = await rt.redeliverer.end_offsets(fresh_sends)
         part.state.mark_attempts(fresh_sends, ends)
         marked = True
     prior_ranges = {d.range: part.state.range_attempt(d.range) for d in expiries}

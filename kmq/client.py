@@ -38,7 +38,7 @@ from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
 from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol.ordering import dedup_message_id
-from kmq.protocol.placement import (markers_partition, partition_for_key, queue_partitions,
+from kmq.protocol.placement import (keyed_partition, markers_partition, queue_partitions,
                                     validate_queue_name)
 from kmq.queue_admin import QueueAdmin
 from kmq import send_args
@@ -183,10 +183,8 @@ class Client(QueueAdmin):
 
     def _keyed_partition(self, queue: str, order_headers: list[tuple[str, bytes]]) -> int:
         """One partition per group (else per dedup id): its sends meet one dispatcher."""
-        parts = self._slot(queue)[0]
         ours = dict(order_headers)
-        key = ours.get(envelope.GROUP) or ours[envelope.DEDUP_ID]
-        return parts[partition_for_key(key, len(parts))]
+        return keyed_partition(self._slot(queue)[0], ours.get(envelope.GROUP), ours.get(envelope.DEDUP_ID))
 
     def _slot(self, queue: str) -> list:
         """[the queue's partitions, next turn], refreshed when any queue config changes."""

@@ -92,7 +92,8 @@ class QueueConfig:
             raise ConfigError(f"ordering={self.ordering!r}: use one of {', '.join(map(repr, ORDERINGS))}")
         if self.ordering == "group" and self.spread != 1:
             raise ConfigError(f"ordering='group' needs spread=1 (spread={self.spread}): a group's "
-                              "messages and their redeliveries must share one partition")
+                              "messages and their redeliveries must share one partition; a spread "
+                              "only grows, so order a new queue (never spread) instead")
         if self.ordering == "group" and self.dispatch == "partition":
             raise ConfigError("ordering='group' needs dispatch='shared': the dispatcher keeps the order")
         if self.dead_letter_head not in DEAD_LETTER_HEAD_POLICIES:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import heapq
 import logging
+import time
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import Any, Callable
 
 from kmq.protocol import envelope
 from kmq.protocol import handed as H
@@ -60,8 +61,9 @@ class _Queue:
 class OrderedQueues(Recovering):
     """Ordered queue partitions of one dispatcher (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._queues: dict[Key, _Queue] = {}
+        self._wall_ms = wall_ms  # caps record timestamps for dedup (Dedup.check)
         self.stats = {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0}
 
     def _queue(self, key: Key) -> _Queue:
@@ -146,7 +148,12 @@ class OrderedQueues(Recovering):
                 if st == H.SETTLED:  # never again; a copy of it read later is in its group's run
                     r.settled.setdefault(msg_id, (group, offset))  # its first record: its place
                     continue
-                returned_from = first_offset
+                returned_from = first_offset if raw_dedup is None else None  # a send is no copy
+            if raw_dedup is not None and q.order.holds(group, msg_id):
+                # Sent again after its dedup window while the first is not settled: the same
+                # id would name two messages of the group (a copy is known by id).
+                self.stats["deduplicated"] += 1
+                continue
             if q.order.offer(offset, msg_id, group, now_ms, returned_from) != "known":
                 if offset not in q.records:
                     q.held_bytes += record_size(rec)
@@ -184,7 +191,7 @@ class OrderedQueues(Recovering):
             return False
         raw_id = next((v for k, v in headers if k == envelope.ID), None)
         msg_id = envelope.kept_id(raw_id, p, rec.offset())
-        if q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1]) is None:
+        if q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1], self._wall_ms()) is None:
             return False
         self.stats["deduplicated"] += 1
         return True

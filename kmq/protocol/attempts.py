@@ -18,10 +18,10 @@ class Attempts:
     def _put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - PartitionState's
         raise NotImplementedError
 
-    def mark_attempts(self, sends: list[DueSend], end_offsets: dict[str, int]) -> None:
+    def mark_attempts(self, sends: list[DueSend], end_offsets: dict[DueSend, int]) -> None:
         """Record, before publishing, where each due send's target partition ended.
 
-        ``end_offsets`` maps queue -> a lower bound of its target partition's end.
+        ``end_offsets`` maps each send -> a lower bound of its target partition's end.
         """
         for d in sends:
             key = E.schedule_key(d.queue, d.message_id)
@@ -30,7 +30,7 @@ class Attempts:
                 continue
             entry = E.decode_scheduled(raw)
             if entry.attempt_offset < 0:
-                entry.attempt_offset = end_offsets[d.queue]
+                entry.attempt_offset = end_offsets[d]
                 self._put(key, E.encode_scheduled(entry))
 
     def range_attempt(self, r: RangeRef) -> tuple[int, int]:

@@ -57,12 +57,18 @@ class Dedup:
     def __len__(self) -> int:
         return len(self._first)
 
-    def check(self, dedup_id: bytes, msg_id: str, offset: int, ts_ms: int) -> str | None:
+    def check(self, dedup_id: bytes, msg_id: str, offset: int, ts_ms: int,
+              now_ms: int | None = None) -> str | None:
         """None: the record at ``offset`` is the first of its id in the window (accepted; also
         when that record is read again); else the first record's message id (this one is a
-        duplicate, to drop)."""
-        if ts_ms > self._clock_ms:
-            self._clock_ms = ts_ms
+        duplicate, to drop).
+
+        ``now_ms``: the reader's wall clock. Timestamps are the producers' clocks: one ahead
+        of it moves the log's time only up to it, so a producer whose clock is years ahead
+        cannot expire every id of the partition at once."""
+        clock = ts_ms if now_ms is None else min(ts_ms, now_ms)
+        if clock > self._clock_ms:
+            self._clock_ms = clock
             self._expire()
         first = self._first.get(dedup_id)
         if first is not None and first[1] == offset:

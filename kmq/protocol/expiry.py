@@ -181,7 +181,7 @@ def written_key(topic: str, headers: Any) -> tuple[str, str, int]:
 
 
 def plan(due: Sequence[Due], reads: Mapping[int, PartitionRead], *, now_ms: int,
-         rules: Callable[[str], QueueRules], target_partition: Callable[[str], int],
+         rules: Callable[[str], QueueRules], target_partition: Callable[[DueSend], int],
          dlq_partition: Callable[[str], int], max_message_bytes: int,
          found: Mapping[RangeRef, set] | None = None, found_sends: set[tuple[str, str]] = frozenset(),
          uniform: Callable[[float, float], float] = random.uniform) -> Plan:
@@ -209,7 +209,7 @@ def _plan_send(out: Plan, d: DueSend, now_ms: int, target_partition, dlq_partiti
         return
     headers = [(envelope.ID, d.message_id.encode()), (envelope.ENQUEUED_MS, str(d.due_ms).encode()),
                *d.headers]
-    out.writes.append(Write(QUEUE, d.queue, target_partition(d.queue), d.value, headers,
+    out.writes.append(Write(QUEUE, d.queue, target_partition(d), d.value, headers,
                             Outcome.SCHEDULED_DELIVERED,
                             _too_large(d.queue, dlq_partition(d.queue), d.value, headers, -1, -1, d.due_ms,
                                        now_ms, max_message_bytes)))

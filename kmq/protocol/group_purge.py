@@ -32,6 +32,7 @@ class PurgeAndGauges:
                     self._forget(o)
                     dropped += 1
             g.waiting = kept
+            g.waiting_ids = {msg_id for _, msg_id in kept}
             run = []
             for m in g.run:
                 if m.offset is not None and m.offset < offset:

@@ -60,6 +60,7 @@ class _Group:
     waiting: deque = field(default_factory=deque)  # (offset, msg_id) never handed out, in order
     run: list = field(default_factory=list)        # _Member in hand-out order, the head first
     ids: dict = field(default_factory=dict)        # msg_id -> its _Member in run (a copy's lookup)
+    waiting_ids: set = field(default_factory=set)  # msg_ids in waiting (holds())
     since_ms: int = 0                              # when the current head was first offered
     owner: str | None = None  # the consumer its run went to, while more may go there too
     chain: int = -1           # the run's id for its consumer: its first record's offset
@@ -150,10 +151,18 @@ class GroupOrder(PurgeAndGauges):
         self._known.add(offset)
         self._offered_ms[offset] = now_ms
         g.waiting.append((offset, msg_id))
+        g.waiting_ids.add(msg_id)
         if not g.run and len(g.waiting) == 1:
             g.since_ms = now_ms
             self._ready[group] = None
         return "queued"
+
+    def holds(self, group: bytes, msg_id: str) -> bool:
+        """Whether ``msg_id`` is a message of ``group`` not settled (waiting or in its run): a
+        send of a dedup id after its window has the first's id, and one id must name one
+        message of a group (a copy is known by it)."""
+        g = self._groups.get(group)
+        return g is not None and (msg_id in g.ids or msg_id in g.waiting_ids)
 
     def adopt(self, offset: int, msg_id: str, group: bytes, now_ms: int, first: int | None = None) -> bool:
         """A record a predecessor dispatcher handed out and the tracker still has in flight
@@ -225,6 +234,7 @@ class GroupOrder(PurgeAndGauges):
             if last is not None and max_gap is not None and offset - last > max_gap:
                 break
             g.waiting.popleft()
+            g.waiting_ids.discard(msg_id)
             m = g.ids[msg_id] = _Member(msg_id, offset, offset, offset)
             g.run.append(m)
             self._in_flight[offset] = group

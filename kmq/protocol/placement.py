@@ -77,3 +77,14 @@ def queue_partitions(queue: str, num_partitions: int, spread: int = 1) -> tuple[
 def markers_partition(queue: str, num_partitions: int) -> int:
     """The markers partition (and tracker table partition) of ``queue``."""
     return partition_for_key(queue.encode(), num_partitions)
+
+
+def keyed_partition(parts: tuple[int, ...], group: bytes | None, dedup_id: bytes | None) -> int | None:
+    """The partition of ``parts`` (a queue's) for a send with a group or dedup id, else None.
+
+    By the group, else the dedup id: every send of a group, or of a dedup id without a
+    group, meets one dispatcher (the one place that orders and deduplicates them), whether
+    the client writes it or the tracker publishes it when a delayed send comes due.
+    """
+    key = group or dedup_id
+    return parts[partition_for_key(key, len(parts))] if key else None
