@@ -269,8 +269,10 @@ class OrderedQueues(Recovering):
         for key in [k for k in self._queues if k[0] == markers_partition]:
             del self._queues[key]
 
-    def held_bytes(self) -> int:
-        return sum(q.held_bytes for q in list(self._queues.values()))
+    def held(self) -> tuple[int, int]:
+        """Bytes and records waiting for their groups, in all ordered queue partitions."""
+        queues = list(self._queues.values())
+        return sum(q.held_bytes for q in queues), sum(len(q.records) for q in queues)
 
     def gauges(self, now_ms: int) -> dict[str, dict[str, int]]:
         """Per queue: groups waiting, groups in flight, oldest head age (ms)."""

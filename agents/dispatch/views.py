@@ -21,17 +21,24 @@ class DispatcherViews:
         for part in list(self._parts.values()):
             for q, roster in list(part.rosters.items()):
                 consumers[q] = len(roster.slots)
-        return {"consumers": consumers, **self.stats, **self._ordered.stats, "held-bytes": self.held_bytes()}
+        held_bytes, held_records = self.held()
+        return {"consumers": consumers, **self.stats, **self._ordered.stats,
+                "held-bytes": held_bytes, "held-records": held_records}
 
     def held_bytes(self) -> int:
-        """Value and header bytes of the records kept read and not handed out (read ahead, and
+        return self.held()[0]
+
+    def held(self) -> tuple[int, int]:
+        """Value and header bytes, and records, kept read and not handed out (read ahead, and
         an ordered queue's waiting for their groups): bounded per queue partition."""
         try:
-            ahead = list(self._reader.ahead.values()) if self._reader is not None else []
-            return (sum(qa.bytes for la in ahead for qa in list(la.queues.values()))
-                    + self._ordered.held_bytes())
+            queues = [qa for la in (list(self._reader.ahead.values()) if self._reader is not None else [])
+                      for qa in list(la.queues.values())]
+            ordered_bytes, ordered_records = self._ordered.held()
+            return (sum(qa.bytes for qa in queues) + ordered_bytes,
+                    sum(len(qa.records) for qa in queues) + ordered_records)
         except RuntimeError:  # changed while we looked: the next call sees it
-            return 0
+            return 0, 0
 
     def group_gauges(self) -> dict[str, dict[str, int]]:
         """Per ordered queue: groups waiting, in flight, oldest head age (ms)."""

@@ -14,7 +14,6 @@ import json
 import os
 import urllib.request
 
-import psutil
 import pytest
 from confluent_kafka import Producer
 
@@ -169,7 +168,7 @@ def test_an_unreadable_batch_on_a_consumers_lane_is_skipped_and_deliveries_go_on
 def test_records_heavy_with_headers_are_held_within_the_bound_and_all_delivered(shared_tracker, queue):
     """800 records of 256 KiB of headers on a 1-byte value (200 MiB), for a queue whose one
     consumer holds its one message: they are kept read ahead, and were counted by their
-    values only (measured before: the tracker grew by 203 MiB; since, by 24 MiB)."""
+    values only, so all 800 were kept (measured: the tracker grew by 203 MiB; since, by 24)."""
     settings = shared_tracker.settings
     (p,) = queue_partitions(queue, settings.queue_partitions)
     neighbour = next(n for n in (f"{queue}-n{i}" for i in range(1000))
@@ -183,31 +182,23 @@ def test_records_heavy_with_headers_are_held_within_the_bound_and_all_delivered(
                 client.flush()
                 m = wait_for(lambda: c.receive(0.2), 60, what="the message held")
                 assert m.id == held
-                tracker = psutil.Process(shared_tracker.process.pid)
-                rss_before = tracker.memory_info().rss
-                peak = [rss_before]
-
-                def sample():
-                    peak[0] = max(peak[0], tracker.memory_info().rss)
                 for i in range(HEAVY_RECORDS):
                     heavy.produce(settings.queue_topic, b"%d" % (i % 10), queue.encode(), partition=p,
                                   headers=[("kmq.id", b"h%03d" % i), ("pad", pad)])
                     heavy.poll(0)
-                    if i % 50 == 0:
-                        sample()
                 assert heavy.flush(60) == 0
                 after = client.send(neighbour, b"after")
                 client.flush()
-                # The neighbour's message behind them came: the reader read past them all.
-                got = wait_for(lambda: sample() or n.receive(0.2), 60, what="the neighbour's message")
+                # The neighbour's message behind them came: the reader read past them all, and
+                # kept of them what the bound allows (the tracker's RSS is no measure here: its
+                # depth scan reads them too, tens of MiB at a time).
+                got = wait_for(lambda: n.receive(0.2), 60, what="the neighbour's message")
                 assert got.id == after
                 got.ack()
-                sample()
-                # Kept whole they grew it by 203 MiB; within the bound (32 MiB, and the reader's
-                # 16 MiB of librdkafka buffers), by 22-29 MiB in four runs
-                assert peak[0] - rss_before < 100 << 20, f"the tracker grew by {(peak[0] - rss_before) >> 20} MiB"
-                kept = dispatcher_stats(shared_tracker)["held-bytes"]
-                assert 0 < kept <= AHEAD_BYTES + 64 * 1024, kept  # other partitions: a few small records
+                stats = dispatcher_stats(shared_tracker)
+                assert 0 < stats["held-bytes"] <= AHEAD_BYTES + 64 * 1024, stats  # elsewhere: a few small
+                # Counted by their values, all 800 were kept; by their bytes, at most 128.
+                assert stats["held-records"] <= AHEAD_BYTES // len(pad) + 16, stats
                 m.ack()
             # Nothing lost: every one of them comes, once.
             with client.consumer(queue, max_in_flight=100, visibility_timeout_s=60) as c:

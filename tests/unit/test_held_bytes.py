@@ -93,13 +93,13 @@ def test_an_ordered_queue_reads_no_further_once_its_waiting_records_hold_the_bou
     oq.feed(KEY, heavy[:9], 300_000, 0)
     assert 0 < oq.room(KEY, 10) < O.ORDERED_WINDOW_OFFSETS  # under the bound: the window
     oq.feed(KEY, heavy[9:], 300_000, 0)
-    assert oq.held_bytes() == sum(map(record_size, heavy)) >= 10_000
+    assert oq.held() == (sum(map(record_size, heavy)), 10) and oq.held()[0] >= 10_000
     assert oq.room(KEY, 11) == 0
     # The head is acked: the group's records go out, and the queue is read on.
     oq.settled(KEY, [0])
     taken = oq.take(KEY, 100, 0, run=100)
     assert [r.offset() for r in taken] == list(range(1, 11))
-    assert oq.held_bytes() == 0 and oq.room(KEY, 11) > 0
+    assert oq.held() == (0, 0) and oq.room(KEY, 11) > 0
 
 
 def test_purged_records_are_no_longer_counted():
@@ -107,6 +107,6 @@ def test_purged_records_are_no_longer_counted():
     oq.feed(KEY, [Grouped(0, b"g", 0)], 300_000, 0)
     oq.take(KEY, 1, 0)
     oq.feed(KEY, [Grouped(o, b"g", 500) for o in range(1, 5)], 300_000, 0)
-    assert oq.held_bytes() > 2000
+    assert oq.held()[0] > 2000
     oq.purged(0, "q", {0: 5})
-    assert oq.held_bytes() == 0
+    assert oq.held() == (0, 0)
