@@ -101,8 +101,14 @@ class Message(tuple):
     def group(self) -> str | None:
         """The message's ordered group (``kmq.group``), None without one, or with one the
         dispatcher does not take as a group (empty, or over 128 bytes: ``bad-group``)."""
-        raw = valid_group(self._split_headers()[0].get(envelope.GROUP))
+        raw = self.group_bytes
         return raw.decode(errors="replace") if raw else None
+
+    @property
+    def group_bytes(self) -> bytes | None:
+        """The message's ordered group as the header's bytes (``group`` decodes them as
+        UTF-8, so groups of other bytes may read alike there; order goes by these)."""
+        return valid_group(self._split_headers()[0].get(envelope.GROUP))
 
     @property
     def run(self) -> bytes | None:

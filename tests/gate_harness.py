@@ -22,9 +22,10 @@ class Rec:
     """A queue record as confluent-kafka gives it: headers with ``kmq.group`` or none, and
     the dispatcher's ``kmq.run`` when given."""
 
-    def __init__(self, group: str | None, n: int, run: bytes | None = None) -> None:
+    def __init__(self, group: str | bytes | None, n: int, run: bytes | None = None) -> None:
         self.group, self.n = group, n
-        self._headers = [("kmq.id", f"m{n}".encode())] + ([("kmq.group", group.encode())] if group else []) \
+        raw = group.encode() if isinstance(group, str) else group  # any bytes may name a group
+        self._headers = [("kmq.id", f"m{n}".encode())] + ([("kmq.group", raw)] if raw else []) \
             + ([("kmq.run", run)] if run is not None else [])
 
     def headers(self):
@@ -57,7 +58,7 @@ def consumer(visibility_s: float = 30.0, dead_letter_head: str = "continue",
     return c
 
 
-def deliver(c: Consumer, groups: list[str | None], run: bytes | None = None):
+def deliver(c: Consumer, groups: list[str | bytes | None], run: bytes | None = None):
     """One delivery (one HeldRange) of records of these groups, in this order (of the
     dispatcher's run ``run``, when given)."""
     start = getattr(c, "_next_start", 0)

@@ -74,7 +74,7 @@ class GatedReceive:
             for held in ready:  # the first range whose next message need not wait
                 i = held.handed
                 msg = Message((held.recs[i], held, held.rels[i]))
-                group = msg.group
+                group = msg.group_bytes
                 run = None if group is None else msg.run or held
                 verdict = G.HAND if group is None else gate.decide(
                     group, run, G.remaining_s(now, extended_at=held.extended_at,
@@ -119,7 +119,7 @@ class GatedReceive:
         gate.prune(lambda run: self._held.get(run.ref) is run)
         return one
 
-    def _only_group_left(self: "Consumer", held: HeldRange, group: str | None) -> bool:
+    def _only_group_left(self: "Consumer", held: HeldRange, group: bytes | None) -> bool:
         """Whether every message of ``held`` not handed out yet is of ``group`` (a group's run:
         the dispatcher delivers each run of two or more on its own), so that the ranges
         behind it may be looked at while it waits. Remembered per range and position."""
@@ -129,7 +129,7 @@ class GatedReceive:
         key = (held, held.handed)
         got = cache.get(key)
         if got is None:
-            got = all(Message((rec, held, rel)).group == group
+            got = all(Message((rec, held, rel)).group_bytes == group
                       for rec, rel in zip(held.recs[held.handed:], held.rels[held.handed:]))
             if len(cache) > 1024:
                 cache.clear()
@@ -171,7 +171,7 @@ class GatedReceive:
         or is still held, or ``m``'s visibility is nearly out (group_gate's margin). A
         message without a group always may.
         """
-        if m.group is None:
+        if m.group_bytes is None:
             return True
         held, rel = m[1], m[2]
         hold = self._holds_dead_letters()

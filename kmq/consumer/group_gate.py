@@ -113,7 +113,7 @@ class GroupGate:
     __slots__ = ("_groups", "_batch", "_prune_at")
 
     def __init__(self) -> None:
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[bytes, _Group] = {}
         self._batch = 0
         self._prune_at = 1024
 
@@ -121,7 +121,7 @@ class GroupGate:
         """A new ``receive`` or ``receive_batch`` begins."""
         self._batch += 1
 
-    def decide(self, group: str, run: Any, remaining: float, margin: float,
+    def decide(self, group: bytes, run: Any, remaining: float, margin: float,
                fate_of: Callable[[Any, int], str]) -> str:
         """HAND, WAIT or GIVE_BACK for the message of ``group`` and ``run`` next in line."""
         g = self._groups.get(group)
@@ -133,7 +133,7 @@ class GroupGate:
         earlier = g.before + g.now
         return verdict(((fate_of(h, rel), r == run) for h, rel, r in earlier), remaining, margin)
 
-    def handed(self, group: str, held: Any, rel: int, run: Any) -> None:
+    def handed(self, group: bytes, held: Any, rel: int, run: Any) -> None:
         """The message reached user code. It replaces what decide() looked at: none of that
         was pending, nor failed in this run, and a run left behind (the front moved past
         it) has nothing more to hand out."""
@@ -144,7 +144,7 @@ class GroupGate:
             g.before, g.returned = [], []
         g.now.append((held, rel, run))
 
-    def given_back(self, group: str, held: Any, rel: int, run: Any) -> None:
+    def given_back(self, group: bytes, held: Any, rel: int, run: Any) -> None:
         """The message was given back (a failed one): the rest of its run follows it."""
         g = self._groups.get(group)
         if g is None:

@@ -26,11 +26,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from kmq.worker.runner import HandlerRunner, _Slots
 
 
-def by_group(messages: Iterable[Any], group_of: Callable[[Any], str | None]) -> list[list[Any]]:
+def by_group(messages: Iterable[Any], group_of: Callable[[Any], Any]) -> list[list[Any]]:
     """The messages as chains to run one after another: one per group (in the order its
     first message came, its messages in batch order), one per message without a group."""
     chains: list[list[Any]] = []
-    of_group: dict[str, list[Any]] = {}
+    of_group: dict[Any, list[Any]] = {}
     for m in messages:
         g = group_of(m)
         if g is None:
@@ -51,7 +51,7 @@ class ChainRunner:
     def _chains(self: "HandlerRunner", batch: list["Message"]) -> list[list["Message"]]:
         """Split a batch into chains; their messages beyond the first count as ``queued``
         until they begin (a runner drains them too)."""
-        chains = by_group(batch, lambda m: m.group)
+        chains = by_group(batch, lambda m: m.group_bytes)
         with self._lock:
             self.queued += len(batch) - len(chains)
         return chains

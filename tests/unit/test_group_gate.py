@@ -268,3 +268,15 @@ def test_the_lane_is_read_while_a_run_is_handled_not_only_when_nothing_is_ready(
     a0.ack()
     c.receive(0)
     assert len(reads) == 1
+
+
+def test_groups_whose_bytes_are_not_utf8_are_told_apart():
+    # b"\xff" and b"\xfe" both read as "\ufffd" in Message.group: the gate goes by the bytes
+    c = consumer()
+    deliver(c, [b"\xff"])
+    deliver(c, [b"\xfe"])
+    first = c.receive(0)
+    second = c.receive(0)
+    assert second is not None and (first.group_bytes, second.group_bytes) == (b"\xff", b"\xfe")
+    assert first.group == second.group == "\ufffd"  # what user code is shown, decoded
+

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import pytest
 
+from kmq.message import ACKED
 from kmq.settings import Settings
 from kmq.worker.registry import Handler
 from kmq.worker.runner import HandlerRunner
@@ -79,3 +80,29 @@ def test_a_worker_never_runs_two_of_a_group_at_once_and_gives_back_after_a_failu
     assert by_group["bad"] == [runs[1].ref.start + 3]  # the second "bad" never ran ...
     assert returned(c) == [(runs[1], 4)]               # ... it was given back uncounted
     assert runner.queued == 0
+
+
+def test_groups_whose_bytes_are_not_utf8_run_at_once():
+    # b"\xff" and b"\xfe" both read as "\ufffd" in Message.group: chained as one group,
+    # the second would wait for the first, which waits for it (until the deadline)
+    c = consumer()
+    run = deliver(c, [b"\xff", b"\xfe"])
+    started = {b"\xff": threading.Event(), b"\xfe": threading.Event()}
+
+    def fn(msg):
+        started[msg.group_bytes].set()
+        other = b"\xfe" if msg.group_bytes == b"\xff" else b"\xff"
+        if not started[other].wait(10):
+            raise RuntimeError("the other group never ran beside this one")
+
+    shutdown = ShutdownSignal(30.0)
+    runner = HandlerRunner(Client(c), Handler(fn=fn, queue="q", concurrency=2), shutdown)
+    t = threading.Thread(target=runner.run)
+    t.start()
+    try:
+        wait_for(lambda: all(run.state[rel] for rel in run.rels), 30, what="both settled")
+    finally:
+        shutdown.signal(0.0)
+        t.join(30)
+    assert [run.state[rel] for rel in run.rels] == [ACKED, ACKED] and not returned(c)
+    assert all(e.is_set() for e in started.values())
