@@ -33,7 +33,9 @@ class Dedup:
 
     ``ts_ms`` is the record's timestamp: the log's time, so the decision depends on the log
     only. Entries leave when the largest timestamp seen is past their window, or, beyond
-    ``max_entries``, oldest first (counted in ``evicted``).
+    ``max_entries``, oldest first (counted in ``evicted``). Given the reader's wall clock,
+    an entry leaves by the smaller of its timestamp and that clock when it came: one
+    stamped years ahead leaves a window later, and does not keep those behind it.
     """
 
     def __init__(self, window_ms: int, max_entries: int = MAX_DEDUP_ENTRIES) -> None:
@@ -41,8 +43,8 @@ class Dedup:
             raise ValueError("window_ms and max_entries must be positive")
         self.window_ms = window_ms
         self.max_entries = max_entries
-        # id -> (ts, offset, msg id) of the window's first record
-        self._first: OrderedDict[bytes, tuple[int, int, str]] = OrderedDict()
+        # id -> (ts, offset, msg id, leaves by) of the window's first record
+        self._first: OrderedDict[bytes, tuple[int, int, str, int]] = OrderedDict()
         self._clock_ms = 0
         self.evicted = 0
 
@@ -76,7 +78,7 @@ class Dedup:
         if first is not None and abs(ts_ms - first[0]) < self.window_ms:
             return first[2]
         self._first.pop(dedup_id, None)
-        self._first[dedup_id] = (ts_ms, offset, msg_id)
+        self._first[dedup_id] = (ts_ms, offset, msg_id, clock)
         while len(self._first) > self.max_entries:
             self._first.popitem(last=False)
             self.evicted += 1
@@ -86,7 +88,7 @@ class Dedup:
         horizon = self._clock_ms - self.window_ms
         first = self._first
         while first:
-            key, (ts, _, _) = next(iter(first.items()))
-            if ts > horizon:
+            key, (_, _, _, leaves_by) = next(iter(first.items()))
+            if leaves_by > horizon:
                 return
             del first[key]

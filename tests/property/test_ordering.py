@@ -357,6 +357,30 @@ def test_dedup_across_senders_by_log_time():
     assert len(dedup) == 2
 
 
+def test_an_id_stamped_far_in_the_future_does_not_keep_the_others():
+    # A producer's clock years ahead: its id is remembered until the reader's wall clock is
+    # a window past it, not years, and the ids behind it still expire (they left by the cap)
+    dedup = Dedup(1_000)
+    assert dedup.check(b"future", "f", 0, 10**13, now_ms=1_000) is None
+    for i in range(1, 6):
+        assert dedup.check(b"id-%d" % i, f"m{i}", i, 1_000 + i, now_ms=1_000 + i) is None
+    assert dedup.check(b"late", "l", 9, 5_000, now_ms=5_000) is None
+    assert len(dedup) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(stamps=st.lists(st.integers(0, 1 << 62), max_size=60), window=st.integers(1, 10_000))
+def test_after_a_window_of_wall_time_only_the_newest_id_is_kept_whatever_the_timestamps(stamps, window):
+    dedup = Dedup(window)
+    wall = 1_000
+    for i, ts in enumerate(stamps):
+        wall += i % 3
+        dedup.check(b"id-%d" % i, f"m{i}", i, ts, now_ms=wall)
+    later = wall + window + 1
+    assert dedup.check(b"last", "z", len(stamps), later, now_ms=later) is None
+    assert len(dedup) == 1
+
+
 def test_a_changed_window_keeps_the_ids_seen():
     dedup = Dedup(300_000)
     assert dedup.check(b"txn", "first", 10, 1_000) is None
