@@ -24,6 +24,7 @@ import time
 from typing import Any, Callable
 
 from agents.dispatch import modes
+from agents.dispatch.dedup_replay import REPLAY_ROUND_RECORDS, replays_at_begin
 from agents.dispatch.epochs import Epochs, OwnedPartition
 from agents.dispatch.handover import hand_over_switched
 from agents.dispatch.inbox import QUIESCE_FLUSH_S, DispatcherInbox
@@ -67,7 +68,8 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
                       "bad-credits": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
-                      "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0}
+                      "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
+                      "dedup-replays": 0, "dedup-ids-read-back": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
@@ -217,6 +219,7 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
     def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int], handed: dict) -> None:
         if self._epochs.begun(m, epoch, cursors):
             log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
+            self._parts[m].replays = replays_at_begin(cursors, int(time.time() * 1000))
             ordered = {qp: v for qp, v in handed.items() if self._configs.get(qp[0]).ordering == "group"}
             self._ordered.recover_partition(m, ordered, self._reader.end_offset)
 
@@ -298,6 +301,8 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                 for p in parts:
                     floor = max(cfg.purged_before.get(p, 0), cfg.partition_starts.get(p, 0))
                     cursor = max(part.cursors.get((q, p), 0), floor)
+                    if (q, p) in part.replays and self._read_back(part, q, p, floor, cfg, wants):
+                        continue
                     if cfg.ordering == "group":  # read ahead of the heads, within the window
                         read = min(self._ordered.room((m, q, p), cursor), ORDERED_READ_RECORDS)
                         wants.setdefault(p, {})[q.encode()] = Want(q, cursor, read)
@@ -316,6 +321,19 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
             self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed)
         return bool(out) or bool(records_read)
 
+    def _read_back(self, part: OwnedPartition, q: str, p: int, floor: int, cfg: QueueConfig,
+                   wants: dict[int, dict[bytes, Want]]) -> bool:
+        """After BEGIN, a queue partition's dedup ids are read back first (agents.dispatch.
+        dedup_replay): True while that is its want."""
+        at = part.replays[(q, p)].start(floor, int(cfg.dedup_window_s * 1000),
+                                        lambda wall_ms: self._reader.offset_at(p, wall_ms))
+        if at is None:
+            del part.replays[(q, p)]
+            self.stats["dedup-replays"] += 1
+            return False
+        wants.setdefault(p, {})[q.encode()] = Want(q, at, REPLAY_ROUND_RECORDS)
+        return True
+
     def _take(self, p: int, wants: dict[bytes, Want], owners: dict[str, tuple[OwnedPartition, int]],
               out: dict[int, list[Batch]], ahead: Lookahead) -> None:
         """Share what each queue took among its consumers; one batch (ACQUIRE) per share,
@@ -324,6 +342,11 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         for w in wants.values():
             part, m, cfg = owners[w.queue]
             roster = part.rosters[w.queue]
+            replay = part.replays.get((w.queue, p))
+            if replay is not None:  # sends handed out before BEGIN: their dedup ids only
+                self.stats["dedup-ids-read-back"] += self._ordered.remember_sends(
+                    (m, w.queue, p), replay.took(w), int(cfg.dedup_window_s * 1000))
+                continue
             if cfg.ordering == "group":
                 runs = self._ordered.hand_out((m, w.queue, p), w, roster, int(cfg.dedup_window_s * 1000), now_ms)
                 if runs:

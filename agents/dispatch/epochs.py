@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from agents.dispatch.dedup_replay import Replay
 from kmq.protocol.dispatch import Roster
 
 
@@ -24,6 +25,8 @@ class OwnedPartition:
     ready: bool = False
     rosters: dict[str, Roster] = field(default_factory=dict)
     cursors: dict[tuple[str, int], int] = field(default_factory=dict)
+    # (queue, queue partition) -> dedup ids to read back before it goes on (dedup_replay)
+    replays: dict[tuple[str, int], Replay] = field(default_factory=dict)
 
 
 class Epochs:

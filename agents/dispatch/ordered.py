@@ -14,8 +14,6 @@ import heapq
 import logging
 import time
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import itemgetter
 from typing import Any, Callable
 
 from kmq.protocol import envelope
@@ -23,8 +21,9 @@ from kmq.protocol import handed as H
 from kmq.protocol.chunk import record_size
 from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.protocol.dispatch import Roster, Want
-from kmq.protocol.dedup import Dedup, valid_dedup_id
+from kmq.protocol.dedup import Dedup
 from kmq.protocol.ordering import GroupOrder, valid_group
+from agents.dispatch.ordered_dedup import Deduplicating
 from agents.dispatch.ordered_recovery import Recovering, _Recovery
 from agents.dispatch.ordered_records import InRun, close_runs
 
@@ -41,8 +40,6 @@ ORDERED_MAX_GAP = 256  # offsets between two heads of one delivery, at most
 ORDERED_HELD_BYTES = 32 * 1024 * 1024
 
 Key = tuple[int, str, int]  # (markers partition, queue, queue partition)
-_FIRST = itemgetter(0)
-_ID_ONLY = {envelope.ID}
 
 
 @dataclass
@@ -58,7 +55,7 @@ class _Queue:
     recovery: _Recovery | None = None  # what a predecessor handed out (docs/ordering.md)
 
 
-class OrderedQueues(Recovering):
+class OrderedQueues(Recovering, Deduplicating):
     """Ordered queue partitions of one dispatcher (see the module docstring)."""
 
     def __init__(self, wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
@@ -159,42 +156,6 @@ class OrderedQueues(Recovering):
                     q.held_bytes += record_size(rec)
                 q.records[offset] = rec
                 heapq.heappush(q.heap, offset)
-
-    def drop_duplicates(self, key: Key, records: list, dedup_window_ms: int) -> list:
-        """An unordered queue's records without the duplicates of a send inside the window.
-        Records with no header but ``kmq.id`` (an SDK send without headers) are not looked into."""
-        if not records:
-            return records
-        # Most records carry only kmq.id: every header's name, asked of all at once (in C),
-        # says there is nothing to look into. (A plain producer's record may carry
-        # kmq.dedup-id alone.)
-        headers = chain.from_iterable(filter(None, map(type(records[0]).headers, records)))
-        if set(map(_FIRST, headers)) <= _ID_ONLY:
-            return records
-        kept = []
-        q = None
-        for rec in records:
-            hs = rec.headers()
-            if hs and (len(hs) > 1 or hs[0][0] != envelope.ID):
-                raw = next((v for k, v in hs if k == envelope.DEDUP_ID), None)
-                if raw is not None:
-                    q = q or self._get(key, dedup_window_ms)
-                    if self._duplicate(q, key[2], rec, raw, hs):
-                        continue
-            kept.append(rec)
-        return kept
-
-    def _duplicate(self, q: _Queue, p: int, rec: Any, raw_dedup: bytes, headers: list) -> bool:
-        dedup_id = valid_dedup_id(raw_dedup)
-        if dedup_id is None:
-            self.stats["bad-dedup-id"] += 1
-            return False
-        raw_id = next((v for k, v in headers if k == envelope.ID), None)
-        msg_id = envelope.kept_id(raw_id, p, rec.offset())
-        if q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1], self._wall_ms()) is None:
-            return False
-        self.stats["deduplicated"] += 1
-        return True
 
     def any_ready(self) -> bool:
         """Some group has a head to hand out (the dispatcher should not wait on a fetch)."""

@@ -191,6 +191,19 @@ class QueueReader:
             log.warning("queue partition %d: end not known (%s); reading to %d first", p, exc, default)
             return default
 
+    def offset_at(self, p: int, wall_ms: int) -> int:
+        """Partition ``p``'s first offset stamped at or after ``wall_ms`` (``NO_END`` if
+        none is); 0 if the broker does not say (the embedded one always says 0)."""
+        try:
+            (tp,) = self._consumer.offsets_for_times(
+                [TopicPartition(self.settings.queue_topic, p, max(0, wall_ms))], timeout=5)
+        except Exception as exc:  # KafkaException: a broker blip; read back as far as allowed
+            log.warning("queue partition %d: no offset for time %d (%s)", p, wall_ms, exc)
+            return 0
+        if tp.error is not None:
+            return 0
+        return NO_END if tp.offset < 0 else tp.offset
+
     def release_idle(self, wants: dict[int, dict[bytes, Want]]) -> None:
         """Partitions nobody wanted for a while are let go (no prefetching for nothing).
 

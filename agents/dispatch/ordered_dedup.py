@@ -1,0 +1,79 @@
+"""Deduplication of the dispatcher's queues by ``kmq.dedup-id`` (docs/ordering.md, section 3):
+an unordered queue's repeated sends dropped, the ids of sends read back after a BEGIN
+remembered. Part of :class:`agents.dispatch.ordered.OrderedQueues` (a mixin; runs in the
+dispatcher's thread only); the decisions are ``kmq.protocol.dedup.Dedup``'s."""
+
+from __future__ import annotations
+
+from itertools import chain
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Iterator
+
+from kmq.protocol import envelope
+from kmq.protocol.dedup import valid_dedup_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agents.dispatch.ordered import Key, OrderedQueues, _Queue
+
+_FIRST = itemgetter(0)
+_ID_ONLY = {envelope.ID}
+
+
+def _with_dedup_ids(records: list) -> Iterator[tuple[Any, bytes, list]]:
+    """(record, its ``kmq.dedup-id``, its headers) of the records that carry one, in order."""
+    if not records:
+        return
+    # Most records carry only kmq.id: every header's name, asked of all at once (in C),
+    # says there is nothing to look into. (A plain producer's record may carry
+    # kmq.dedup-id alone.)
+    headers = chain.from_iterable(filter(None, map(type(records[0]).headers, records)))
+    if set(map(_FIRST, headers)) <= _ID_ONLY:
+        return
+    for rec in records:
+        hs = rec.headers()
+        if hs and (len(hs) > 1 or hs[0][0] != envelope.ID):
+            raw = next((v for k, v in hs if k == envelope.DEDUP_ID), None)
+            if raw is not None:
+                yield rec, raw, hs
+
+
+class Deduplicating:
+    """:meth:`drop_duplicates` and :meth:`remember_sends` of
+    :class:`~agents.dispatch.ordered.OrderedQueues`."""
+
+    def drop_duplicates(self: "OrderedQueues", key: "Key", records: list, dedup_window_ms: int) -> list:
+        """An unordered queue's records without the duplicates of a send inside the window.
+        Records with no header but ``kmq.id`` (an SDK send without headers) are not looked into."""
+        dropped = set()
+        q = None
+        for rec, raw, hs in _with_dedup_ids(records):
+            q = q or self._get(key, dedup_window_ms)
+            if self._duplicate(q, key[2], rec, raw, hs):
+                dropped.add(rec.offset())
+        return [rec for rec in records if rec.offset() not in dropped] if dropped else records
+
+    def remember_sends(self: "OrderedQueues", key: "Key", records: list, dedup_window_ms: int) -> int:
+        """Records handed out before this dispatcher began, read back (agents.dispatch.
+        dedup_replay): their dedup ids are remembered, nothing else; returns how many."""
+        n = 0
+        for rec, raw, hs in _with_dedup_ids(records):
+            dedup_id = valid_dedup_id(raw)
+            if dedup_id is not None:
+                raw_id = next((v for k, v in hs if k == envelope.ID), None)
+                msg_id = envelope.kept_id(raw_id, key[2], rec.offset())
+                self._get(key, dedup_window_ms).dedup.check(dedup_id, msg_id, rec.offset(),
+                                                            rec.timestamp()[1], self._wall_ms())
+                n += 1
+        return n
+
+    def _duplicate(self: "OrderedQueues", q: "_Queue", p: int, rec: Any, raw_dedup: bytes, headers: list) -> bool:
+        dedup_id = valid_dedup_id(raw_dedup)
+        if dedup_id is None:
+            self.stats["bad-dedup-id"] += 1
+            return False
+        raw_id = next((v for k, v in headers if k == envelope.ID), None)
+        msg_id = envelope.kept_id(raw_id, p, rec.offset())
+        if q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1], self._wall_ms()) is None:
+            return False
+        self.stats["deduplicated"] += 1
+        return True
