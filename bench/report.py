@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import before_after, lateness_ab, send_codecs, worker_report
+from bench import before_after, dedup_replay, lateness_ab, send_codecs, worker_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -594,7 +594,7 @@ def render(results: dict[str, dict]) -> str:
                 (None, every_run("shared_ref_idle", shared_ref_idle)), ("broker_fetch", broker_fetch),
                 ("broker_lane_topics", broker_lane_topics),
                 ("broker_batches", broker_batches), (None, shared_bytes), (None, every_run("lane_moves", lane_moves)), (None, send_codecs.section), (None, worker_report.section),
-                (None, ordering), (None, before_after.section)]
+                (None, ordering), (None, dedup_replay.section), (None, before_after.section)]
     for name, fn in sections:
         if name is None:
             out += fn(results)
