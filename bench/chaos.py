@@ -25,6 +25,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -47,6 +48,7 @@ from bench.markers_dump import dump_markers
 from kmq.ops.deadletters import list_dead_letters
 from kmq.dev.devstack import TrackerProcess, settings_env
 from kmq.dev.embedded import free_port
+from kmq.errors import ConfigError
 from kmq.protocol.placement import queue_partitions
 from kmq.settings import Settings
 
@@ -93,6 +95,31 @@ class ChaosConfig:
     # round-robin to ``groups_per_queue`` groups, and the ledger checks order per group.
     ordered_queues: int = 0
     groups_per_queue: int = 10
+
+    def __post_init__(self) -> None:
+        # A wrong size is refused here, before a broker starts (it was a traceback after
+        # the start-up, or a run that meant nothing: no trackers, no messages).
+        whole = lambda v, low: isinstance(v, int) and not isinstance(v, bool) and v >= low  # noqa: E731
+        wrong = next((f"{name}={getattr(self, name)!r} must be a whole number >= {low}"
+                      for name, low in (("queues", 1), ("consumers_per_queue", 1), ("trackers", 1),
+                                        ("messages_per_queue", 1), ("kills", 0), ("rebalances", 0),
+                                        ("groups_per_queue", 1), ("transactional_queues", 0),
+                                        ("ordered_queues", 0))
+                      if not whole(getattr(self, name), low)), None)
+        if wrong is None and not (math.isfinite(self.chaos_s) and self.chaos_s > 0):
+            wrong = f"chaos_s={self.chaos_s!r} must be a number of seconds > 0"
+        if wrong is None and not (math.isfinite(self.work_ms) and self.work_ms >= 0):
+            wrong = f"work_ms={self.work_ms!r} must be a number of milliseconds >= 0"
+        if wrong is None and self.dispatch not in ("partition", "shared"):
+            wrong = f"dispatch={self.dispatch!r} must be 'partition' or 'shared'"
+        if wrong is None and self.transactional_queues > self.queues:
+            wrong = f"transactional_queues={self.transactional_queues} is more than queues={self.queues}"
+        if wrong is None and self.ordered_queues > self.queues:
+            wrong = f"ordered_queues={self.ordered_queues} is more than queues={self.queues}"
+        if wrong is None and self.ordered_queues and self.dispatch != "shared":
+            wrong = f"ordered_queues={self.ordered_queues} needs dispatch='shared' (ordering='group' is dispatched)"
+        if wrong:
+            raise ConfigError(wrong)
 
 
 @dataclass
@@ -232,9 +259,9 @@ class Harness:
         for q in self.queues:
             client.configure_queue(q, max_deliveries=cfg.max_deliveries, dispatch=cfg.dispatch,
                                    **({"ordering": "group"} if q in self.ordered else {}))
-        for k in range(cfg.trackers):
-            self.trackers.append(self.start_tracker(k, self.work / f"tracker{k}-data-0"))
-        try:
+        try:  # (a SIGTERM while the trackers start stops those started too)
+            for k in range(cfg.trackers):
+                self.trackers.append(self.start_tracker(k, self.work / f"tracker{k}-data-0"))
             self.wait_until("tracker workers ready", self.trackers_ready, cfg.tracker_ready_s)
             for q in self.queues:
                 for _ in range(cfg.consumers_per_queue):
@@ -568,9 +595,16 @@ def run_chaos(settings: Settings, config: ChaosConfig, workdir: Path | None = No
     return result
 
 
-def main() -> None:
-    from bench.common import save, stack
+# ChaosConfig's fields as this command's options name them (its usage errors say the option).
+OPTION_OF = {"queues": "--queues", "messages_per_queue": "--messages", "kills": "--kills", "chaos_s": "--seconds",
+             "trackers": "--trackers", "seed": "--seed", "transactional_queues": "--transactional-queues",
+             "dispatch": "--dispatch", "work_ms": "--work-ms", "ordered_queues": "--ordered-queues",
+             "groups_per_queue": "--groups"}
 
+
+def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, ChaosConfig]:
+    """This command's options and the run they ask for; a usage error (exit 2) naming the
+    option for a wrong one, before anything starts."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=200)
     ap.add_argument("--messages", type=int, default=20000, help="messages per queue")
@@ -590,17 +624,32 @@ def main() -> None:
                     help="KMQ_DELIVERIES_PARTITIONS (0: the default); a few make shared consumers share "
                          "lanes, and with them consumers move after 4 KiB of others' records "
                          "(kmq.consumer.lane_choice's threshold is for long-lived consumers)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.lanes < 0:
+        ap.error(f"--lanes {args.lanes}: give a number of lanes >= 1, or 0 for the default")
+    try:
+        cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
+                          chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
+                          transactional_queues=args.transactional_queues,
+                          tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
+                          rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms,
+                          ordered_queues=args.ordered_queues, groups_per_queue=args.groups)
+    except ConfigError as exc:
+        # The message in this command's words: "ordered_queues=2" -> "--ordered-queues 2".
+        text = re.sub(r"\b([a-z_]+)=(\S+)", lambda m: f"{OPTION_OF[m[1]]} {m[2].strip(chr(39))}"
+                      if m[1] in OPTION_OF else m[0], str(exc))
+        ap.error(text)
+    return args, cfg
+
+
+def main() -> None:
+    from bench.common import save, stack
+
+    args, cfg = parse_config()
     # A SIGTERM (`timeout`, a CI's cancel) unwinds like Ctrl-C: the finally blocks and the
     # stack stop the consumers, trackers and broker this run started, instead of leaving
     # them running (a run stopped by `timeout` left 11 processes behind).
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
-    cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
-                      chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
-                      transactional_queues=args.transactional_queues,
-                      tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
-                      rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms,
-                      ordered_queues=args.ordered_queues, groups_per_queue=args.groups)
     lanes = {"deliveries_partitions": args.lanes} if args.lanes else {}
     if args.lanes:
         os.environ["KMQ_CHAOS_LANE_MOVE_BYTES"] = "4096"  # the consumers' environment

@@ -192,7 +192,11 @@ class Message(tuple):
         """Never deliver again: dead-letter this message with ``reason``."""
         if not isinstance(reason, str):
             raise ConfigError(f"reason={reason!r} must be a string")
-        if len(reason.encode()) > 4096:
+        try:
+            size = len(reason.encode())
+        except UnicodeEncodeError:  # lone surrogates: the REJECT marker carries UTF-8 text
+            raise ConfigError(f"reason={reason[:40]!r} is not UTF-8 text: drop the lone surrogates") from None
+        if size > 4096:
             raise ConfigError("reason is longer than 4096 bytes: shorten it")
         self._settle(REJECTED)
         self[1].log.add(self, Verb.REJECT, reason)

@@ -302,6 +302,9 @@ async def queue_detail(web, request, queue: str):
     row = stats.row(queue, now)
     if row is None:
         return web.json({"error": f"queue {queue!r}: not found"}, status=404)
+    # Read with the row, before the await below: the agent may count more meanwhile, and
+    # since_start must not run ahead of the row's per-minute counts (late 1, late_per_min 0).
+    since_start = stats.totals(queue)
     n_ranges, ranges = stats.ranges(queue, DETAIL_RANGES)
     await _add_delivery_counts(ranges)
     # From the scanner's incremental fold: a request reads nothing of the dead-letter topic.
@@ -314,7 +317,7 @@ async def queue_detail(web, request, queue: str):
                    "dead_letter": cfg.dead_letter, "backoff": cfg.backoff.to_dict(),
                    "dispatch": cfg.dispatch_mode(settings), "ordering": cfg.ordering,
                    "dead_letter_head": cfg.dead_letter_head, "dedup_window_s": cfg.dedup_window_s},
-        "since_start": stats.totals(queue),
+        "since_start": since_start,
         "groups": _groups_of(queue, cfg.ordering),
         "in_flight_ranges": ranges, "in_flight_range_count": n_ranges,
         "dead_letters_detail": dead,

@@ -42,6 +42,7 @@ from kmq.consumer.gated_receive import GatedReceive
 from kmq.consumer.held import HeldRange, MessageBatch
 from kmq.consumer.live_settings import LEAVE_TIMEOUT_S, MAX_EXTEND_S, LiveSettings
 from kmq.consumer.marker_writer import MarkerWriter
+from kmq.consumer.options import check_client_config, refused_client_config
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.settlement import SettlementLog
 from kmq.consumer.shared_source import SharedSource
@@ -125,6 +126,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         self._queue_topic_partitions = queue_topic_partitions
         self._lane_layout = lane_layout
         self._markers_partition = markers_partition(self.queue, markers_topic_partitions)
+        check_client_config(config)
         self._client_config = config
 
         self._ready: deque[HeldRange] = deque()        # ranges with messages not yet handed out
@@ -145,7 +147,14 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         self._writer = MarkerWriter(
             settings, self.queue, self._markers_partition, transactional,
             on_error=self._set_error, transactional_id=transactional_id)
-        self._source: PartitionSource | SharedSource = self._new_source(self.mode_wanted())
+        try:
+            self._source: PartitionSource | SharedSource = self._new_source(self.mode_wanted())
+        except Exception as exc:
+            self._writer.close()  # nothing else was started yet
+            refused = refused_client_config(config, exc)
+            if refused is exc:
+                raise
+            raise refused from exc
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name=f"kmq-flush-{queue}",
                                          daemon=True)

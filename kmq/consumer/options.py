@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Iterable
+from typing import Any, Iterable
 
 from kmq.errors import ConfigError
 
@@ -34,3 +34,24 @@ def check_options(given: Iterable[str], where: str, allowed: Iterable[str] = (),
     unknown = sorted(set(given) - known)
     if unknown:
         raise ConfigError(f"{where}: no option {unknown[0]!r}; use one of {', '.join(sorted(known))}")
+
+
+def check_client_config(config: object) -> None:
+    """Raise unless ``config`` (``client.consumer(q, config=...)``, librdkafka settings of
+    the consumer's readers) is None or a dict keyed by property names."""
+    if config is not None and (not isinstance(config, dict) or not all(isinstance(k, str) for k in config)):
+        raise ConfigError(f"config={config!r} must be a dict of librdkafka property names to values, "
+                          "e.g. {'queued.max.messages.kbytes': 16384}")
+
+
+def refused_client_config(config: dict[str, Any] | None, exc: BaseException) -> BaseException:
+    """The error to raise for ``exc``, met building a reader from ``config``: a ConfigError
+    naming ``config=`` where librdkafka refused a property in it, else ``exc`` itself."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not config or not isinstance(err, KafkaError) or err.code() != KafkaError._INVALID_ARG:
+        return exc
+    # librdkafka's words name the property ("No such configuration property: "x"").
+    return ConfigError(f"config={config!r}: librdkafka refused it ({err.str()}); fix or drop that property "
+                       "(https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md)")
