@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from kmq.kafka import security
 from kmq.errors import ConfigError
 from kmq.setting_names import check_keywords, warn_unknown_variables
+from kmq.setting_values import check_type, parse_value
 from kmq.protocol.lane_layout import MAX_LANE_TOPICS, LaneLayout, planned
 from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
 
@@ -37,6 +38,8 @@ PROFILE_COMPRESSION = {"embedded": "none", "production": "lz4"}
 # KIP-62's max.poll.interval.ms default (seed 004): user code may hold a message this long.
 DEFAULT_MAX_PROCESSING_S = 300.0
 MAX_PROCESSING_S = 7 * 24 * 3600.0  # the longest max_processing_s of a queue or of KMQ_MAX_PROCESSING_S
+MAX_DELIVERIES = 1_000_000  # the largest max_deliveries, as kmq.queue_config allows a queue
+MIN_TIMEOUT_S = 0.001  # the shortest visibility timeout or max_processing_s, as kmq.queue_config
 REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
 
 
@@ -110,14 +113,15 @@ class Settings:
         "Dispatch mode of queues that do not set one: `shared` (any number of consumers, the tracker "
         "dispatches) or `partition` (a consumer group over the queue's partitions)")
     visibility_timeout_s: float = _setting(
-        30.0, "KMQ_VISIBILITY_TIMEOUT_S", "Default time a received message stays invisible (at most 12 h)")
+        30.0, "KMQ_VISIBILITY_TIMEOUT_S",
+        "Default time a received message stays invisible (0.001 s to 12 h)")
     max_processing_s: float = _setting(
         DEFAULT_MAX_PROCESSING_S, "KMQ_MAX_PROCESSING_S",
         "Default time a consumer keeps a message in user code invisible (keepalive) when its queue "
         "sets no `max_processing_s`; the visibility timeout stays crash detection (0: no keepalive "
-        "in user code, a held message comes back after its visibility timeout)")
+        "in user code, a held message comes back after its visibility timeout; else 0.001 s to 7 days)")
     max_deliveries: int = _setting(
-        5, "KMQ_MAX_DELIVERIES", "Deliveries before a message is dead-lettered")
+        5, "KMQ_MAX_DELIVERIES", "Deliveries before a message is dead-lettered (1 to 1,000,000)")
     max_delay_s: float = _setting(
         7 * 24 * 3600.0, "KMQ_MAX_DELAY_S", "Longest delay of a delayed send or release (at most 365 days)")
     tick_interval_ms: int = _setting(
@@ -206,6 +210,10 @@ class Settings:
         return f"Settings({shown})"
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if isinstance(getattr(self, f.name), os.PathLike):  # data_dir=Path(...): its text
+                object.__setattr__(self, f.name, os.fspath(getattr(self, f.name)))
+            check_type(f, getattr(self, f.name))
         if self.profile not in PROFILES:
             raise ConfigError(
                 f"KMQ_PROFILE={self.profile!r} is not a profile: use one of {', '.join(PROFILES)}")
@@ -219,12 +227,19 @@ class Settings:
                                         "tracker_fetch_wait_ms", "max_processing_s",
                                         "deliveries_topic_partitions")
                 if value < 0 or (value == 0 and not allow_zero):
-                    raise ConfigError(
-                        f"{f.metadata['env']}={value} must be a positive number")
+                    raise ConfigError(f"{f.metadata['env']}={value} must be a positive number"
+                                      + (" or 0" if allow_zero else ""))
         if not (0 < self.web_port < 65536):
             raise ConfigError(f"KMQ_WEB_PORT={self.web_port} is not a TCP port (1-65535)")
-        if self.max_deliveries < 1:
-            raise ConfigError("KMQ_MAX_DELIVERIES must be at least 1")
+        if not 1 <= self.max_deliveries <= MAX_DELIVERIES:  # a queue's own max_deliveries has the same bounds
+            raise ConfigError(f"KMQ_MAX_DELIVERIES={self.max_deliveries} must be from 1 to {MAX_DELIVERIES:,}")
+        # Below a millisecond, markers carry a timeout of 0 (a queue's own settings refuse it too).
+        if self.visibility_timeout_s < MIN_TIMEOUT_S:
+            raise ConfigError(f"KMQ_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g} is below "
+                              f"{MIN_TIMEOUT_S} s: give at least {MIN_TIMEOUT_S}")
+        if 0 < self.max_processing_s < MIN_TIMEOUT_S:
+            raise ConfigError(f"KMQ_MAX_PROCESSING_S={self.max_processing_s:g} is below {MIN_TIMEOUT_S} s: "
+                              f"give at least {MIN_TIMEOUT_S}, or 0 for no keepalive")
         if self.lane_layout.topics > MAX_LANE_TOPICS:
             raise ConfigError(
                 f"KMQ_DELIVERIES_PARTITIONS={self.deliveries_partitions} at "
@@ -295,7 +310,7 @@ class Settings:
         for f in dataclasses.fields(cls):
             name = f.metadata["env"]
             if name in env and env[name] != "":
-                values[f.name] = _parse(f, name, env[name])
+                values[f.name] = parse_value(f, name, env[name])
         check_keywords(overrides, [f.name for f in dataclasses.fields(cls)])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -365,14 +380,3 @@ class Settings:
         """librdkafka settings every kmq client shares (address, security): see kmq.kafka.profiles."""
         from kmq.kafka.profiles import client_config
         return client_config(self)
-
-
-def _parse(f: dataclasses.Field, env_name: str, raw: str) -> Any:
-    kind = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str}[f.type]
-    if kind is str:
-        return raw
-    try:
-        return kind(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{env_name}={raw!r} is not a{'n' if kind is int else ''} "
-                          f"{kind.__name__}: give a number") from exc

@@ -25,7 +25,8 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--web-port", default=6066, show_default=True, help="Tracker web view port (0: any free).")
+@click.option("--web-port", type=click.IntRange(0, 65535), default=6066, show_default=True,
+              help="Tracker web view port (0: any free).")
 @click.option("--demo/--no-demo", default=True, show_default=True, help="Run the demo workload.")
 @click.option("--exit-after-demo", is_flag=True, help="Stop everything once the demo is done.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
@@ -92,7 +93,12 @@ def config_reference(out: str | None) -> None:
     from kmq.config_reference import reference_markdown
     text = reference_markdown()
     if out:
-        Path(out).write_text(text)
+        try:
+            Path(out).write_text(text)
+        except OSError as exc:
+            click.echo(f"error: cannot write {out}: {exc.strerror or exc}: give --out a path in an "
+                       "existing, writable directory", err=True)
+            sys.exit(1)
     else:
         click.echo(text, nl=False)
 
@@ -117,14 +123,19 @@ def acls(update: tuple[str, ...], commands: bool, principals: tuple[str, ...], b
         Path(path).write_text(with_checklist(Path(path).read_text(), Settings()))
     if update:
         return
+    try:
+        settings = Settings.from_env()  # a bad KMQ_* value: one error line, not a traceback
+    except KmqError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     if not commands:
-        click.echo(checklist_markdown(Settings.from_env()), nl=False)
+        click.echo(checklist_markdown(settings), nl=False)
         return
     given = dict(p.split("=", 1) for p in principals if "=" in p)
     if len(given) != len(principals):
         raise click.BadParameter("use ROLE=PRINCIPAL, e.g. consumer=User:orders-app", param_hint="--principal")
     try:
-        click.echo(acl_commands(Settings.from_env(), given, bootstrap_server), nl=False)
+        click.echo(acl_commands(settings, given, bootstrap_server), nl=False)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--principal") from exc
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-import math
+import os
 import re
 import sys
 import time
@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import click
 
+from kmq.cli.option_checks import (delay_seconds, header_pairs, positive_rate, positive_seconds,
+                                   tracker_url)
 from kmq.errors import BrokerUnavailableError, KmqError
 from kmq.protocol.limits import MAX_BATCH_SIZE
 from kmq.settings import Settings
@@ -66,7 +68,7 @@ def connection_options(fun: Callable) -> Callable:
     @click.option("--token", envvar="KMQ_TOKEN", default=None,
                   help="Token presented when auth is on (KMQ_TOKEN).")
     @click.option("--connect-timeout-s", default=10.0, show_default=True, type=float,
-                  callback=_positive_seconds, help="How long to wait for a broker before giving up.")
+                  callback=positive_seconds, help="How long to wait for a broker before giving up.")
     @functools.wraps(fun)
     def wrapper(bootstrap_servers: str | None, token: str | None, connect_timeout_s: float,
                 **kwargs: Any) -> Any:
@@ -80,12 +82,14 @@ def connection_options(fun: Callable) -> Callable:
     return wrapper
 
 
-def _positive_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """A wait in seconds: finite and above 0 (librdkafka takes -1 as "wait without end", and
-    0 gave up without trying)."""
-    if not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"{value!r}: give a number of seconds above 0, e.g. 10")
-    return value
+MAX_SETUP_TIMEOUT_MS = 2_147_483_647  # librdkafka's bound of socket.connection.setup.timeout.ms
+
+
+def check_config(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """The broker check's librdkafka config: a connection attempt may take the whole wait, within
+    librdkafka's bounds (a --connect-timeout-s of 1e9 was a traceback naming the setting)."""
+    return {**config, "log_level": 0,  # our error says it all
+            "socket.connection.setup.timeout.ms": min(MAX_SETUP_TIMEOUT_MS, max(1000, int(timeout_s * 1000)))}
 
 
 def check_broker(settings: Settings, timeout_s: float) -> None:
@@ -95,8 +99,7 @@ def check_broker(settings: Settings, timeout_s: float) -> None:
 
     from kmq.kafka.profiles import client_config
 
-    admin = AdminClient({**client_config(settings), "log_level": 0,  # our error says it all
-                         "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000))})
+    admin = AdminClient(check_config(client_config(settings), timeout_s))
     started = time.monotonic()
     try:
         admin.list_topics(timeout=timeout_s)
@@ -107,36 +110,36 @@ def check_broker(settings: Settings, timeout_s: float) -> None:
             f"{exc.args[0].str() if exc.args and hasattr(exc.args[0], 'str') else exc}") from exc
 
 
-def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for p in pairs:
-        if "=" not in p:
-            raise click.BadParameter(f"{p!r}: use NAME=VALUE", param_hint="--header")
-        k, v = p.split("=", 1)
-        out[k] = v
-    return out
-
-
 @click.command()
 @click.argument("queue")
 @click.argument("values", nargs=-1)
-@click.option("--header", "-H", "headers", multiple=True, help="NAME=VALUE (repeatable).")
-@click.option("--delay-s", type=float, default=None, help="Deliver after this many seconds.")
-@click.option("--repeat", type=int, default=1, show_default=True, help="Send each value this many times.")
+@click.option("--header", "-H", "headers", multiple=True, callback=header_pairs, help="NAME=VALUE (repeatable).")
+@click.option("--delay-s", type=float, default=None, callback=delay_seconds,
+              help="Deliver after this many seconds (at most KMQ_MAX_DELAY_S).")
+@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True,
+              help="Send each value this many times.")
 @connection_options
-def send(settings: Settings, queue: str, values: tuple[str, ...], headers: tuple[str, ...],
+def send(settings: Settings, queue: str, values: tuple[str, ...], headers: dict[str, str],
          delay_s: float | None, repeat: int) -> None:
     """Send VALUES (or stdin lines when none are given) to QUEUE."""
     from kmq.client import Client
 
-    payloads = [v.encode() for v in values] or [line.rstrip("\n").encode() for line in sys.stdin]
-    payloads = payloads * max(1, repeat)
+    # The bytes given, UTF-8 or not: arguments as the OS passed them (os.fsencode undoes Python's
+    # surrogate escapes, where .encode() raised), stdin read as bytes (lines end in \n or \r\n).
+    payloads = ([os.fsencode(v) for v in values]
+                or [line.removesuffix(b"\n").removesuffix(b"\r") for line in sys.stdin.buffer])
+    payloads = payloads * repeat
     with Client(settings=settings) as client:
-        ids = [client.send(queue, p, headers=_headers(headers) or None, delay_s=delay_s)
+        ids = [client.send(queue, p, headers=headers or None, delay_s=delay_s)
                for p in payloads]
         client.flush()
-    click.echo(f"sent {len(ids)} message{'s' * (len(ids) != 1)} to {queue}"
-               + (f": {', '.join(ids)}" if len(ids) <= 5 else ""))
+    click.echo(sent_line(queue, ids))
+
+
+def sent_line(queue: str, ids: list[str]) -> str:
+    """``sent N messages to QUEUE`` and, for up to 5, their ids."""
+    return (f"sent {len(ids)} message{'s' * (len(ids) != 1)} to {queue}"
+            + (f": {', '.join(ids)}" if 0 < len(ids) <= 5 else ""))
 
 
 @click.command()
@@ -144,9 +147,10 @@ def send(settings: Settings, queue: str, values: tuple[str, ...], headers: tuple
 @click.option("--ack", is_flag=True, help="Ack what was received (else it is released when the "
               "command exits: delivered again at once, counted as a delivery).")
 @click.option("--max", "max_messages", type=click.IntRange(1), default=10, show_default=True)
-@click.option("--timeout-s", type=float, default=5.0, show_default=True, callback=_positive_seconds,
+@click.option("--timeout-s", type=float, default=5.0, show_default=True, callback=positive_seconds,
               help="Stop waiting for more messages after this long.")
-@click.option("--visibility-timeout-s", type=float, default=None)
+@click.option("--visibility-timeout-s", type=float, default=None, callback=positive_seconds,
+              help="How long the messages stay invisible (default: the queue's).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 @connection_options
 def receive(settings: Settings, queue: str, ack: bool, max_messages: int, timeout_s: float,
@@ -210,12 +214,13 @@ STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
 
 @click.command()
 @click.argument("queue", required=False)
-@click.option("--url", envvar="KMQ_TRACKER_URL", default=None,
+@click.option("--url", envvar="KMQ_TRACKER_URL", default=None, callback=tracker_url,
               help="A tracker worker's web address (KMQ_TRACKER_URL; default from KMQ_WEB_HOST/PORT).")
 @click.option("--token", envvar="KMQ_TOKEN", default=None, help="Token when auth is on (KMQ_TOKEN).")
 @click.option("--sort", default="queue", show_default=True)
-@click.option("--limit", type=int, default=100, show_default=True)
-@click.option("--timeout-s", type=float, default=10.0, show_default=True)
+@click.option("--limit", type=click.IntRange(1), default=100, show_default=True, help="Show at most this many queues.")
+@click.option("--timeout-s", type=float, default=10.0, show_default=True, callback=positive_seconds,
+              help="How long to wait for the tracker (and its depth scan's next pass).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
 def stats(queue: str | None, url: str | None, token: str | None, sort: str, limit: int,
           timeout_s: float, as_json: bool) -> None:
@@ -273,7 +278,8 @@ def dlq() -> None:
 
 @dlq.command("list")
 @click.argument("queue")
-@click.option("--limit", type=int, default=50, show_default=True, help="Show the newest this many.")
+@click.option("--limit", type=click.IntRange(0), default=50, show_default=True,
+              help="Show the newest this many (0: all).")
 @click.option("--reason", default=None,
               help="Only this reason (max-deliveries, rejected, payload-expired, payload-too-large).")
 @click.option("--json", "as_json", is_flag=True)
@@ -305,11 +311,12 @@ def dlq_list(settings: Settings, queue: str, limit: int, reason: str | None, as_
 
 @dlq.command("redrive")
 @click.argument("queue")
-@click.option("--limit", type=int, default=None, help="Move at most this many (oldest first).")
+@click.option("--limit", type=click.IntRange(0), default=None, help="Move at most this many (oldest first).")
 @click.option("--reason", default=None, help="Only dead letters with this reason.")
-@click.option("--rate", "rate_per_s", type=float, default=500.0, show_default=True,
+@click.option("--rate", "rate_per_s", type=float, default=500.0, show_default=True, callback=positive_rate,
               help="Messages per second at most.")
-@click.option("--batch-size", type=int, default=100, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=100, show_default=True,
+              help="Dead letters moved per transaction.")
 @connection_options
 def dlq_redrive(settings: Settings, queue: str, limit: int | None, reason: str | None,
                 rate_per_s: float, batch_size: int) -> None:

@@ -17,6 +17,7 @@ import click
 
 from kmq.backoff import Backoff
 from kmq.cli.ops import connection_options, console, shown
+from kmq.cli.option_checks import positive_seconds
 from kmq.errors import ConfigError
 from kmq.queue_config import DEAD_LETTER_HEAD_POLICIES, DISPATCH_MODES, ORDERINGS, QueueConfig
 from kmq.settings import Settings
@@ -170,7 +171,7 @@ def queue_set(settings: Settings, queue: str, as_json: bool, **options: Any) -> 
 @queue_group.command("purge")
 @click.argument("queue")
 @click.option("--yes", is_flag=True, help="Do not ask.")
-@click.option("--timeout-s", type=float, default=30.0, show_default=True,
+@click.option("--timeout-s", type=float, default=30.0, show_default=True, callback=positive_seconds,
               help="How long to wait for the tracker to confirm.")
 @connection_options
 def queue_purge(settings: Settings, queue: str, yes: bool, timeout_s: float) -> None:

@@ -18,6 +18,7 @@ queue, so a second concurrent redrive of the same queue fences the first.
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -183,9 +184,16 @@ def list_dead_letters(settings: Settings, queue: str, *, reason: str | None = No
                       limit: int | None = None) -> list[DeadLetter]:
     """The queue's current dead letters (not redriven, not purged), oldest first."""
     validate_queue_name(queue)
+    _check_limit(limit)
     now = time.time()
     found = [d for d in _fold(settings, queue).pending() if _matches(d, reason, min_age_s, max_age_s, now)]
     return found if limit is None else found[:limit]
+
+
+def _check_limit(limit: int | None) -> None:
+    """A limit slices the dead letters: a negative one (``[:-1]``) took all but the last."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ConfigError(f"limit={limit!r} must be a whole number, 0 or more (or None: all)")
 
 
 @dataclass(frozen=True)
@@ -204,8 +212,11 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
     ``progress(done, total)`` is called after each transaction.
     """
     validate_queue_name(queue)
-    if not isinstance(rate_per_s, (int, float)) or rate_per_s <= 0:
-        raise ConfigError(f"rate_per_s={rate_per_s!r} must be a positive number")
+    _check_limit(limit)
+    # nan passed `<= 0` and made the rate limit never wait.
+    if isinstance(rate_per_s, bool) or not isinstance(rate_per_s, (int, float)) or not (
+            math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise ConfigError(f"rate_per_s={rate_per_s!r} must be a finite number above 0 (messages a second)")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
 

@@ -1,0 +1,59 @@
+"""Checks of the ``kmq`` commands' option values, run by click before the command (so before
+the broker check): a bad value is a usage error naming the option, exit status 2. click's
+FloatRange lets nan through (every comparison with it is false), hence these."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+
+def positive_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A wait in seconds: finite and above 0 (librdkafka takes -1 as "wait without end", and
+    0 gave up without trying; socket timeouts refuse nan and negatives with a traceback)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"{value!r}: give a number of seconds above 0, e.g. 10")
+    return value
+
+
+def delay_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A delay: none, or finite and 0 or more (the upper bound is KMQ_MAX_DELAY_S, the SDK's check)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"{value!r}: give a number of seconds, 0 or more, e.g. 90")
+    return value
+
+
+def positive_rate(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Messages per second: finite and above 0 (nan made the rate limit never wait)."""
+    if not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"{value!r}: give a number of messages per second above 0, e.g. 200")
+    return value
+
+
+def header_pairs(ctx: click.Context, param: click.Parameter, pairs: tuple[str, ...]) -> dict[str, str]:
+    """-H NAME=VALUE pairs, checked before the broker is (a usage error, exit status 2)."""
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise click.BadParameter(f"{p!r}: use NAME=VALUE")
+        k, v = p.split("=", 1)
+        out[k] = v
+    return out
+
+
+def tracker_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A tracker's web address: http(s)://host[:port] (urllib raised a ValueError, a traceback,
+    for one without a scheme)."""
+    from urllib.parse import urlsplit
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number or out of range
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise click.BadParameter(f"{value!r} (--url / KMQ_TRACKER_URL): give a tracker worker's web "
+                                 "address, e.g. http://127.0.0.1:6066")
+    return value

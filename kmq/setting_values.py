@@ -1,0 +1,44 @@
+"""A setting's value from its ``KMQ_*`` variable's text, and the type check of a value given as
+a keyword (``kmq.Client(web_port="6066")``): both name the variable or keyword and the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from kmq.errors import ConfigError
+
+
+def _kind(f: dataclasses.Field) -> type:
+    return f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str}[f.type]
+
+
+def parse_value(f: dataclasses.Field, env_name: str, raw: str) -> Any:
+    kind = _kind(f)
+    if kind is str:
+        return raw
+    try:
+        value = kind(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{env_name}={raw!r} is not a "
+                          + ("whole number: give digits only" if kind is int else "number: give one, e.g. 30")
+                          ) from exc
+    if kind is float and not math.isfinite(value):  # float() reads nan and inf, which no check refuses
+        raise ConfigError(f"{env_name}={raw!r} is not a finite number: give one, e.g. 30")
+    return value
+
+
+def check_type(f: dataclasses.Field, value: Any) -> None:
+    """A keyword (``kmq.Client(web_port="6066")``) of the wrong type names the keyword; it was
+    a TypeError from a comparison, or silently kept as text."""
+    kind, name = _kind(f), f"{f.name}={value!r} ({f.metadata['env']})"
+    if kind is str and not isinstance(value, str):
+        raise ConfigError(f"{name} is not text: give a string")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{name} is not a whole number: give an int")
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} is not a number: give a float or an int")
+        if not math.isfinite(value):
+            raise ConfigError(f"{name} is not a finite number: give one")

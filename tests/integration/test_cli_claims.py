@@ -1,0 +1,63 @@
+"""docs/cli.md's `kmq send` and `kmq receive` against the embedded broker and the shared
+tracker, as a user runs them: stdin lines sent (bytes as given), the `sent ...` line, a receive
+without `--ack` releasing at exit, so the next receive gets the same messages with one more
+delivery, and a purge without `--yes` that asks."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+import kmq
+
+from kmq.cli import main
+from kmq.dev.devstack import settings_env
+from tests.conftest import wait_for
+
+
+def test_send_from_stdin_and_a_receive_without_ack_releases_at_exit(shared_settings, tracker, queue):
+    runner = CliRunner()
+    env = settings_env(shared_settings)
+    out = runner.invoke(main, ["send", queue], input="first\r\nsecond\n", env=env)
+    assert out.exit_code == 0 and out.output.startswith(f"sent 2 messages to {queue}: "), out.output
+    out = runner.invoke(main, ["send", queue], input="", env=env)
+    assert out.exit_code == 0 and out.output == f"sent 0 messages to {queue}\n"
+
+    def receive(*extra: str) -> list[dict]:
+        # --max 2 stops as soon as both are in; the timeout only bounds a failure.
+        got = runner.invoke(main, ["receive", queue, "--max", "2", "--timeout-s", "60", "--json", *extra], env=env)
+        assert got.exit_code == 0, got.output
+        return [json.loads(line) for line in got.output.splitlines()]
+
+    looked = receive()
+    assert sorted(m["value"] for m in looked) == ["first", "second"]
+    assert {m["delivery_count"] for m in looked} == {1} and not any(m["acked"] for m in looked)
+    again = receive("--ack")  # released at exit: delivered again at once, counted
+    assert sorted(m["id"] for m in again) == sorted(m["id"] for m in looked)
+    assert {m["delivery_count"] for m in again} == {2} and all(m["acked"] for m in again)
+
+
+def test_a_purge_without_yes_asks_and_a_no_aborts(shared_settings, queue):
+    runner = CliRunner()
+    env = settings_env(shared_settings)
+    for args in (["dlq", "purge", queue], ["queue", "purge", queue]):
+        out = runner.invoke(main, args, input="n\n", env=env)
+        assert out.exit_code == 1 and "? [y/N]: " in out.output and out.output.endswith("Aborted!\n"), out.output
+
+
+def test_bytes_that_are_not_utf8_are_sent_as_they_are(shared_settings, tracker, queue):
+    runner = CliRunner()
+    env = settings_env(shared_settings)
+    # An argument with bytes that are not UTF-8 reaches Python as surrogate escapes; stdin as bytes.
+    out = runner.invoke(main, ["send", queue, "a\udcff"], env=env)
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(main, ["send", queue], input=b"b\xfe\n", env=env)
+    assert out.exit_code == 0, out.output
+    with kmq.Client(settings=shared_settings) as client, client.consumer(queue) as c:
+        got: list = []
+        wait_for(lambda: got.extend(c.receive_batch(2, timeout_s=0.2)) or len(got) >= 2, 60,
+                 what="both messages")
+        for m in got:
+            m.ack()
+    assert sorted(m.value for m in got) == [b"a\xff", b"b\xfe"]
