@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from kmq.errors import ConfigError
 from kmq.settings import Settings
 
 ROLES = ("producer", "consumer", "tenant admin", "tracker", "analytics")
@@ -192,7 +193,12 @@ def acl_commands(s: Settings | None = None, principals: dict[str, str] | None = 
     principals = principals or {}
     unknown = set(principals) - set(ROLES)
     if unknown:
-        raise ValueError(f"unknown role(s) {sorted(unknown)}: use {', '.join(ROLES)}")
+        raise ConfigError(f"unknown role(s) {sorted(unknown)}: use {', '.join(ROLES)}")
+    for role, principal in principals.items():
+        kind, _, name = principal.partition(":")
+        if not (kind.strip() and name.strip()):  # kafka-acls.sh: "Could not parse principal"
+            raise ConfigError(f"principal {principal!r} of role {role} is not TYPE:NAME, "
+                             "e.g. User:orders-app")
     lines = []
     for role, gs in grants(s).items():
         lines.append(f"# {role}")

@@ -23,17 +23,20 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from kmq.errors import ConfigError
 from kmq.protocol import entries as E
 from kmq.spark.arrow import BINARY, INT, LONG, STRING, array_of, arrow_schema, struct
 
+# In docs/spark.md's order: the entry, then where it came from.
 TRACKER_ENTRY_SCHEMA = struct(
-    ("changelog_partition", INT), ("key", BINARY), ("kind", STRING), ("queue", STRING),
+    ("kind", STRING), ("queue", STRING),
     ("queue_partition", INT), ("start", LONG), ("end", LONG), ("message_id", STRING),
     ("pending_count", LONG), ("pending", BINARY), ("started_ms", LONG), ("timeout_ms", LONG),
     ("next_deadline_ms", LONG), ("due_ms", LONG),
     ("groups", array_of(("deadline_ms", LONG), ("cause", STRING), ("reason", STRING),
                         ("count", LONG))),
-    ("changelog_offset", LONG), ("value", BINARY))
+    ("changelog_partition", INT), ("changelog_offset", LONG), ("key", BINARY), ("value", BINARY))
+CODECS = ("raw", "faust-json", "tracker")
 DIGEST_SCHEMA = struct(("changelog_partition", INT), ("ranges", LONG), ("scheduled", LONG),
                        ("pending", LONG), ("membership_sha256", STRING))
 
@@ -87,14 +90,14 @@ def snapshot(df: DataFrame, path: str, codec: str = "raw", value_schema: str | N
     ``codec``: ``raw`` (binary key/value), ``faust-json`` (adds decoded
     columns), ``tracker`` (kmq's in-flight state). Returns the rows written.
     """
+    if codec not in CODECS:
+        raise ConfigError(f"snapshot codec={codec!r} is not a codec: use one of {', '.join(CODECS)}")
     if codec == "tracker":
         state = inflight_state(df)
     else:
         state = latest_per_key(df)
         if codec == "faust-json":
             state = decode_faust_json(state, value_schema)
-        elif codec != "raw":
-            raise ValueError(f"codec {codec!r} is not one of raw, faust-json, tracker")
     state = state.cache()
     try:
         state.write.mode(mode).parquet(path)

@@ -78,6 +78,18 @@ def spark() -> None:
             f"kmq spark needs {', '.join(missing)}: pip install 'kmq[spark]' (and Java 17+)")
 
 
+_LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]")
+
+
+def _check_master(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    # Spark's own refusal comes after the broker check and the JVM's start, as
+    # "Java gateway process exited before sending its port number".
+    if value == "yarn" or value.startswith(("spark://", "k8s://")) or _LOCAL_MASTER.fullmatch(value):
+        return value
+    raise click.BadParameter(f"{value!r} is not a Spark master URL: use local[N], local[*], "
+                             "spark://HOST:PORT, k8s://HOST:PORT or yarn")
+
+
 def job_options(fn: Callable) -> Callable:
     """The options every job takes: --out, --bootstrap-servers, --connect-timeout-s, --master,
     --show."""
@@ -86,10 +98,14 @@ def job_options(fn: Callable) -> Callable:
                      help="Directory for the results (DIR/<job>/ as Parquet)."),
         click.option("--bootstrap-servers", default=None,
                      help="Kafka bootstrap servers (else KMQ_BOOTSTRAP_SERVERS)."),
-        click.option("--connect-timeout-s", default=10.0, show_default=True, type=float,
-                     help="How long to wait for a broker before giving up."),
-        click.option("--master", default="local[2]", show_default=True, help="Spark master URL."),
-        click.option("--show", default=20, show_default=True, help="Rows to print (0: none)."),
+        # > 0: librdkafka waits for ever on a negative timeout.
+        click.option("--connect-timeout-s", default=10.0, show_default=True,
+                     type=click.FloatRange(min=0, min_open=True),
+                     help="How long to wait for a broker before giving up (seconds, > 0)."),
+        click.option("--master", default="local[2]", show_default=True, callback=_check_master,
+                     help="Spark master URL: local[N], local[*], spark://HOST:PORT, k8s://..., yarn."),
+        click.option("--show", default=20, show_default=True, type=click.IntRange(min=0),
+                     help="Rows to print (0: none)."),
     ]):
         fn = option(fn)
     return fn
@@ -182,7 +198,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-AS_OF = click.option("--as-of-ms", type=int, default=None,
+AS_OF = click.option("--as-of-ms", type=click.IntRange(min=1), default=None,
                      help="The moment deadlines are judged at (default: now).")
 
 
@@ -222,7 +238,7 @@ def never_acked(as_of_ms: int | None, **common: Any) -> None:
 
 @spark.command()
 @AS_OF
-@click.option("--grace-ms", type=int, default=0, show_default=True,
+@click.option("--grace-ms", type=click.IntRange(min=0), default=0, show_default=True,
               help="Only entries overdue by more than this.")
 @job_options
 def overdue(as_of_ms: int | None, grace_ms: int, **common: Any) -> None:

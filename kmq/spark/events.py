@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from kmq.protocol import envelope
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
-from kmq.errors import MarkerDecodeError
+from kmq.errors import ConfigError, MarkerDecodeError
 from kmq.spark.arrow import INT, LONG, STRING, arrow_schema, struct
 
 EVENT_SCHEMA = struct(
@@ -116,6 +116,13 @@ def header_long(name: str) -> Column:
     return header(name).cast("string").try_cast("long")
 
 
+def _need_headers(df: DataFrame, what: str) -> None:
+    # Without it Spark's error is an unresolved column `headers` deep in a plan.
+    if "headers" not in df.columns:
+        raise ConfigError(f"{what} needs the headers column: read the topic with "
+                          "includeHeaders=True (kafka_reader(..., includeHeaders=True))")
+
+
 def queue_records(queue: DataFrame) -> DataFrame:
     """Queue-topic records (read with headers) with kmq's envelope decoded.
 
@@ -124,6 +131,7 @@ def queue_records(queue: DataFrame) -> DataFrame:
     ``deliveries`` counts deliveries before this record (absent: 0); ``group`` is the
     ordered message group (``kmq.group``, docs/ordering.md; null without one).
     """
+    _need_headers(queue, "queue_records")
     return queue.select(
         F.col("key").cast("string").alias("queue"), F.col("partition").alias("queue_partition"),
         "offset", F.unix_millis("timestamp").alias("ts_ms"),
@@ -158,6 +166,7 @@ def dead_letters(dlq: DataFrame) -> DataFrame:
     ``!malformed-markers``) and the control events of redrives and purges (header
     ``kmq.dlq.control``) are left out: they are no queue's messages.
     """
+    _need_headers(dlq, "dead_letters")
     letters = (F.col("key") != F.lit(MALFORMED_MARKERS_KEY.encode())) & header(envelope.DLQ_CONTROL).isNull()
     return dlq.where(letters).select(
         F.col("key").cast("string").alias("queue"),

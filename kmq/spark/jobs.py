@@ -153,7 +153,10 @@ def never_acked(dels: DataFrame, records: DataFrame, dead: DataFrame | None = No
     if dead is not None:
         reasons = dead.groupBy("queue", "message_id").agg(F.first("reason").alias("dead_letter_reason"))
         per_msg = per_msg.join(reasons, ["queue", "message_id"], "left")
-    return per_msg.orderBy("queue", "message_id")
+    # The columns in docs/spark.md's order.
+    columns = ["queue", "message_id", "copies", "deliveries", "last_outcome",
+               *(["dead_letter_reason"] if dead is not None else []), "first_ms"]
+    return per_msg.select(*columns).orderBy("queue", "message_id")
 
 
 def overdue(state: DataFrame, as_of_ms: int, grace_ms: int = 0) -> DataFrame:

@@ -136,10 +136,25 @@ def plan(opts: ReadOptions) -> list[OffsetRange]:
     consumer, admin = _clients(opts)
     try:
         tps = discover(opts, consumer, timeout_s)
+        check_named_partitions(opts, tps)
         marks = watermarks(admin, consumer, tps, timeout_s)
     finally:
         consumer.close()
     return [resolve(opts, tp, *marks[tp]) for tp in tps]
+
+
+def check_named_partitions(opts: ReadOptions, tps: list[tuple[str, int]]) -> None:
+    """Refuse JSON offsets for partitions the read does not cover (as the official source
+    does): a typo'd topic or partition would otherwise be ignored without a word."""
+    read = set(tps)
+    for name, spec in (("startingOffsets", opts.starting), ("endingOffsets", opts.ending)):
+        if isinstance(spec, dict):
+            extra = sorted(set(spec) - read)
+            if extra:
+                raise ConfigError(
+                    f"option {name} names partitions the read does not cover: "
+                    f"{', '.join(f'{t}/{p}' for t, p in extra)}; name only the partitions of "
+                    "subscribe/subscribePattern/assign")
 
 
 def resolve(opts: ReadOptions, tp: tuple[str, int], low: int, high: int) -> OffsetRange:

@@ -49,8 +49,14 @@ _FORBIDDEN_KAFKA = {
     "enable.partition.eof": "the source needs it to find the true end of a partition",
 }
 # Official options whose meaning we do not implement: refuse rather than ignore.
-_UNSUPPORTED = ("startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingtimestamp",
-                "endingtimestamp", "startingoffsetsbytimestampstrategy")
+_UNSUPPORTED = ("startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingTimestamp",
+                "endingTimestamp", "startingOffsetsByTimestampStrategy")
+
+
+# Kafka's internal topics: a pattern never selects them, as the Java consumer's
+# subscribe(pattern) does not (exclude.internal.topics); librdkafka's metadata does not
+# mark them, so they are named here.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,8 @@ class ReadOptions:
         if self.subscribe:
             return topic in self.subscribe
         if self.subscribe_pattern is not None:
-            return re.fullmatch(self.subscribe_pattern, topic) is not None
+            return (topic not in INTERNAL_TOPICS
+                    and re.fullmatch(self.subscribe_pattern, topic) is not None)
         return topic in self.assign
 
 
@@ -82,7 +89,7 @@ def parse(options: Mapping[str, str]) -> ReadOptions:
     """Validate the source options (any key case); raise :class:`ConfigError` naming the option."""
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     for name in _UNSUPPORTED:
-        if name in opts:
+        if name.lower() in opts:
             raise ConfigError(f"option {name} is not supported by kmq's Kafka source: "
                               f"use startingOffsets/endingOffsets with explicit offsets")
     kafka = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
@@ -101,6 +108,9 @@ def parse(options: Mapping[str, str]) -> ReadOptions:
     assign: dict[str, tuple[int, ...]] = {}
     if chosen[0] == "subscribe":
         subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not subscribe:  # else "," reads nothing and says nothing
+            raise ConfigError(f"option subscribe={opts['subscribe']!r} names no topic: "
+                              "give topic names separated by commas")
     elif chosen[0] == "subscribepattern":
         pattern = opts["subscribepattern"]
         try:
@@ -136,7 +146,10 @@ def _parse_assign(raw: str) -> dict[str, tuple[int, ...]]:
         for topic, parts in data.items():
             if not isinstance(parts, list) or not parts:
                 raise ValueError(f"topic {topic} needs a non-empty list of partitions")
-            out[str(topic)] = tuple(sorted({int(p) for p in parts}))
+            bad = [p for p in parts if isinstance(p, bool) or not isinstance(p, int) or p < 0]
+            if bad:  # int() would turn 1.5 into partition 1
+                raise ValueError(f"topic {topic}: {bad} are not partition numbers (0, 1, ...)")
+            out[str(topic)] = tuple(sorted(set(parts)))
         return out
     except (ValueError, TypeError) as exc:
         raise ConfigError(f'option assign={raw!r} must be JSON like {{"topic": [0, 1]}}: {exc}') from exc

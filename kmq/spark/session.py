@@ -103,11 +103,13 @@ def kafka_reader(spark: SparkSession, bootstrap_servers: str | None = None,
     if bootstrap_servers:
         reader = reader.option("kafka.bootstrap.servers", bootstrap_servers)
     for k, v in options.items():
-        reader = reader.option(k, v if isinstance(v, str) else _option_text(v))
+        reader = reader.option(k, v if isinstance(v, str) else _option_text(k, v))
     return reader
 
 
-def _option_text(value: Any) -> str:
+def _option_text(name: str, value: Any) -> str:
+    if name.lower() == "subscribe" and isinstance(value, (list, tuple)):
+        return ",".join(value)  # the source's list form; JSON would name topics '["a"' and ' "b"]'
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):

@@ -96,3 +96,12 @@ class KafkaSource(DataSource):
 
     def reader(self, schema: StructType) -> KafkaReader:
         return KafkaReader(dict(self.options.items()), schema)
+
+    def streamReader(self, schema: StructType):
+        # Spark's default is a NOT_IMPLEMENTED error naming neither the source nor the fix.
+        from kmq.errors import ConfigError
+
+        raise ConfigError(f"format {FORMAT!r} does not offer streaming reads: use spark.read "
+                          "(batch reads with startingOffsets/endingOffsets)")
+
+    simpleStreamReader = streamReader

@@ -1,0 +1,78 @@
+"""docs/spark.md's claims about bad input, checked without Spark: options and `kmq spark` flags."""
+
+import socket
+
+import pytest
+from click.testing import CliRunner
+
+from kmq.errors import ConfigError
+from kmq.spark.offsets import check_named_partitions
+from kmq.spark.options import parse
+
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+
+
+@pytest.mark.parametrize("subscribe", [",", " , ,"])
+def test_a_subscribe_naming_no_topic_is_refused_not_an_empty_read(subscribe):
+    # It read nothing and said nothing: a typo'd list looked like empty topics.
+    with pytest.raises(ConfigError, match="option subscribe=.* names no topic"):
+        parse({**BASE, "subscribe": subscribe})
+
+
+@pytest.mark.parametrize("name", ["startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+                                  "startingTimestamp", "endingTimestamp",
+                                  "startingOffsetsByTimestampStrategy"])
+def test_unsupported_options_are_refused_by_the_name_the_user_wrote(name):
+    # Spark lower-cases option names; the message named "startingtimestamp".
+    with pytest.raises(ConfigError, match=f"option {name} is not supported"):
+        parse({**BASE, "subscribe": "t", name.lower(): "1"})
+
+
+@pytest.mark.parametrize("assign", ['{"t": [1.5]}', '{"t": [-1]}', '{"t": [true]}', '{"t": ["0"]}'])
+def test_assign_takes_partition_numbers_only(assign):
+    # 1.5 became partition 1 silently.
+    with pytest.raises(ConfigError, match="option assign="):
+        parse({**BASE, "assign": assign})
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--connect-timeout-s", "-1"], "--connect-timeout-s"),
+    (["--connect-timeout-s", "0"], "--connect-timeout-s"),
+    (["--show", "-1"], "--show"),
+    (["--grace-ms", "-5"], "--grace-ms"),
+    (["--as-of-ms", "0"], "--as-of-ms"),  # 0 meant "now"
+    # Spark refused it after the JVM started: "Java gateway process exited before sending
+    # its port number", naming neither --master nor what it takes.
+    (["--master", "bogus"], "--master"),
+    (["--master", "localhost"], "--master"),
+])
+def test_job_flags_out_of_range_are_usage_errors_before_any_broker_check(args, words):
+    # --connect-timeout-s -1 waited for a broker forever (librdkafka: a negative timeout is none).
+    from kmq.cli import main
+
+    with socket.socket() as closed:  # bound, not listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        address = "%s:%d" % closed.getsockname()
+        result = CliRunner().invoke(main, ["spark", "overdue", "--out", "/nonexistent/out",
+                                           "--bootstrap-servers", address, *args])
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Invalid value" in result.output
+
+
+@pytest.mark.parametrize("name", ["startingOffsets", "endingOffsets"])
+def test_json_offsets_for_partitions_not_read_are_refused(name):
+    # {"t": {"0": 1, "9": 1}} on a 1-partition topic ignored t/9 without a word (the
+    # official source refuses it).
+    o = parse({**BASE, "subscribe": "t", name: '{"t": {"0": 1, "9": 1}, "u": {"0": 1}}'})
+    with pytest.raises(ConfigError, match=f"option {name} names partitions the read does "
+                                          "not cover: t/9, u/0"):
+        check_named_partitions(o, [("t", 0)])
+    check_named_partitions(parse({**BASE, "subscribe": "t", name: '{"t": {"0": 1}}'}), [("t", 0)])
+
+
+def test_a_pattern_does_not_select_kafkas_internal_topics():
+    # ".*" read __consumer_offsets too (the official source's Java consumer excludes it).
+    o = parse({**BASE, "subscribePattern": ".*"})
+    assert o.topic_matches("kmq.dlq")
+    assert not any(map(o.topic_matches, ("__consumer_offsets", "__transaction_state")))
+    assert parse({**BASE, "subscribe": "__consumer_offsets"}).topic_matches("__consumer_offsets")
