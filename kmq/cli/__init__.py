@@ -129,6 +129,8 @@ def acls(update: tuple[str, ...], commands: bool, principals: tuple[str, ...], b
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     if not commands:
+        if principals or bootstrap_server != "$BOOTSTRAP":  # they shape commands only: said, not dropped
+            raise click.UsageError("--principal and --bootstrap-server go with --commands: add --commands")
         click.echo(checklist_markdown(settings), nl=False)
         return
     given = dict(p.split("=", 1) for p in principals if "=" in p)

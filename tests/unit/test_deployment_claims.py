@@ -23,6 +23,15 @@ def test_the_cli_says_which_principal_is_wrong():
     assert "--principal" in result.output and "User:orders-app" in result.output
 
 
+@pytest.mark.parametrize("args", [["--principal", "consumer=User:orders-app"], ["--bootstrap-server", "b:9092"]])
+def test_command_options_without_commands_are_a_usage_error_not_ignored(args):
+    from kmq.cli import main
+
+    result = CliRunner().invoke(main, ["acls", *args], env={k: None for k in ("KMQ_PROFILE",)})
+    assert result.exit_code == 2, result.output
+    assert "add --commands" in result.output
+
+
 def test_a_principal_with_its_type_is_used_as_given():
     out = acl_commands(principals={"consumer": "User:orders-app", "analytics": "Group:bi"})
     assert "--allow-principal User:orders-app --operation Read --operation Describe --topic kmq.queue\n" in out
