@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import click
 
-from kmq.errors import KmqError
+from kmq.errors import ConfigError, KmqError
 
 
 class Inputs:
@@ -62,9 +62,18 @@ class Inputs:
         return dead_letters(self.topic(self.settings.dlq_topic, headers=True))
 
     def state(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        from kmq.kafka.profiles import client_config
         from kmq.spark.changelog import inflight_state, tracker_changelog_topic
 
-        return inflight_state(self.topic(tracker_changelog_topic(self.settings.app_id)))
+        topic = tracker_changelog_topic(self.settings.app_id)
+        if topic not in AdminClient(client_config(self.settings)).list_topics(timeout=10).topics:
+            # A different KMQ_APP_ID than the tracker's is the usual cause: say so.
+            raise ConfigError(f"no topic {topic!r}, the tracker's changelog for KMQ_APP_ID="
+                              f"{self.settings.app_id!r}: set KMQ_APP_ID to the tracker's (its changelog "
+                              "is <KMQ_APP_ID>-tracker-changelog), or start the tracker first")
+        return inflight_state(self.topic(topic))
 
 
 @click.group("spark")

@@ -61,3 +61,15 @@ def test_bytes_that_are_not_utf8_are_sent_as_they_are(shared_settings, tracker, 
         for m in got:
             m.ack()
     assert sorted(m.value for m in got) == [b"a\xff", b"b\xfe"]
+
+
+def test_a_tracker_changelog_that_does_not_exist_names_kmq_app_id(shared_settings):
+    # kmq spark overdue / inflight read <KMQ_APP_ID>-tracker-changelog: with another app id
+    # the error named only the topic ("option subscribe names topics that do not exist")
+    import pytest
+
+    from kmq.errors import ConfigError
+    from kmq.spark.cli import Inputs
+
+    with pytest.raises(ConfigError, match="KMQ_APP_ID='no-such-app': set KMQ_APP_ID to the tracker's"):
+        Inputs(None, shared_settings.replace(app_id="no-such-app")).state()
