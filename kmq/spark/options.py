@@ -48,6 +48,13 @@ _FORBIDDEN_KAFKA = {
     "interceptor.classes": "not supported by this source",
     "enable.partition.eof": "the source needs it to find the true end of a partition",
 }
+# The Java client's names for credentials and key stores, which librdkafka refuses with words
+# that do not name the option: said here with the librdkafka names to give instead.
+_JAVA_ONLY_KAFKA = {
+    "sasl.jaas.config": "a Java client option: give kafka.sasl.username and kafka.sasl.password",
+    "ssl.truststore.": "Java key stores: give kafka.ssl.ca.location (a PEM file)",
+    "ssl.keystore.": "Java key stores: give kafka.ssl.certificate.location and kafka.ssl.key.location (PEM)",
+}
 # Official options whose meaning we do not implement: refuse rather than ignore.
 _UNSUPPORTED = ("startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingTimestamp",
                 "endingTimestamp", "startingOffsetsByTimestampStrategy")
@@ -96,6 +103,11 @@ def parse(options: Mapping[str, str]) -> ReadOptions:
     for k, why in _FORBIDDEN_KAFKA.items():
         if k in kafka:
             raise ConfigError(f"option kafka.{k} cannot be set: {why}")
+    for k in kafka:
+        why = next((w for name, w in _JAVA_ONLY_KAFKA.items()
+                    if k == name or (name.endswith(".") and k.startswith(name))), None)
+        if why is not None:
+            raise ConfigError(f"option kafka.{k} is not one kmq's Kafka source (librdkafka) takes: {why}")
     if not kafka.get("bootstrap.servers", "").strip():
         raise ConfigError("option kafka.bootstrap.servers is required: give host:port[,host:port]")
 

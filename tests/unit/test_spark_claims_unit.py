@@ -76,3 +76,13 @@ def test_a_pattern_does_not_select_kafkas_internal_topics():
     assert o.topic_matches("kmq.dlq")
     assert not any(map(o.topic_matches, ("__consumer_offsets", "__transaction_state")))
     assert parse({**BASE, "subscribe": "__consumer_offsets"}).topic_matches("__consumer_offsets")
+
+
+@pytest.mark.parametrize("name, fix", [("kafka.sasl.jaas.config", "kafka.sasl.username"),
+                                       ("kafka.ssl.truststore.location", "kafka.ssl.ca.location"),
+                                       ("kafka.ssl.keystore.password", "kafka.ssl.key.location")])
+def test_java_client_credentials_are_refused_naming_the_librdkafka_option_to_give(name, fix):
+    # librdkafka refused them in its own words ("Java JAAS configuration is not supported"),
+    # naming neither the option nor what to give instead
+    with pytest.raises(ConfigError, match=rf"option {name} is not one .*{fix}"):
+        parse({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", name: "x"})
