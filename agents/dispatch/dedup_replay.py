@@ -37,7 +37,8 @@ class Replay:
 
     def start(self, floor: int, window_ms: int, offset_at: Callable[[int], int]) -> int | None:
         """Where to read next (placed at the first call: ``offset_at(wall ms)`` is the
-        partition's first offset stamped at or after it), or None once done."""
+        partition's first offset stamped at or after it; ``floor``: where the queue's
+        records on the partition begin), or None once done."""
         if self.at is None:
             since_ms = self.begun_wall_ms - REPLAY_WINDOWS * window_ms
             self.at = max(floor, self.until - REPLAY_MAX_RECORDS, offset_at(since_ms))

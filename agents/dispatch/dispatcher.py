@@ -301,7 +301,9 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
                 for p in parts:
                     floor = max(cfg.purged_before.get(p, 0), cfg.partition_starts.get(p, 0))
                     cursor = max(part.cursors.get((q, p), 0), floor)
-                    if (q, p) in part.replays and self._read_back(part, q, p, floor, cfg, wants):
+                    # Read back from below a purge point too: a purge keeps the dedup ids seen.
+                    if (q, p) in part.replays and self._read_back(part, q, p, cfg.partition_starts.get(p, 0),
+                                                                  cfg, wants):
                         continue
                     if cfg.ordering == "group":  # read ahead of the heads, within the window
                         read = min(self._ordered.room((m, q, p), cursor), ORDERED_READ_RECORDS)

@@ -38,7 +38,7 @@ def test_a_read_back_starts_two_windows_back_within_its_bounds():
     assert r.start(floor=0, window_ms=300_000, offset_at=offset_at) == 400
     assert asked == [1_000_000 - REPLAY_WINDOWS * 300_000]
     assert r.start(0, 300_000, offset_at) == 400 and len(asked) == 1  # placed once
-    assert Replay(1_000, 0).start(floor=700, window_ms=1, offset_at=lambda ms: 0) == 700  # a purge
+    assert Replay(1_000, 0).start(floor=700, window_ms=1, offset_at=lambda ms: 0) == 700  # where the queue begins
     far = Replay(10 * REPLAY_MAX_RECORDS, 0)
     assert far.start(0, 1, lambda ms: 0) == 9 * REPLAY_MAX_RECORDS  # bounded (the embedded broker says 0)
     assert Replay(1_000, 0).start(0, 1, lambda ms: 1 << 62) is None  # nothing that recent: done
