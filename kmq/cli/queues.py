@@ -57,6 +57,17 @@ def backoff_of(spec: str) -> Backoff:
     raise ConfigError(usage)
 
 
+def as_option(message: str, options: dict[str, Any]) -> str:
+    """An SDK error about a setting (``visibility_timeout_s=-5.0 must be ...``), led by the
+    ``kmq queue set`` option it came from (``--visibility-timeout-s -5: ...``)."""
+    name = message.split("=", 1)[0]
+    if "=" not in message or options.get(name) is None:
+        return message
+    value = options[name]
+    shown = ("" if value is True else " (off)") if isinstance(value, bool) else f" {value}"
+    return f"--{name.replace('_', '-')}{shown}: {message}"
+
+
 def changes_of(options: dict[str, Any]) -> dict[str, Any]:
     """``configure_queue`` keyword arguments from ``kmq queue set``'s options (None: not given)."""
     changes: dict[str, Any] = {}
@@ -161,7 +172,10 @@ def queue_set(settings: Settings, queue: str, as_json: bool, **options: Any) -> 
 
     changes = changes_of(options)
     with Client(settings=settings) as client:
-        cfg = client.configure_queue(queue, **changes)
+        try:
+            cfg = client.configure_queue(queue, **changes)
+        except ConfigError as exc:  # the SDK names the setting: name the option given for it too
+            raise ConfigError(as_option(str(exc), options)) from exc
     _print(described(queue, cfg, settings), as_json)
     if cfg.handover_pending and not as_json:
         click.echo(f"{queue} goes to partition mode once the tracker hands it over "

@@ -73,9 +73,10 @@ def test_bad_values_are_refused_with_the_option_named_and_nothing_written(cli, q
     out = cli("set", queue, "--max-deliveries", "three")
     assert out.exit_code == 1 and "--max-deliveries 'three': give a whole number or 'default'" in out.output
     out = cli("set", queue, "--visibility-timeout-s", "-5")
-    assert out.exit_code == 1 and "visibility_timeout_s=-5.0 must be a number of seconds" in out.output
+    assert out.exit_code == 1 and "--visibility-timeout-s -5: visibility_timeout_s=-5.0 must be a number of seconds" \
+        in out.output
     out = cli("set", queue, "--ordering", "group", "--spread", "2")
-    assert out.exit_code == 1 and "ordering='group' needs spread=1" in out.output
+    assert out.exit_code == 1 and "--ordering group: ordering='group' needs spread=1" in out.output
     out = cli("set", queue)
     assert out.exit_code == 1 and "nothing to change" in out.output
     with kmq.Client(settings=shared_settings) as client:
