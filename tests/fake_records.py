@@ -27,3 +27,23 @@ class Rec:
 
     def headers(self):
         return self._h
+
+
+class StampedRec:
+    """A queue record with headers and a timestamp, as the dispatcher's dedup and ordered
+    queues read it (offset, headers, timestamp, ``len()``)."""
+
+    def __init__(self, offset, headers=None, ts=1000):
+        self._o, self._h, self._ts = offset, headers, ts
+
+    def offset(self):
+        return self._o
+
+    def headers(self):
+        return self._h
+
+    def timestamp(self):
+        return (1, self._ts)
+
+    def __len__(self):  # the value's bytes, as a confluent-kafka Message answers
+        return 0

@@ -56,13 +56,12 @@ class Deduplicating:
         """Records handed out before this dispatcher began, read back (agents.dispatch.
         dedup_replay): their dedup ids are remembered, nothing else; returns how many."""
         n = 0
+        q = None
         for rec, raw, hs in _with_dedup_ids(records):
             dedup_id = valid_dedup_id(raw)
             if dedup_id is not None:
-                raw_id = next((v for k, v in hs if k == envelope.ID), None)
-                msg_id = envelope.kept_id(raw_id, key[2], rec.offset())
-                self._get(key, dedup_window_ms).dedup.check(dedup_id, msg_id, rec.offset(),
-                                                            rec.timestamp()[1], self._wall_ms())
+                q = q or self._get(key, dedup_window_ms)
+                self._check(q, key[2], rec, dedup_id, hs)
                 n += 1
         return n
 
@@ -71,9 +70,13 @@ class Deduplicating:
         if dedup_id is None:
             self.stats["bad-dedup-id"] += 1
             return False
-        raw_id = next((v for k, v in headers if k == envelope.ID), None)
-        msg_id = envelope.kept_id(raw_id, p, rec.offset())
-        if q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1], self._wall_ms()) is None:
+        if self._check(q, p, rec, dedup_id, headers) is None:
             return False
         self.stats["deduplicated"] += 1
         return True
+
+    def _check(self: "OrderedQueues", q: "_Queue", p: int, rec: Any, dedup_id: bytes, headers: list) -> str | None:
+        """``Dedup.check`` of one record: None if it is the first of its id in the window."""
+        raw_id = next((v for k, v in headers if k == envelope.ID), None)
+        msg_id = envelope.kept_id(raw_id, p, rec.offset())
+        return q.dedup.check(dedup_id, msg_id, rec.offset(), rec.timestamp()[1], self._wall_ms())

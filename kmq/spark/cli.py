@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import click
 
+from kmq.cli.option_checks import positive_seconds
 from kmq.errors import ConfigError, KmqError
 
 
@@ -108,8 +109,8 @@ def job_options(fn: Callable) -> Callable:
         click.option("--bootstrap-servers", default=None,
                      help="Kafka bootstrap servers (else KMQ_BOOTSTRAP_SERVERS)."),
         # > 0: librdkafka waits for ever on a negative timeout.
-        click.option("--connect-timeout-s", default=10.0, show_default=True,
-                     type=click.FloatRange(min=0, min_open=True),
+        click.option("--connect-timeout-s", default=10.0, show_default=True, type=float,
+                     callback=positive_seconds,
                      help="How long to wait for a broker before giving up (seconds, > 0)."),
         click.option("--master", default="local[2]", show_default=True, callback=_check_master,
                      help="Spark master URL: local[N], local[*], spark://HOST:PORT, k8s://..., yarn."),

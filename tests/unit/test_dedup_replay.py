@@ -9,22 +9,9 @@ from agents.dispatch.dedup_replay import (REPLAY_MAX_RECORDS, REPLAY_WINDOWS, Re
 from agents.dispatch.ordered import OrderedQueues
 from kmq.protocol import envelope as V
 from kmq.protocol.dispatch import Want, select_own
+from tests.fake_records import StampedRec as Rec
 
 KEY = (0, "q", 3)
-
-
-class Rec:
-    def __init__(self, offset, headers=None, ts=1000):
-        self._o, self._h, self._ts = offset, headers, ts
-
-    def offset(self):
-        return self._o
-
-    def headers(self):
-        return self._h
-
-    def timestamp(self):
-        return (1, self._ts)
 
 
 def test_a_read_back_starts_two_windows_back_within_its_bounds():

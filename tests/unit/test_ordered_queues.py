@@ -3,25 +3,9 @@ counted and set aside, duplicates dropped, heads handed out one per group."""
 
 from agents.dispatch.ordered import OrderedQueues
 from kmq.protocol import envelope as V
+from tests.fake_records import StampedRec as Rec
 
 KEY = (0, "q", 3)
-
-
-class Rec:
-    def __init__(self, offset, headers, ts=1000):
-        self._o, self._h, self._ts = offset, headers, ts
-
-    def offset(self):
-        return self._o
-
-    def headers(self):
-        return self._h
-
-    def timestamp(self):
-        return (1, self._ts)
-
-    def __len__(self):  # the value's bytes, as a confluent-kafka Message answers
-        return 0
 
 
 def test_hostile_groups_and_dedup_ids_are_counted_and_never_crash():

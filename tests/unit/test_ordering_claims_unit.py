@@ -7,26 +7,10 @@ from agents.dispatch.ordered import OrderedQueues
 from kmq.errors import ConfigError
 from kmq.protocol import envelope as V
 from kmq.queue_config import QueueConfig
+from tests.fake_records import StampedRec as Rec
 
 KEY = (0, "q", 3)
 WINDOW_MS = 1_000
-
-
-class Rec:
-    def __init__(self, offset, headers, ts=1000):
-        self._o, self._h, self._ts = offset, headers, ts
-
-    def offset(self):
-        return self._o
-
-    def headers(self):
-        return self._h
-
-    def timestamp(self):
-        return (1, self._ts)
-
-    def __len__(self):
-        return 0
 
 
 def send(offset, ts, group=b"g", msg_id=b"d-1", dedup=b"txn"):
