@@ -2,7 +2,7 @@
 
 ``kmq dev`` is the README's main job: embedded broker + tracker worker +
 web view + a demo workload; Ctrl-C stops everything it started.
-``kmq send | receive | stats | dlq`` (kmq/cli/ops.py), ``kmq queue`` (kmq/cli/queues.py) and ``kmq bench``
+``kmq send | receive | stats`` (kmq/cli/ops.py), ``kmq dlq`` (kmq/cli/dlq.py), ``kmq queue`` (kmq/cli/queues.py) and ``kmq bench``
 (kmq/dev/bench.py) are the everyday tools; ``kmq spark`` the report jobs.
 """
 
@@ -154,10 +154,11 @@ def _port_free(port: int) -> bool:
 
 # `kmq send | receive | stats | dlq | queue | bench` (rich is imported when they print).
 from kmq.dev.bench import bench as _bench  # noqa: E402
+from kmq.cli.dlq import dlq as _dlq  # noqa: E402
 from kmq.cli.ops import COMMANDS as _ops  # noqa: E402
 from kmq.cli.queues import COMMANDS as _queues  # noqa: E402
 from kmq.cli.worker import worker as _worker  # noqa: E402
-for _command in (*_ops, *_queues, _bench, _worker):
+for _command in (*_ops, _dlq, *_queues, _bench, _worker):
     main.add_command(_command)
 
 # `kmq spark ...` (click only here; pyspark is imported when a job runs).

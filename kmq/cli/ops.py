@@ -1,29 +1,23 @@
-"""``kmq send | receive | stats | dlq``: everyday queue work from a shell.
+"""``kmq send | receive | stats``: everyday queue work from a shell (``kmq dlq``: kmq/cli/dlq.py).
 
-Every command takes ``--bootstrap-servers`` (``KMQ_BOOTSTRAP_SERVERS``) and
-``--token`` (``KMQ_TOKEN``), checks that a broker answers within
-``--connect-timeout-s`` before doing anything (so a broker that is down is
-an error naming the address and how long we tried, not a hang), and turns
-kmq errors into one ``error: ...`` line and exit status 1. ``rich`` is
-imported only when a command prints.
+The broker commands share kmq/cli/connect.py: connection options, a broker check before
+any work, one ``error: ...`` line and exit status 1 for a kmq error.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import re
 import sys
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any
 
 import click
 
-from kmq.cli.option_checks import (delay_seconds, header_pairs, positive_rate, positive_seconds,
-                                   tracker_url)
+from kmq.cli.connect import connection_options, console, fail, shown
+from kmq.cli.option_checks import delay_seconds, header_pairs, positive_seconds, tracker_url
 from kmq.errors import BrokerUnavailableError, KmqError
 from kmq.protocol.limits import MAX_BATCH_SIZE
 from kmq.settings import Settings
@@ -35,79 +29,6 @@ STATS_COLUMNS = (("queue", "queue"), ("depth", "depth"), ("in_flight", "in fligh
                  ("redelivered_per_min", "redeliv/min"), ("dead_lettered_per_min", "dlq/min"),
                  ("consumers", "consumers"))
 
-
-def console(stderr: bool = False) -> Any:
-    from rich.console import Console
-    stream = sys.stderr if stderr else sys.stdout
-    # Not a terminal (pipes, tests): wide enough that rows never wrap.
-    return Console(file=stream, width=None if stream.isatty() else 200, highlight=False)
-
-
-# C0 and C1 control characters: an escape sequence in a payload must not reach the terminal.
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def shown(text: object) -> str:
-    """Text from a topic or a tracker, safe to print with rich: control characters replaced
-    (no escape sequence reaches the terminal) and markup escaped (a payload of ``[/]`` or
-    ``[link=...]`` is printed as it is, not interpreted)."""
-    from rich.markup import escape
-    return escape(_CONTROLS.sub("\ufffd", str(text)))
-
-
-def fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
-def connection_options(fun: Callable) -> Callable:
-    """--bootstrap-servers, --token, --connect-timeout-s; passes ``settings`` to the command."""
-
-    @click.option("--bootstrap-servers", envvar="KMQ_BOOTSTRAP_SERVERS", default=None,
-                  help="host:port[,host:port] of the Kafka brokers (KMQ_BOOTSTRAP_SERVERS).")
-    @click.option("--token", envvar="KMQ_TOKEN", default=None,
-                  help="Token presented when auth is on (KMQ_TOKEN).")
-    @click.option("--connect-timeout-s", default=10.0, show_default=True, type=float,
-                  callback=positive_seconds, help="How long to wait for a broker before giving up.")
-    @functools.wraps(fun)
-    def wrapper(bootstrap_servers: str | None, token: str | None, connect_timeout_s: float,
-                **kwargs: Any) -> Any:
-        try:
-            settings = Settings.from_env(bootstrap_servers=bootstrap_servers, token=token)
-            check_broker(settings, connect_timeout_s)
-            return fun(settings=settings, **kwargs)
-        except KmqError as exc:
-            fail(str(exc))
-
-    return wrapper
-
-
-MAX_SETUP_TIMEOUT_MS = 2_147_483_647  # librdkafka's bound of socket.connection.setup.timeout.ms
-
-
-def check_config(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """The broker check's librdkafka config: a connection attempt may take the whole wait, within
-    librdkafka's bounds (a --connect-timeout-s of 1e9 was a traceback naming the setting)."""
-    return {**config, "log_level": 0,  # our error says it all
-            "socket.connection.setup.timeout.ms": min(MAX_SETUP_TIMEOUT_MS, max(1000, int(timeout_s * 1000)))}
-
-
-def check_broker(settings: Settings, timeout_s: float) -> None:
-    """Raise BrokerUnavailableError (address, time tried) unless a broker answers in time."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    from kmq.kafka.profiles import client_config
-
-    admin = AdminClient(check_config(client_config(settings), timeout_s))
-    started = time.monotonic()
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise BrokerUnavailableError(
-            f"no Kafka broker answered at {settings.bootstrap_servers} (tried for "
-            f"{time.monotonic() - started:.1f} s; --bootstrap-servers / KMQ_BOOTSTRAP_SERVERS): "
-            f"{exc.args[0].str() if exc.args and hasattr(exc.args[0], 'str') else exc}") from exc
 
 
 @click.command()
@@ -269,90 +190,4 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
                         f"since start: {data['since_start']}"))
 
 
-# -- dead letters ------------------------------------------------------------------------
-
-@click.group()
-def dlq() -> None:
-    """Dead letters of a queue: list, redrive (back to the queue), purge."""
-
-
-@dlq.command("list")
-@click.argument("queue")
-@click.option("--limit", type=click.IntRange(0), default=50, show_default=True,
-              help="Show the newest this many (0: all).")
-@click.option("--reason", default=None,
-              help="Only this reason (max-deliveries, rejected, payload-expired, payload-too-large).")
-@click.option("--json", "as_json", is_flag=True)
-@connection_options
-def dlq_list(settings: Settings, queue: str, limit: int, reason: str | None, as_json: bool) -> None:
-    """List QUEUE's dead letters (newest last)."""
-    from kmq.client import Client
-
-    with Client(settings=settings) as client:
-        letters = client.dead_letters(queue, reason=reason)
-    newest = letters[-limit:] if limit > 0 else letters
-    if as_json:
-        for d in newest:
-            click.echo(json.dumps({"offset": d.offset, "id": d.id, "reason": d.reason, "detail": d.detail,
-                                   "deliveries": d.deliveries, "dead_lettered_ms": d.dead_lettered_ms,
-                                   "value": d.value.decode("utf-8", errors="replace")}))
-        return
-    from rich.table import Table
-    table = Table(title=f"{shown(queue)}: {len(letters)} dead letter{'s' * (len(letters) != 1)}"
-                  + (f" (newest {len(newest)} shown)" if len(newest) < len(letters) else ""))
-    for col in ("offset", "id", "reason", "deliveries", "dead-lettered", "value"):
-        table.add_column(col)
-    for d in newest:
-        table.add_row(str(d.offset), shown(d.id), shown(d.reason + (f": {d.detail}" if d.detail else "")),
-                      str(d.deliveries), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d.dead_lettered_ms / 1000)),
-                      shown(d.value[:60].decode("utf-8", errors="replace")))
-    console().print(table)
-
-
-@dlq.command("redrive")
-@click.argument("queue")
-@click.option("--limit", type=click.IntRange(0), default=None, help="Move at most this many (oldest first).")
-@click.option("--reason", default=None, help="Only dead letters with this reason.")
-@click.option("--rate", "rate_per_s", type=float, default=500.0, show_default=True, callback=positive_rate,
-              help="Messages per second at most.")
-@click.option("--batch-size", type=click.IntRange(1), default=100, show_default=True,
-              help="Dead letters moved per transaction.")
-@connection_options
-def dlq_redrive(settings: Settings, queue: str, limit: int | None, reason: str | None,
-                rate_per_s: float, batch_size: int) -> None:
-    """Move QUEUE's dead letters back to it, exactly once each, with a progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    from kmq.client import Client
-
-    with Client(settings=settings) as client, Progress(
-            "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-            TimeRemainingColumn(), console=console(stderr=True), transient=False) as bar:
-        task = bar.add_task(f"redriving {queue}", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        result = client.redrive(queue, reason=reason, limit=limit, rate_per_s=rate_per_s,
-                                batch_size=batch_size, progress=progress)
-        bar.update(task, total=result.moved, completed=result.moved)
-    click.echo(f"redrove {result.moved} dead letter{'s' * (result.moved != 1)} to {queue}; "
-               f"{result.remaining} remain")
-
-
-@dlq.command("purge")
-@click.argument("queue")
-@click.option("--yes", is_flag=True, help="Do not ask.")
-@connection_options
-def dlq_purge(settings: Settings, queue: str, yes: bool) -> None:
-    """Drop every dead letter of QUEUE."""
-    from kmq.client import Client
-
-    if not yes:
-        click.confirm(f"drop every dead letter of {queue}?", abort=True)
-    with Client(settings=settings) as client:
-        n = client.purge_dead_letters(queue)
-    click.echo(f"purged {n} dead letter{'s' * (n != 1)} of {queue}")
-
-
-COMMANDS = (send, receive, stats, dlq)
+COMMANDS = (send, receive, stats)

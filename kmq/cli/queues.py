@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from kmq.backoff import Backoff
-from kmq.cli.ops import connection_options, console, shown
+from kmq.cli.connect import connection_options, console, shown
 from kmq.cli.option_checks import positive_seconds
 from kmq.errors import ConfigError
 from kmq.queue_config import DEAD_LETTER_HEAD_POLICIES, DISPATCH_MODES, ORDERINGS, QueueConfig

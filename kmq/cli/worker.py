@@ -1,6 +1,6 @@
 """``kmq worker MODULE``: run every ``@kmq.handler`` of a module (kmq.worker).
 
-Connection options and errors as the other broker commands (kmq/cli/ops.py): a broker that
+Connection options and errors as the other broker commands (kmq/cli/connect.py): a broker that
 does not answer within ``--connect-timeout-s`` is one ``error: ...`` line naming the address
 and how long we tried, exit status 1, before any handler starts; so is a handler whose
 consumer does not open. Logs go to stderr as ``<date> <time> <LEVEL> <logger> <message>``;
@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from kmq.cli.ops import connection_options
+from kmq.cli.connect import connection_options
 from kmq.settings import Settings
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"

@@ -5,7 +5,7 @@ overrides); each job writes ``DIR/<job>/`` (Parquet) and prints its first
 rows. pyspark is imported only when a job runs, so ``kmq --help`` works
 without the ``spark`` extra.
 
-Like the other broker commands (kmq/cli/ops.py), a job first checks that a
+Like the other broker commands (kmq/cli/connect.py), a job first checks that a
 broker answers within ``--connect-timeout-s``, and a failure is one
 ``error: ...`` line and exit status 1: a kmq error raised inside the data
 source reaches the driver wrapped in a Spark exception, and its message is
@@ -124,7 +124,7 @@ def job_options(fn: Callable) -> Callable:
 def _run(job: str, build: Callable[[Inputs], Any], out_dir: str, bootstrap_servers: str | None,
          connect_timeout_s: float, master: str, show: int) -> None:
     # Imported here: kmq.cli imports this module while it loads.
-    from kmq.cli.ops import check_broker, fail
+    from kmq.cli.connect import check_broker, fail
 
     try:
         from kmq.settings import Settings

@@ -226,7 +226,7 @@ def test_stats_refuses_a_url_that_is_not_a_web_address(url):
 def test_any_connect_timeout_above_zero_makes_a_config_librdkafka_accepts(seconds):
     from confluent_kafka.admin import AdminClient
 
-    from kmq.cli.ops import check_config
+    from kmq.cli.connect import check_config
     from kmq.kafka.profiles import client_config
     AdminClient(check_config(client_config(Settings.from_env({}, bootstrap_servers="127.0.0.1:1")), seconds))
 

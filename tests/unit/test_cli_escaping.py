@@ -6,7 +6,7 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from kmq.cli.ops import shown
+from kmq.cli.connect import shown
 
 HOSTILE = ["[/]", "[link=https://evil.example]click[/link]", "\x1b[2J\x1b]0;pwned\x07", "[bold red]x",
            "tab\tnew\nline\r", "\x9b31m", "plain"]

@@ -111,3 +111,12 @@ def test_stats_waits_for_the_depth_scans_first_pass():
         server.shutdown()
     assert out.exit_code == 0, out.output
     assert len(asked) == 3 and "42" in out.output
+
+
+def test_redrive_error_before_any_move_is_one_line_without_a_progress_bar(monkeypatch):
+    import kmq.cli.connect
+    monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: None)
+    out = CliRunner().invoke(main, ["dlq", "redrive", "bad name!", "--bootstrap-servers", "127.0.0.1:1"])
+    assert out.exit_code == 1
+    assert out.output.startswith("error: queue='bad name!' is not a valid queue id"), out.output
+    assert "redriving" not in out.output and "0/?" not in out.output

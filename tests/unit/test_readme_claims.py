@@ -40,7 +40,7 @@ def test_a_reason_no_dead_letter_carries_names_the_reasons(call):
 
 
 def test_the_cli_reason_help_lists_every_reason():
-    from kmq.cli.ops import dlq_list
+    from kmq.cli.dlq import dlq_list
 
     help_text = next(p.help for p in dlq_list.params if p.name == "reason")
     for reason in (envelope.REASON_MAX_DELIVERIES, envelope.REASON_REJECTED,

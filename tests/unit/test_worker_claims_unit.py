@@ -38,22 +38,22 @@ def test_a_bad_queue_name_is_refused_when_the_decorator_is_called():
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf"])
 def test_a_connect_timeout_that_is_not_a_positive_number_of_seconds_is_refused_by_name(value, monkeypatch):
     # -1 waited for a broker without end (librdkafka's "no timeout"); 0 gave up without trying.
-    import kmq.cli.ops
+    import kmq.cli.connect
     from kmq.cli.worker import worker
 
     checked = []  # the broker check is not made here: it would wait without end on -1
-    monkeypatch.setattr(kmq.cli.ops, "check_broker", lambda settings, timeout_s: checked.append(timeout_s))
+    monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: checked.append(timeout_s))
     out = CliRunner().invoke(worker, ["no_such_jobs_module", "--connect-timeout-s", value])
     assert checked == [] and out.exit_code == 2, (checked, out.output)
     assert "--connect-timeout-s" in out.output and "Traceback" not in out.output
 
 
 def test_queue_names_in_queues_may_have_spaces_after_the_commas(tmp_path, monkeypatch):
-    import kmq.cli.ops
+    import kmq.cli.connect
     import kmq.worker.main
     from kmq.cli.worker import worker
 
-    monkeypatch.setattr(kmq.cli.ops, "check_broker", lambda settings, timeout_s: None)
+    monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: None)
     seen = {}
     monkeypatch.setattr(kmq.worker.main, "run_worker", lambda module, **kw: seen.update(kw) or 0)
     out = CliRunner().invoke(worker, ["jobs", "--queues", "emails, sms ,"])
@@ -77,10 +77,10 @@ def test_a_metrics_host_that_is_no_address_here_names_metrics_host(tmp_path, mon
 def test_kmq_receive_refuses_a_count_or_wait_that_can_receive_nothing(args, named, monkeypatch):
     # README's `kmq receive orders --ack --max 10`: --max 0 or --timeout-s -1 printed an empty
     # table, exit status 0, as if the queue were empty.
-    import kmq.cli.ops
+    import kmq.cli.connect
     from kmq.cli import main
 
-    monkeypatch.setattr(kmq.cli.ops, "check_broker", lambda settings, timeout_s: None)
+    monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: None)
     out = CliRunner().invoke(main, ["receive", "orders", *args])
     assert out.exit_code == 2 and named in out.output, out.output
 
@@ -88,9 +88,9 @@ def test_kmq_receive_refuses_a_count_or_wait_that_can_receive_nothing(args, name
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_a_grace_that_is_no_number_of_seconds_is_refused_by_name(value, monkeypatch):
     """click's FloatRange(0) took nan, and the worker then gave handlers no grace at all."""
-    import kmq.cli.ops
+    import kmq.cli.connect
     from kmq.cli.worker import worker
 
-    monkeypatch.setattr(kmq.cli.ops, "check_broker", lambda settings, timeout_s: None)
+    monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: None)
     out = CliRunner().invoke(worker, ["no_such_jobs_module", "--grace-s", value])
     assert out.exit_code == 2 and "--grace-s" in out.output and "Traceback" not in out.output, out.output

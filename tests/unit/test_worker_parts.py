@@ -115,11 +115,11 @@ def test_the_metrics_page_counts_outcomes_failures_durations_and_running():
 def test_kmq_worker_names_a_queue_without_a_handler_and_a_module_it_cannot_import(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    import kmq.cli.ops
+    import kmq.cli.connect
     from kmq.cli.worker import worker
 
     # The broker check comes first (tests/unit/test_worker_cli.py); here a broker answers.
-    monkeypatch.setattr(kmq.cli.ops, "check_broker", lambda settings, timeout_s: None)
+    monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: None)
     (tmp_path / "jobs_cli_test.py").write_text(
         "import kmq\n\n@kmq.handler('emails')\ndef send_email(msg):\n    pass\n")
     monkeypatch.chdir(tmp_path)  # `kmq worker jobs` finds ./jobs.py

@@ -1,0 +1,97 @@
+"""What every broker command of the CLI shares: the connection options, the broker check
+before any work, one ``error: ...`` line and exit status 1 for a kmq error, and safe printing.
+
+Every command takes ``--bootstrap-servers`` (``KMQ_BOOTSTRAP_SERVERS``) and
+``--token`` (``KMQ_TOKEN``), checks that a broker answers within
+``--connect-timeout-s`` before doing anything (so a broker that is down is
+an error naming the address and how long we tried, not a hang), and turns
+kmq errors into one ``error: ...`` line and exit status 1. ``rich`` is
+imported only when a command prints.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import time
+from typing import Any, Callable
+
+import click
+
+from kmq.cli.option_checks import positive_seconds
+from kmq.errors import BrokerUnavailableError, KmqError
+from kmq.settings import Settings
+
+def console(stderr: bool = False) -> Any:
+    from rich.console import Console
+    stream = sys.stderr if stderr else sys.stdout
+    # Not a terminal (pipes, tests): wide enough that rows never wrap.
+    return Console(file=stream, width=None if stream.isatty() else 200, highlight=False)
+
+
+# C0 and C1 control characters: an escape sequence in a payload must not reach the terminal.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(text: object) -> str:
+    """Text from a topic or a tracker, safe to print with rich: control characters replaced
+    (no escape sequence reaches the terminal) and markup escaped (a payload of ``[/]`` or
+    ``[link=...]`` is printed as it is, not interpreted)."""
+    from rich.markup import escape
+    return escape(_CONTROLS.sub("\ufffd", str(text)))
+
+
+def fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def connection_options(fun: Callable) -> Callable:
+    """--bootstrap-servers, --token, --connect-timeout-s; passes ``settings`` to the command."""
+
+    @click.option("--bootstrap-servers", envvar="KMQ_BOOTSTRAP_SERVERS", default=None,
+                  help="host:port[,host:port] of the Kafka brokers (KMQ_BOOTSTRAP_SERVERS).")
+    @click.option("--token", envvar="KMQ_TOKEN", default=None,
+                  help="Token presented when auth is on (KMQ_TOKEN).")
+    @click.option("--connect-timeout-s", default=10.0, show_default=True, type=float,
+                  callback=positive_seconds, help="How long to wait for a broker before giving up.")
+    @functools.wraps(fun)
+    def wrapper(bootstrap_servers: str | None, token: str | None, connect_timeout_s: float,
+                **kwargs: Any) -> Any:
+        try:
+            settings = Settings.from_env(bootstrap_servers=bootstrap_servers, token=token)
+            check_broker(settings, connect_timeout_s)
+            return fun(settings=settings, **kwargs)
+        except KmqError as exc:
+            fail(str(exc))
+
+    return wrapper
+
+
+MAX_SETUP_TIMEOUT_MS = 2_147_483_647  # librdkafka's bound of socket.connection.setup.timeout.ms
+
+
+def check_config(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """The broker check's librdkafka config: a connection attempt may take the whole wait, within
+    librdkafka's bounds (a --connect-timeout-s of 1e9 was a traceback naming the setting)."""
+    return {**config, "log_level": 0,  # our error says it all
+            "socket.connection.setup.timeout.ms": min(MAX_SETUP_TIMEOUT_MS, max(1000, int(timeout_s * 1000)))}
+
+
+def check_broker(settings: Settings, timeout_s: float) -> None:
+    """Raise BrokerUnavailableError (address, time tried) unless a broker answers in time."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from kmq.kafka.profiles import client_config
+
+    admin = AdminClient(check_config(client_config(settings), timeout_s))
+    started = time.monotonic()
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerUnavailableError(
+            f"no Kafka broker answered at {settings.bootstrap_servers} (tried for "
+            f"{time.monotonic() - started:.1f} s; --bootstrap-servers / KMQ_BOOTSTRAP_SERVERS): "
+            f"{exc.args[0].str() if exc.args and hasattr(exc.args[0], 'str') else exc}") from exc
