@@ -23,7 +23,8 @@ from kmq.backoff import Backoff
 from kmq.errors import ConfigError
 from kmq.protocol.limits import MAX_TIMEOUT_MS
 from kmq.protocol.ordering import DEAD_LETTER_HEAD_POLICIES, DEFAULT_DEDUP_WINDOW_S, ORDERINGS
-from kmq.settings import MAX_PROCESSING_S, Settings
+from kmq.setting_checks import MAX_PROCESSING_S
+from kmq.settings import Settings
 from kmq.ops.tenancy import validate_tenant_name
 
 CONFIG_VERSION = 1

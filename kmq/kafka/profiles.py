@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmq.kafka import security
-from kmq.settings import PROFILES, REQUEST_TIMEOUT_MS, Settings
+from kmq.setting_checks import PROFILES, REQUEST_TIMEOUT_MS
+from kmq.settings import Settings
 
 MAX_POLL_INTERVAL_MS = 300_000       # the Java client's default
 PRODUCTION_MIN_REBALANCE_MS = 60_000  # time a rebalance may take (Faust's default)

@@ -438,7 +438,7 @@ def test_the_retention_relations_table_states_the_codes_defaults(services):
     from kmq.consumer.marker_writer import OPEN_TRANSACTION_LIMIT_MS
     from kmq.kafka import broker_checks as B
     from kmq.protocol.limits import MAX_TIMEOUT_MS
-    from kmq.settings import MAX_PROCESSING_S
+    from kmq.setting_checks import MAX_PROCESSING_S
 
     s, rows = Settings(), retention_rows()
     (broker, *_) = brokers(services).values()

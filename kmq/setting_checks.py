@@ -1,0 +1,111 @@
+"""The checks of a whole ``Settings`` object: each value within its bounds, and the values
+that must agree (retention longer than any wait, min.insync.replicas within the replication
+factor). Each error names the ``KMQ_*`` variable and the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from kmq.errors import ConfigError
+from kmq.protocol.lane_layout import MAX_LANE_TOPICS
+from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
+
+if TYPE_CHECKING:
+    from kmq.settings import Settings
+
+PROFILES = ("embedded", "production")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")  # librdkafka compression.type values
+MAX_PROCESSING_S = 7 * 24 * 3600.0  # the longest max_processing_s of a queue or of KMQ_MAX_PROCESSING_S
+MAX_DELIVERIES = 1_000_000  # the largest max_deliveries, as kmq.queue_config allows a queue
+MIN_TIMEOUT_S = 0.001  # the shortest visibility timeout or max_processing_s, as kmq.queue_config
+REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
+
+
+def check_values(s: Settings) -> None:
+    """Raise ConfigError naming the variable and the fix for the first value out of bounds."""
+    if s.profile not in PROFILES:
+        raise ConfigError(
+            f"KMQ_PROFILE={s.profile!r} is not a profile: use one of {', '.join(PROFILES)}")
+    if not s.bootstrap_servers.strip():
+        raise ConfigError("KMQ_BOOTSTRAP_SERVERS is empty: give host:port of a Kafka broker")
+    for f in dataclasses.fields(s):
+        value = getattr(s, f.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            allow_zero = f.name in ("replication_factor", "session_timeout_ms",
+                                    "standby_replicas", "min_insync_replicas",
+                                    "tracker_fetch_wait_ms", "max_processing_s",
+                                    "deliveries_topic_partitions")
+            if value < 0 or (value == 0 and not allow_zero):
+                raise ConfigError(f"{f.metadata['env']}={value} must be a positive number"
+                                  + (" or 0" if allow_zero else ""))
+    if not (0 < s.web_port < 65536):
+        raise ConfigError(f"KMQ_WEB_PORT={s.web_port} is not a TCP port (1-65535)")
+    if not 1 <= s.max_deliveries <= MAX_DELIVERIES:  # a queue's own max_deliveries has the same bounds
+        raise ConfigError(f"KMQ_MAX_DELIVERIES={s.max_deliveries} must be from 1 to {MAX_DELIVERIES:,}")
+    # Below a millisecond, markers carry a timeout of 0 (a queue's own settings refuse it too).
+    if s.visibility_timeout_s < MIN_TIMEOUT_S:
+        raise ConfigError(f"KMQ_VISIBILITY_TIMEOUT_S={s.visibility_timeout_s:g} is below "
+                          f"{MIN_TIMEOUT_S} s: give at least {MIN_TIMEOUT_S}")
+    if 0 < s.max_processing_s < MIN_TIMEOUT_S:
+        raise ConfigError(f"KMQ_MAX_PROCESSING_S={s.max_processing_s:g} is below {MIN_TIMEOUT_S} s: "
+                          f"give at least {MIN_TIMEOUT_S}, or 0 for no keepalive")
+    if s.lane_layout.topics > MAX_LANE_TOPICS:
+        raise ConfigError(
+            f"KMQ_DELIVERIES_PARTITIONS={s.deliveries_partitions} at "
+            f"KMQ_DELIVERIES_TOPIC_PARTITIONS={s.lane_layout.per_topic} makes "
+            f"{s.lane_layout.topics} deliveries topics, above {MAX_LANE_TOPICS}: raise the second")
+    if s.max_delay_s * 1000 > MAX_DELAY_MS:
+        raise ConfigError(f"KMQ_MAX_DELAY_S={s.max_delay_s:g} is above the marker codec's limit "
+                          f"of {MAX_DELAY_MS // 1000} s (365 days): lower it")
+    if s.visibility_timeout_s * 1000 > MAX_TIMEOUT_MS:
+        raise ConfigError(f"KMQ_VISIBILITY_TIMEOUT_S={s.visibility_timeout_s:g} is above the "
+                          f"limit of {MAX_TIMEOUT_MS // 1000} s (12 h): lower it")
+    if s.max_processing_s > MAX_PROCESSING_S:
+        raise ConfigError(f"KMQ_MAX_PROCESSING_S={s.max_processing_s:g} is above the limit of "
+                          f"{MAX_PROCESSING_S:g} s (7 days): lower it")
+    if s.auth not in ("on", "off"):
+        raise ConfigError(f"KMQ_AUTH={s.auth!r}: use on or off")
+    if s.dispatch not in ("shared", "partition"):
+        raise ConfigError(f"KMQ_DISPATCH={s.dispatch!r}: use shared or partition")
+    if s.compression not in ("",) + COMPRESSIONS:
+        raise ConfigError(f"KMQ_COMPRESSION={s.compression!r}: use one of {', '.join(COMPRESSIONS)}")
+    if s.log_format not in ("text", "json"):
+        raise ConfigError(f"KMQ_LOG_FORMAT={s.log_format!r}: use text or json")
+    if s.transactional_starts not in ("on", "off"):
+        raise ConfigError(f"KMQ_TRANSACTIONAL_STARTS={s.transactional_starts!r}: use on or off")
+    if s.auth == "on" and len(s.admin_token) < 16:
+        raise ConfigError("KMQ_AUTH=on needs KMQ_ADMIN_TOKEN of at least 16 characters "
+                          "(e.g. from `python -c 'import kmq.ops.tenancy as t; print(t.new_token())'`)")
+    check_durability(s)
+
+
+def check_durability(s: Settings) -> None:
+    """Values that must agree: replicas, retention against every wait, delivery timeout."""
+    rf = s.effective_replication_factor
+    if s.min_insync_replicas > rf:
+        raise ConfigError(
+            f"KMQ_MIN_INSYNC_REPLICAS={s.min_insync_replicas} is above the replication "
+            f"factor {rf} (KMQ_REPLICATION_FACTOR): every acks=all write would fail; "
+            f"set it to at most {rf}")
+    # Redelivery reads a released, expired or held message back from the queue topic: a held
+    # one comes back up to max_processing_s after it was handed out, if its consumer dies.
+    # (A queue's own max_processing_s is not known here: docs/deployment.md.)
+    waits = {"KMQ_MAX_DELAY_S": s.max_delay_s, "KMQ_VISIBILITY_TIMEOUT_S": s.visibility_timeout_s,
+             "KMQ_MAX_PROCESSING_S": s.max_processing_s}
+    # A held message is taken back a visibility timeout after its last keepalive.
+    back_after_s = {**waits, "KMQ_MAX_PROCESSING_S": s.max_processing_s + s.visibility_timeout_s
+                    if s.max_processing_s else 0}
+    too_long = [name for name in waits if back_after_s[name] * 1000 >= s.queue_retention_ms]
+    if too_long:
+        days = s.queue_retention_ms / 86_400_000
+        exceeded = " or ".join(f"{n}={waits[n]:g} ({waits[n] / 86_400:.1f} days)" for n in too_long)
+        raise ConfigError(
+            f"KMQ_QUEUE_RETENTION_MS={s.queue_retention_ms} ({days:.1f} days) does not exceed "
+            f"{exceeded}: a message redelivered after that long would have left the queue topic "
+            "(dead-lettered as payload-expired); raise KMQ_QUEUE_RETENTION_MS well above it or "
+            f"lower {' and '.join(too_long)}")
+    if s.delivery_timeout_ms < REQUEST_TIMEOUT_MS:
+        raise ConfigError(
+            f"KMQ_DELIVERY_TIMEOUT_MS={s.delivery_timeout_ms} is below the producer "
+            f"request timeout: give at least {REQUEST_TIMEOUT_MS}")
