@@ -7,9 +7,10 @@ until the agent applied it (the cursors are final then); fold the consumers' CRE
 rosters; read the queue partitions once for all wanting queues; write one ACQUIRE per
 share; once the broker has it, write the delivery to the consumer's lane.
 
-Blocking librdkafka calls stay in this thread. Its reads are ``agents.dispatch.reader``'s,
-its writes ``agents.dispatch.lanes``'s, its epochs ``agents.dispatch.epochs``', mode
-switches ``agents.dispatch.modes``', ordered groups ``agents.dispatch.ordered``'s; the decisions
+Blocking librdkafka calls stay in this thread. Its inbox's events are handled by
+``agents.dispatch.events``; its reads are ``agents.dispatch.reader``'s, its writes
+``agents.dispatch.lanes``'s, its epochs ``agents.dispatch.epochs``', mode switches
+``agents.dispatch.modes``', ordered groups ``agents.dispatch.ordered``'s; the decisions
 are the pure ``kmq.protocol.dispatch``'s. It writes nothing once a rebalance begins
 (:meth:`Dispatcher.quiesce`) or outside the worker's membership lease (``app.membership``):
 docs/shared-queues.md, "Dispatcher handover".
@@ -19,13 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
-import queue as queue_mod
 import time
 from typing import Any, Callable
 
 from agents.dispatch import modes
-from agents.dispatch.dedup_replay import REPLAY_ROUND_RECORDS, replays_at_begin
+from agents.dispatch.dedup_replay import REPLAY_ROUND_RECORDS
 from agents.dispatch.epochs import Epochs, OwnedPartition
+from agents.dispatch.events import DispatcherEvents
 from agents.dispatch.handover import hand_over_switched
 from agents.dispatch.inbox import QUIESCE_FLUSH_S, DispatcherInbox
 from agents.dispatch.lanes import Batch, LaneWriter, delivery_of
@@ -36,7 +37,7 @@ from app import startup
 from kmq.backoff import compute_backoff
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
-from kmq.protocol.dispatch import Roster, Want, hand_out
+from kmq.protocol.dispatch import Want, hand_out
 from kmq.protocol.lookahead import Lookahead
 from kmq.protocol.placement import queue_partitions
 from kmq.queue_config import QueueConfig
@@ -53,7 +54,7 @@ CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked f
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
 
 
-class Dispatcher(DispatcherInbox, DispatcherViews):
+class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
     """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
 
     def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs],
@@ -63,6 +64,7 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
         # monotonic seconds until which this worker is certainly a member of its group
         self._membership = membership
         self._configs_factory = configs
+        self.trace = TRACE
         self._epochs = Epochs()
         self._parts = self._epochs.parts  # markers partition -> its epoch and queues' state
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
@@ -160,107 +162,6 @@ class Dispatcher(DispatcherInbox, DispatcherViews):
             self._ordered.forget_partition(m)
         self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
         self._lanes.adopt(old)
-
-    def _drain_inbox(self) -> bool:
-        got = False
-        while True:
-            try:
-                event = self._inbox.get_nowait()
-            except queue_mod.Empty:
-                return got
-            got = True
-            kind = event[0]
-            if kind == "credit":
-                self._credit(event[1], event[2])
-            elif kind == "begin":
-                self._begun(event[1], event[2], event[3], event[4])
-            elif kind == "started":
-                self._started(event[1], event[2])
-            elif kind == "owned":
-                self._own(event[1])
-            elif kind == "ended":
-                self._ended(*event[1:])
-            elif kind == "purged":
-                self._ordered.purged(*event[1:])
-            elif kind == "quiesce":
-                self._quiesce()
-                event[1].set()
-            elif kind == "drain":
-                self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
-                event[1].set()
-
-    def _quiesce(self) -> None:
-        # ACQUIREs written so far land (their callbacks run) before anyone else begins;
-        # their lanes go out while their epochs are still ours. Then nothing is ours.
-        self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
-        self._floors.clear()
-        for m in self._epochs.forget_all():
-            self._ordered.forget_partition(m)
-
-    def _own(self, partitions: set[int]) -> None:
-        for m in list(self._parts):
-            if m not in partitions:
-                self._epochs.end(m)  # revoked: its next owner begins anew
-                self._ordered.forget_partition(m)
-        if partitions - set(self._parts) and time.monotonic() >= self._membership():
-            return  # not certainly a member: the tick timer says again once it is
-        for m in partitions:
-            if m not in self._parts:
-                epoch = self._epochs.begin(m)
-                # Same producer as our ACQUIREs: everything we wrote before lands before it.
-                self._lanes.begin(m, epoch, self._begin_failed)
-
-    def _begin_failed(self, m: int, epoch: int, err: Any) -> None:
-        """A BEGIN that was not written is waited for in vain: the next tick begins anew."""
-        self.stats["begin-errors"] += 1
-        log.warning("markers partition %d: BEGIN not written (%s); beginning anew", m, err)
-        self._epochs.end(m, epoch)
-
-    def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int], handed: dict) -> None:
-        if self._epochs.begun(m, epoch, cursors):
-            log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
-            self._parts[m].replays = replays_at_begin(cursors, int(time.time() * 1000))
-            ordered = {qp: v for qp, v in handed.items() if self._configs.get(qp[0]).ordering == "group"}
-            self._ordered.recover_partition(m, ordered, self._reader.end_offset)
-
-    def _started(self, m: int, fetched: M.RangeRef) -> None:
-        # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.
-        part = self._parts.get(m)
-        if part is not None and part.ready:
-            key = (fetched.queue, fetched.partition)
-            if part.cursors.get(key, 0) < fetched.end:
-                part.cursors[key] = fetched.end
-
-    def _ended(self, m: int, queue: str, p: int, offsets: list[int], dead_lettered: bool) -> None:
-        if m in self._parts:
-            self._ordered.ended((m, queue, p), offsets, dead_lettered, self._configs.get(queue).dead_letter_head)
-
-    def _credit(self, m: int, c: M.Credit) -> None:
-        part = self._parts.get(m)
-        if part is None or not part.ready:
-            return  # from before our BEGIN: the consumer asks again within its heartbeat
-        if not 0 <= c.lane < self._lanes.layout.count:
-            self._lanes.read_layout_again()  # deliveries topics added since we read them?
-            if not 0 <= c.lane < self._lanes.layout.count:
-                self.stats["bad-credits"] += 1
-                return
-        self.stats["credits"] += 1
-        if TRACE:
-            log.info("TRACE credit %s free=%d seq=%d", c.consumer_id[:6], c.free, c.seq)
-        roster = part.rosters.get(c.queue)
-        if roster is None:
-            roster = part.rosters[c.queue] = Roster(part.epoch)
-        slot = roster.slots.get(c.consumer_id)
-        last_seq = 0 if slot is None else slot.next_seq - 1
-        if slot is not None and slot.lane != c.lane:
-            # The consumer left its lane (kmq.consumer.lane_choice): it reads the old one
-            # until this FAREWELL, after every delivery sent there.
-            self.stats["lane-moves"] += 1
-            self._lanes.farewell(c.consumer_id, slot.lane, part.epoch, last_seq, self._epochs.with_deliveries())
-        if roster.credit(c, int(time.monotonic() * 1000)) is None:
-            self._lanes.farewell(c.consumer_id, c.lane, part.epoch, last_seq, self._epochs.with_deliveries())
-        if not roster.slots:
-            del part.rosters[c.queue]
 
     # -- reading and handing out ------------------------------------------------------------
 

@@ -1,0 +1,143 @@
+"""The dispatcher thread's handling of the events in its inbox (agents.dispatch.inbox): the
+markers partitions it owns and their epochs (BEGIN, begun, ended), the cursors the agent
+applied, the consumers' CREDITs folded into rosters, a quiesce before a rebalance.
+
+Mixed into :class:`agents.dispatch.dispatcher.Dispatcher`, whose thread alone calls these;
+kept apart so that module holds reading and handing out.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_mod
+import time
+from typing import Any, Callable
+
+from agents.dispatch.dedup_replay import replays_at_begin
+from agents.dispatch.epochs import Epochs, OwnedPartition
+from agents.dispatch.inbox import QUIESCE_FLUSH_S
+from agents.dispatch.lanes import LaneWriter
+from agents.dispatch.ordered import OrderedQueues
+from agents.dispatch.reader import QueueReader
+from kmq.ops.queues_topic import QueueConfigs
+from kmq.protocol import markers as M
+from kmq.protocol.dispatch import Roster
+
+log = logging.getLogger("kmq.tracker.dispatcher")
+
+
+class DispatcherEvents:
+    """Events in, state changed: nothing here reads a queue or writes a delivery."""
+
+    _inbox: queue_mod.SimpleQueue
+    _parts: dict[int, OwnedPartition]
+    _epochs: Epochs
+    _lanes: LaneWriter
+    _reader: QueueReader
+    _ordered: OrderedQueues
+    _configs: QueueConfigs
+    _floors: dict[int, list[M.Floor]]
+    _membership: Callable[[], float]
+    stats: dict[str, int]
+    trace: bool = False
+
+    def _drain_inbox(self) -> bool:
+        got = False
+        while True:
+            try:
+                event = self._inbox.get_nowait()
+            except queue_mod.Empty:
+                return got
+            got = True
+            kind = event[0]
+            if kind == "credit":
+                self._credit(event[1], event[2])
+            elif kind == "begin":
+                self._begun(event[1], event[2], event[3], event[4])
+            elif kind == "started":
+                self._started(event[1], event[2])
+            elif kind == "owned":
+                self._own(event[1])
+            elif kind == "ended":
+                self._ended(*event[1:])
+            elif kind == "purged":
+                self._ordered.purged(*event[1:])
+            elif kind == "quiesce":
+                self._quiesce()
+                event[1].set()
+            elif kind == "drain":
+                self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
+                event[1].set()
+
+    def _quiesce(self) -> None:
+        # ACQUIREs written so far land (their callbacks run) before anyone else begins;
+        # their lanes go out while their epochs are still ours. Then nothing is ours.
+        self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
+        self._floors.clear()
+        for m in self._epochs.forget_all():
+            self._ordered.forget_partition(m)
+
+    def _own(self, partitions: set[int]) -> None:
+        for m in list(self._parts):
+            if m not in partitions:
+                self._epochs.end(m)  # revoked: its next owner begins anew
+                self._ordered.forget_partition(m)
+        if partitions - set(self._parts) and time.monotonic() >= self._membership():
+            return  # not certainly a member: the tick timer says again once it is
+        for m in partitions:
+            if m not in self._parts:
+                epoch = self._epochs.begin(m)
+                # Same producer as our ACQUIREs: everything we wrote before lands before it.
+                self._lanes.begin(m, epoch, self._begin_failed)
+
+    def _begin_failed(self, m: int, epoch: int, err: Any) -> None:
+        """A BEGIN that was not written is waited for in vain: the next tick begins anew."""
+        self.stats["begin-errors"] += 1
+        log.warning("markers partition %d: BEGIN not written (%s); beginning anew", m, err)
+        self._epochs.end(m, epoch)
+
+    def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int], handed: dict) -> None:
+        if self._epochs.begun(m, epoch, cursors):
+            log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
+            self._parts[m].replays = replays_at_begin(cursors, int(time.time() * 1000))
+            ordered = {qp: v for qp, v in handed.items() if self._configs.get(qp[0]).ordering == "group"}
+            self._ordered.recover_partition(m, ordered, self._reader.end_offset)
+
+    def _started(self, m: int, fetched: M.RangeRef) -> None:
+        # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.
+        part = self._parts.get(m)
+        if part is not None and part.ready:
+            key = (fetched.queue, fetched.partition)
+            if part.cursors.get(key, 0) < fetched.end:
+                part.cursors[key] = fetched.end
+
+    def _ended(self, m: int, queue: str, p: int, offsets: list[int], dead_lettered: bool) -> None:
+        if m in self._parts:
+            self._ordered.ended((m, queue, p), offsets, dead_lettered, self._configs.get(queue).dead_letter_head)
+
+    def _credit(self, m: int, c: M.Credit) -> None:
+        part = self._parts.get(m)
+        if part is None or not part.ready:
+            return  # from before our BEGIN: the consumer asks again within its heartbeat
+        if not 0 <= c.lane < self._lanes.layout.count:
+            self._lanes.read_layout_again()  # deliveries topics added since we read them?
+            if not 0 <= c.lane < self._lanes.layout.count:
+                self.stats["bad-credits"] += 1
+                return
+        self.stats["credits"] += 1
+        if self.trace:
+            log.info("TRACE credit %s free=%d seq=%d", c.consumer_id[:6], c.free, c.seq)
+        roster = part.rosters.get(c.queue)
+        if roster is None:
+            roster = part.rosters[c.queue] = Roster(part.epoch)
+        slot = roster.slots.get(c.consumer_id)
+        last_seq = 0 if slot is None else slot.next_seq - 1
+        if slot is not None and slot.lane != c.lane:
+            # The consumer left its lane (kmq.consumer.lane_choice): it reads the old one
+            # until this FAREWELL, after every delivery sent there.
+            self.stats["lane-moves"] += 1
+            self._lanes.farewell(c.consumer_id, slot.lane, part.epoch, last_seq, self._epochs.with_deliveries())
+        if roster.credit(c, int(time.monotonic() * 1000)) is None:
+            self._lanes.farewell(c.consumer_id, c.lane, part.epoch, last_seq, self._epochs.with_deliveries())
+        if not roster.slots:
+            del part.rosters[c.queue]
