@@ -33,6 +33,7 @@ from kmq.consumer import Consumer as SyncConsumer
 from kmq.errors import DeliveryError
 from kmq.kafka.delivery_reports import DeliveryReports
 from kmq.message import Message as SyncMessage
+from kmq import send_args
 from kmq.queue_config import QueueConfig
 from kmq.settings import Settings
 
@@ -136,7 +137,7 @@ class Client:
     async def send_batch(self, queue: str, values: Iterable[bytes],
                          headers: Mapping[str, bytes | str] | None = None) -> list[str]:
         """Enqueue many values on one queue (see :meth:`kmq.Client.send_batch`)."""
-        values = list(values)
+        values = send_args.check_values(values)  # one bytes value, listed, was a batch of ints
         if await self._ready_to_send(queue) and len(values) < OFF_LOOP_ABOVE // 10:
             return self.sync.send_batch(queue, values, headers)
         return await _off(self._io, self.sync.send_batch, queue, values, headers)

@@ -74,7 +74,13 @@ class Backoff:
 
 def compute_backoff(policy: Backoff, attempt: int,
                     uniform: Callable[[float, float], float] = random.uniform) -> float:
-    """Seconds to wait before redelivering after delivery number ``attempt`` (>= 1)."""
+    """Seconds to wait before redelivering after delivery number ``attempt`` (>= 1; below
+    it counts as 1)."""
+    if not isinstance(policy, Backoff):
+        raise ConfigError(f"policy={policy!r} must be a kmq.Backoff (Backoff.fixed(...), "
+                          "Backoff.exponential(...) or Backoff.none())")
+    if isinstance(attempt, bool) or not isinstance(attempt, int):
+        raise ConfigError(f"attempt={attempt!r} must be a whole number (the delivery that ended, 1 = first)")
     if policy.kind == "none":
         return 0.0
     if policy.kind == "fixed":

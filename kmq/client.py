@@ -64,6 +64,10 @@ class Client(QueueAdmin):
                  **setting_overrides: Any) -> None:
         if settings is None:
             settings = Settings.from_env(bootstrap_servers=bootstrap_servers, **setting_overrides)
+        elif not isinstance(settings, Settings):
+            raise ConfigError(f"settings={settings!r} must be a kmq.Settings: build one with "
+                              "kmq.Settings.from_env(bootstrap_servers=...), or pass the settings as "
+                              "keywords, Client(bootstrap_servers=..., visibility_timeout_s=...)")
         elif bootstrap_servers or setting_overrides:
             settings = settings.replace(
                 **({"bootstrap_servers": bootstrap_servers} if bootstrap_servers else {}),
@@ -245,7 +249,7 @@ class Client(QueueAdmin):
                    headers: Mapping[str, bytes | str] | None = None) -> list[str]:
         """Enqueue many values on one queue; all are validated before any is written."""
         queue = validate_queue_name(queue)
-        payloads = [send_args.check_value(v) for v in values]
+        payloads = send_args.check_values(values)
         user_headers = send_args.check_headers(headers)
         user_headers += trace_headers(user_headers)
         extra = len(queue) + sum(len(k) + len(v) for k, v in user_headers) + HEADER_OVERHEAD_BYTES
@@ -272,6 +276,7 @@ class Client(QueueAdmin):
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until every sent message is acknowledged; raise if any was lost."""
+        send_args.finite_s("timeout_s", timeout_s)
         if self._producer is not None:
             left = self._producer.flush(timeout_s)
             if left:

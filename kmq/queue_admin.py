@@ -12,10 +12,12 @@ path because it is a different job with different callers (operators and the
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from typing import Any
 
+from kmq.backoff import Backoff
 from kmq.ops import deadletters
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
@@ -58,6 +60,11 @@ class QueueAdmin:
         """
         probe = cfg.spread_to(spread, {})  # validates before anything is measured
         n = self.partition_count(self.settings.queue_topic)
+        if probe.spread > n:  # it would be read as n: a queue lives on distinct partitions
+            raise ConfigError(
+                f"spread={spread} is above the {n} partitions of topic {self.settings.queue_topic} "
+                f"(KMQ_QUEUE_PARTITIONS): give at most {n}; more partitions need new topics "
+                "(docs/scaling.md, When one machine is not enough)")
         added = sorted(set(queue_partitions(queue, n, probe.spread))
                        - set(queue_partitions(queue, n, cfg.spread)))
         starts = true_end_offsets(self.settings, self.settings.queue_topic, added) if added else {}
@@ -126,6 +133,10 @@ class QueueAdmin:
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
             require_admin(caller, "changing a queue's tenant")
         spread = changes.pop("spread", None)
+        # None restores a setting's default, also of those without a KMQ_* one.
+        for name, default in (("dead_letter", True), ("backoff", Backoff())):
+            if name in changes and changes[name] is None:
+                changes[name] = default
         new = cfg.changed(**changes).switched(self.settings, cfg)
         if "tenant" in changes and caller.admin:
             # The admin signs the assignment (kept as is by later changes of other settings):
@@ -181,9 +192,15 @@ class QueueAdmin:
         in-flight and scheduled messages, then records the queue topic's end
         offsets as the purge point (so nothing it republished before is
         missed); consumers skip the queue's records below it. Returns the
-        purge point (partition -> offset) once this client sees it.
+        purge point (partition -> offset) once this client sees it, and raises if it does not
+        within ``timeout_s``.
         """
         queue = validate_queue_name(queue)
+        # Checked before the purge is sent: a bad timeout was a TypeError after it.
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+                or not (math.isfinite(timeout_s) and timeout_s > 0):
+            raise ConfigError(f"timeout_s={timeout_s!r} must be a finite number of seconds above 0 "
+                              "(how long to wait for the tracker's confirmation)")
         configs = self.queue_configs()
         before = self._authorize(queue).updated_at_ms
         mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))

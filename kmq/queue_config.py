@@ -31,6 +31,7 @@ CONFIG_VERSION = 1
 MAX_VISIBILITY_S = MAX_TIMEOUT_MS / 1000  # 12 h: the marker codec's timeout limit
 MAX_DEDUP_WINDOW_S = 12 * 3600.0
 DISPATCH_MODES = ("shared", "partition")
+MAX_SPREAD = 1024  # and at most the queue topic's partitions (checked when a spread grows)
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,7 @@ class QueueConfig:
                               "Backoff.exponential(...) or Backoff.none())")
         if not isinstance(self.dead_letter, bool):
             raise ConfigError(f"dead_letter={self.dead_letter!r} must be True or False")
-        if isinstance(self.spread, bool) or not isinstance(self.spread, int) or not 1 <= self.spread <= 1024:
-            raise ConfigError(f"spread={self.spread!r} must be a whole number from 1 to 1024")
+        _check_spread(self.spread)
         if self.tenant is not None:
             validate_tenant_name(self.tenant)
         if not isinstance(self.tenant_sig, str):
@@ -163,6 +163,7 @@ class QueueConfig:
 
     def spread_to(self, spread: int, starts: dict[int, int]) -> "QueueConfig":
         """A copy spread over ``spread`` partitions; ``starts``: where the added ones begin."""
+        _check_spread(spread)  # a number before it is compared ("4" < 1 was a TypeError)
         if spread < self.spread:
             raise ConfigError(
                 f"spread={spread} is below the current {self.spread}: a spread only grows "
@@ -211,6 +212,11 @@ def _check_number(name: str, value: Any, low: float, high: float) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise ConfigError(f"{name}={value!r} must be a number of seconds from {low:g} to {high:g}")
+
+
+def _check_spread(spread: Any) -> None:
+    if isinstance(spread, bool) or not isinstance(spread, int) or not 1 <= spread <= MAX_SPREAD:
+        raise ConfigError(f"spread={spread!r} must be a whole number from 1 to {MAX_SPREAD}")
 
 
 DEFAULT_CONFIG = QueueConfig()  # shared: frozen, and never modified in place

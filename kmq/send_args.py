@@ -22,12 +22,25 @@ def finite_s(name: str, value: Any) -> float:
     return float(value)
 
 
-def check_value(value: Any) -> bytes:
-    """A message's value: bytes-like, as bytes."""
+def check_value(value: Any, name: str = "value") -> bytes:
+    """A message's value: bytes-like, as bytes (``name``: how the caller passed it)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise ConfigError(
-        f"value must be bytes, not {type(value).__name__}: encode it first, e.g. value.encode()")
+        f"{name} must be bytes, not {type(value).__name__}: encode it first, e.g. value.encode()")
+
+
+def check_values(values: Any) -> list[bytes]:
+    """``send_batch``'s values: an iterable of bytes-like values, as bytes. One bytes or str
+    value is refused: iterated, it was a batch of ints (or of one-letter strings)."""
+    if isinstance(values, (bytes, bytearray, memoryview, str)):
+        raise ConfigError(f"values must be a list of bytes values, not one {type(values).__name__} value: "
+                          "send_batch(queue, [value]), or client.send(queue, value) for one")
+    try:
+        items = iter(values)
+    except TypeError:
+        raise ConfigError(f"values must be a list of bytes values, not {type(values).__name__}") from None
+    return [check_value(v, f"values[{i}]") for i, v in enumerate(items)]
 
 
 def _order_bytes(name: str, value: str | bytes, limit: int) -> bytes:

@@ -163,11 +163,15 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
     # -- receiving ---------------------------------------------------------------
 
     def receive(self, timeout_s: float | None = 1.0) -> Message | None:
-        """The next message of this queue, or None after ``timeout_s`` (None: wait forever).
+        """The next message of this queue, or None after ``timeout_s`` (None: wait forever;
+        0 or less: one look without waiting). A ``timeout_s`` that is no number of seconds
+        (NaN, a string) is a ConfigError.
 
         Of a queue with ``ordering="group"``: never one whose group has an earlier message
         handed out and not settled (docs/ordering.md).
         """
+        if timeout_s is not None and (timeout_s.__class__ not in _PLAIN_SECONDS or timeout_s != timeout_s):
+            timeout_s = check_timeout_s(timeout_s)  # the rare case: say what is wrong, or take it
         if self._gate is not None:
             return self._receive_gated(1, timeout_s, None)
         ready = self._ready
@@ -189,9 +193,13 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
 
         The result is a list of messages whose ``ack()`` settles all of them
         at once (much cheaper than one ``ack()`` per message). Of a queue with
-        ``ordering="group"`` it may hold several messages of a group, in order: handle
-        them in that order, each after the one before is settled (docs/ordering.md).
+        ``ordering="group"`` it holds at most one message of a group, and none of a group
+        with a message handed out and not settled yet (docs/ordering.md).
         """
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
+            raise ConfigError(f"max_messages={max_messages!r} must be a whole number >= 1")
+        if timeout_s is not None and (timeout_s.__class__ not in _PLAIN_SECONDS or timeout_s != timeout_s):
+            timeout_s = check_timeout_s(timeout_s)
         ready = self._ready
         batch = MessageBatch()
         if self._gate is not None:
@@ -327,6 +335,19 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
     def in_flight(self) -> int:
         """Messages held: prefetched or handed out and not yet settled (as last counted)."""
         return self._in_flight
+
+
+_PLAIN_SECONDS = frozenset((int, float))  # receive's quick look; anything else: check_timeout_s
+
+
+def check_timeout_s(timeout_s: Any) -> float:
+    """A receive's ``timeout_s`` (not None): a number of seconds, not NaN (which never
+    passed, and made a receive poll for ever); below 0 it is one look without waiting,
+    infinite it waits like None."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s != timeout_s:
+        raise ConfigError(f"timeout_s={timeout_s!r} must be a number of seconds (or None: wait until "
+                          "a message comes)")
+    return float(timeout_s)
 
 
 def _check_positive(name: str, value: Any, limit: float) -> None:

@@ -1,7 +1,7 @@
-"""Create and check kmq's topics (idempotent): queue, markers, dead-letter.
+"""Create and check kmq's topics (idempotent): queue, markers, dead-letter, queues, deliveries.
 
 The markers topic must have exactly as many partitions as the tracker's
-tables (Faust refuses otherwise), and placement hashes over the queue
+tables and their changelog (Faust refuses otherwise, checked here too), and placement hashes over the queue
 topic's partition count, so an existing topic with another count is an
 error that says so rather than something silently tolerated.
 """
@@ -15,6 +15,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.kafka.acls import changelog_topic
 from kmq.kafka.profiles import client_config, topic_durability_config
 from kmq.protocol.lane_layout import LaneLayout, discover
 from kmq.settings import Settings
@@ -78,6 +79,23 @@ def existing_lanes(settings: Settings, counts: Mapping[str, int] | None = None) 
     return layout
 
 
+def check_changelog_partitions(settings: Settings, counts: Mapping[str, int]) -> None:
+    """The tracker table's changelog, if it exists, has the markers topic's count.
+
+    Faust needs the same count (``PartitionsMismatch``) but finds out only at the first
+    table write, in the markers agent, which its supervisor then restarts in a loop: a
+    worker that runs and tracks nothing. A new count needs a new changelog, so a new app id.
+    """
+    name = changelog_topic(settings)
+    have = counts.get(name)
+    if have is not None and have != settings.markers_partitions:
+        raise ConfigError(
+            f"topic {name} (the tracker table's changelog of KMQ_APP_ID={settings.app_id}) has "
+            f"{have} partitions but KMQ_MARKERS_PARTITIONS={settings.markers_partitions}: they must be "
+            f"equal. Set KMQ_MARKERS_PARTITIONS={have}, or give the new count a new KMQ_APP_ID "
+            "and new topics (docs/scaling.md, 'More partitions: migrate, never alter')")
+
+
 def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
     """Create missing kmq topics; check existing ones. Returns the names created."""
     existing = topic_partition_counts(settings, timeout_s)
@@ -88,6 +106,7 @@ def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
             raise ConfigError(
                 f"topic {spec.topic} has {have} partitions but the settings say "
                 f"{spec.num_partitions}: set the matching KMQ_*_PARTITIONS or use another topic name")
+    check_changelog_partitions(settings, existing)
     missing = [s for s in specs if s.topic not in existing]
     created = []
     if missing:

@@ -165,6 +165,23 @@ def check_options(where: str, given: dict, operation: Callable) -> None:
     reason = given.get("reason")
     if reason is not None and reason not in REASONS:
         raise ConfigError(f"{where}: reason={reason!r}: use one of {', '.join(REASONS)}")
+    _check_ages(given.get("min_age_s"), given.get("max_age_s"))
+    if "batch_size" in given:
+        _check_batch_size(given["batch_size"])
+
+
+def _check_ages(min_age_s: object, max_age_s: object) -> None:
+    """The age filters: None, or seconds from 0 (a string failed only once a dead letter was
+    there to compare; nan matched nothing, an empty answer)."""
+    for name, value in (("min_age_s", min_age_s), ("max_age_s", max_age_s)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not (math.isfinite(value) and value >= 0)):
+            raise ConfigError(f"{name}={value!r} must be a number of seconds, 0 or more (or None: any age)")
+
+
+def _check_batch_size(batch_size: object) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1 (dead letters a transaction)")
 
 
 def _matches(d: DeadLetter, reason: str | None, min_age_s: float | None,
@@ -185,6 +202,7 @@ def list_dead_letters(settings: Settings, queue: str, *, reason: str | None = No
     """The queue's current dead letters (not redriven, not purged), oldest first."""
     validate_queue_name(queue)
     _check_limit(limit)
+    _check_ages(min_age_s, max_age_s)
     now = time.time()
     found = [d for d in _fold(settings, queue).pending() if _matches(d, reason, min_age_s, max_age_s, now)]
     return found if limit is None else found[:limit]
@@ -217,8 +235,8 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
     if isinstance(rate_per_s, bool) or not isinstance(rate_per_s, (int, float)) or not (
             math.isfinite(rate_per_s) and rate_per_s > 0):
         raise ConfigError(f"rate_per_s={rate_per_s!r} must be a finite number above 0 (messages a second)")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"batch_size={batch_size!r} must be a whole number >= 1")
+    _check_ages(min_age_s, max_age_s)
+    _check_batch_size(batch_size)
 
     conf = profiles.producer_config(settings)
     producer = Producer({**conf,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from kmq.errors import InvalidQueueNameError
+from kmq.errors import ConfigError, InvalidQueueNameError
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -61,21 +61,35 @@ def validate_queue_name(queue: object) -> str:
     return queue
 
 
-@lru_cache(maxsize=65536)
+def _check_placement_args(queue: object, num_partitions: object, spread: object = 1) -> None:
+    """A ConfigError naming the argument (these are public: docs/scaling.md checks a placement
+    with them), not a ZeroDivisionError or a silently odd tuple."""
+    if not isinstance(queue, str):
+        raise ConfigError(f"queue={queue!r} must be a queue id (str)")
+    for name, value in (("num_partitions", num_partitions), ("spread", spread)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r} must be a whole number of at least 1")
+
+
+# typed: 8.0 and True must not find the cache entries of 8 and 1 (they are refused).
+@lru_cache(maxsize=65536, typed=True)
 def queue_partitions(queue: str, num_partitions: int, spread: int = 1) -> tuple[int, ...]:
-    """The queue-topic partitions that hold ``queue``: ``spread`` consecutive ones.
+    """The queue-topic partitions that hold ``queue``: ``spread`` consecutive ones (at most
+    ``num_partitions``: the SDK refuses to spread a queue wider than its topic).
 
     The first is where a plain producer's key = queue id lands; consecutive
     partitions spread evenly over a round-robin-assigned consumer group.
     """
+    _check_placement_args(queue, num_partitions, spread)
     first = partition_for_key(queue.encode(), num_partitions)
     spread = max(1, min(spread, num_partitions))
     return tuple((first + i) % num_partitions for i in range(spread))
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=65536, typed=True)
 def markers_partition(queue: str, num_partitions: int) -> int:
     """The markers partition (and tracker table partition) of ``queue``."""
+    _check_placement_args(queue, num_partitions)
     return partition_for_key(queue.encode(), num_partitions)
 
 

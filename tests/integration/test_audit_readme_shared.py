@@ -1,0 +1,83 @@
+"""README.md's consumer calls with bad arguments, on the real embedded broker.
+
+``c.receive(timeout_s=5)`` and ``c.receive_batch(500, timeout_s=1)``: a timeout that is
+not a number of seconds, or a batch size below one, is a ConfigError naming the argument.
+Before, ``receive(float("nan"))`` polled for ever (a busy loop), a string was a TypeError
+from deep inside, and ``receive_batch(0)`` fetched messages and returned none of them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import kmq
+
+pytestmark = pytest.mark.usefixtures("tracker")
+
+
+@pytest.fixture
+def consumer(shared_settings, make_client, queue):
+    client = make_client(shared_settings)
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        yield c
+
+
+def test_a_receive_timeout_that_is_not_seconds_is_refused_at_once(consumer):
+    started = time.monotonic()
+    for timeout in (float("nan"), "1", True, [1]):
+        with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a number of seconds"):
+            consumer.receive(timeout)
+        with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a number of seconds"):
+            consumer.receive_batch(10, timeout)
+    assert time.monotonic() - started < 5
+
+
+def test_a_receive_batch_size_below_one_or_not_whole_is_refused(consumer):
+    for count in (0, -1, 2.5, "10", True, None):
+        with pytest.raises(kmq.ConfigError, match=r"max_messages=.* must be a whole number >= 1"):
+            consumer.receive_batch(count, 0.1)
+
+
+def test_a_negative_timeout_is_one_look_without_waiting(shared_settings, make_client, queue):
+    client = make_client(shared_settings)
+    client.send(queue, b"x")
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        m = c.receive(60)
+        assert m is not None and m.value == b"x"
+        m.ack()
+        started = time.monotonic()
+        assert c.receive(-1) is None and c.receive_batch(10, -1) == []
+        assert time.monotonic() - started < 2
+
+
+def test_configure_queue_none_restores_the_default_of_every_setting(shared_settings, make_client, queue):
+    # configure_queue's contract: "None restores the global default". dead_letter=None and
+    # backoff=None were ConfigErrors ("must be True or False", "must be a kmq.Backoff").
+    client = make_client(shared_settings)
+    client.configure_queue(queue, dead_letter=False, backoff=kmq.Backoff.fixed(5), max_deliveries=2)
+    cfg = client.configure_queue(queue, dead_letter=None, backoff=None, max_deliveries=None)
+    assert (cfg.dead_letter, cfg.backoff, cfg.max_deliveries) == (True, kmq.Backoff.none(), None)
+
+
+def test_a_dedup_id_repeated_on_a_partition_mode_queue_is_delivered_twice(shared_settings, make_client, queue):
+    # README: dedup is the dispatcher's, so it holds on shared queues only; a queue in
+    # partition mode has no dispatcher and delivers both (docs/ordering.md says so).
+    from tests.conftest import partition_mode, wait_for
+
+    client = make_client(shared_settings)
+    partition_mode(client, queue)
+    first, again = client.send(queue, b"1", dedup_id="txn-991"), client.send(queue, b"2", dedup_id="txn-991")
+    client.flush()
+    assert first == again
+    got: list[bytes] = []
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        def step():
+            for m in c.receive_batch(10, 0.5):
+                got.append(m.value)
+                m.ack()
+            return len(got) >= 2
+        wait_for(step, 60, what="both sends")
+    assert sorted(got) == [b"1", b"2"]
