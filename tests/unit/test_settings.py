@@ -98,7 +98,7 @@ def test_queue_retention_must_outlast_the_longest_processing_with_the_fix():
     env = {"KMQ_QUEUE_RETENTION_MS": str(3 * day_ms), "KMQ_MAX_DELAY_S": "86400",
            "KMQ_MAX_PROCESSING_S": str(5 * 86_400)}
     with pytest.raises(ConfigError, match=r"KMQ_QUEUE_RETENTION_MS=259200000 \(3.0 days\) does not exceed "
-                                          r"KMQ_MAX_PROCESSING_S=432000 \(5.0 days\): .*payload-expired.*"
+                                          r"KMQ_MAX_PROCESSING_S=432000 \+ KMQ_VISIBILITY_TIMEOUT_S=30 \(5.0 days\): .*payload-expired.*"
                                           r"raise KMQ_QUEUE_RETENTION_MS .* or lower KMQ_MAX_PROCESSING_S$"):
         Settings.from_env(env)
     assert Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": str(2 * 86_400)}).max_processing_s == 2 * 86_400
@@ -107,3 +107,11 @@ def test_queue_retention_must_outlast_the_longest_processing_with_the_fix():
         Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": "258000", "KMQ_VISIBILITY_TIMEOUT_S": "1200"})
     # 0 (no keepalive in user code) holds nothing past the visibility timeout.
     assert Settings.from_env({**env, "KMQ_MAX_PROCESSING_S": "0"}).max_processing_s == 0
+
+
+def test_the_retention_error_names_the_sum_it_compared_in_seconds_below_a_day():
+    # 301 s exceeds KMQ_MAX_PROCESSING_S=300 but not 300 + the 30 s visibility timeout; the
+    # message said "KMQ_MAX_PROCESSING_S=300 (0.0 days)".
+    with pytest.raises(ConfigError, match=r"^KMQ_QUEUE_RETENTION_MS=301000 \(301 s\) does not exceed "
+                                          r"KMQ_MAX_PROCESSING_S=300 \+ KMQ_VISIBILITY_TIMEOUT_S=30 \(330 s\): "):
+        Settings(max_delay_s=100, max_processing_s=300, visibility_timeout_s=30, queue_retention_ms=301_000)
