@@ -157,15 +157,16 @@ class LaneWriter:
         on_error(m, epoch, err)
 
     def acquire(self, m: int, batches: list[Batch], floors: list[M.Floor],
-                on_failed: Callable[[int, list[Batch], Any], None]) -> None:
-        """Marker records of ACQUIREs (the FLOORs of ordered queues after them); their lanes
-        are written by :meth:`write_lanes` once the broker has them."""
+                on_failed: Callable[[int, list[Batch], Any], None], moved: list[M.Floor] = ()) -> None:
+        """Marker records of ACQUIREs (the FLOORs of ordered queues after them, and ``moved``:
+        unordered queues' positions past dropped duplicates); their lanes are written by
+        :meth:`write_lanes` once the broker has them."""
         if self._trace:
             log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
         chunks = _record_chunks(batches) or [[]]
         ordered = {(f.queue, f.partition) for f in floors}  # a FLOOR follows every ordered queue's
         for i, chunk in enumerate(chunks):
-            tail = list(floors) if i == len(chunks) - 1 else []
+            tail = [*floors, *moved] if i == len(chunks) - 1 else []
             value = marker_codec.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
                                                    b.delivery.epoch,
                                                    (b.delivery.range.queue, b.delivery.range.partition) in ordered)

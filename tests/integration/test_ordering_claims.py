@@ -89,3 +89,25 @@ def test_a_dedup_id_sent_again_after_a_purge_inside_its_window_is_still_a_duplic
     assert again == first
     with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=30) as c:
         assert receive_values(c, 1, "the message after") == [b"after"]
+
+
+def test_a_dropped_duplicate_is_not_counted_in_the_queues_depth(client, queue, tracker):
+    # Depth is what nobody fetched yet. A dropped duplicate at the queue's tail was counted
+    # until a later message was handed out: no marker moved the queue's position past it.
+    from tests.integration.views import queue_detail
+
+    client.send(queue, b"first", dedup_id="order-17")
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        got = []
+        wait_for(lambda: got.extend(c.receive_batch(10, 0.5)) or got, 30, what="the first send")
+        before = deduplicated(tracker)
+        client.send(queue, b"again", dedup_id="order-17")
+        client.flush()
+        wait_for(lambda: deduplicated(tracker) > before, 30, what="the duplicate dropped")
+        assert [m.value for m in got] == [b"first"] and c.receive_batch(10, 0.5) == []
+        for m in got:
+            m.ack()
+        c.flush()
+    wait_for(lambda: (lambda d: d is not None and d["depth"] == 0 and d["in_flight"] == 0)(
+        queue_detail(tracker, queue)), 30, what="depth 0 once the duplicate is dropped")
