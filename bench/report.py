@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import before_after, dedup_replay, lateness_ab, send_codecs, worker_report
+from bench import before_after, broker_split_read, dedup_replay, lateness_ab, send_codecs, worker_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -466,8 +466,9 @@ def shared_ref_idle(r: dict) -> list[str]:
 def broker_fetch(r: dict) -> list[str]:
     out = ["## The embedded broker: how fast one reader gets a partition", "",
            f"{r['records']:,} records of {r['size']} B (queue key, `kmq.id` header) on one partition, read",
-           "from the start by one librdkafka consumer as the dispatcher reads (no tracker); the",
-           "bound on how fast a dispatcher gets through a flood. " + _source(r), "",
+           "from the start by one librdkafka consumer as the dispatcher reads (no tracker; 5 ms",
+           "`fetch.queue.backoff.ms` as its reader, since 2026-11-28: runs before kept librdkafka's 1 s",
+           "and measured its pauses, 143k-156k records/s; docs/shared-queues.md). " + _source(r), "",
            "| run | fetch bytes | records/s | reader CPU us/record |", "|---|---|---|---|"]
     for v in r["runs"]:
         out.append(f"| {v['run']} | {v['fetch_bytes'] >> 20} MiB | {v['records_s']:,} | "
@@ -592,6 +593,7 @@ def render(results: dict[str, dict]) -> str:
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),
                 (None, every_run("shared_first_message", shared_first)), (None, every_run("shared_idle", shared_idle)),
                 (None, every_run("shared_ref_idle", shared_ref_idle)), ("broker_fetch", broker_fetch),
+                (None, broker_split_read.section),
                 ("broker_lane_topics", broker_lane_topics),
                 ("broker_batches", broker_batches), (None, shared_bytes), (None, every_run("lane_moves", lane_moves)), (None, send_codecs.section), (None, worker_report.section),
                 (None, ordering), (None, dedup_replay.section), (None, before_after.section)]
