@@ -46,6 +46,7 @@ from kmq.consumer.options import check_client_config, refused_client_config
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.settlement import SettlementLog
 from kmq.consumer.shared_source import SharedSource
+from kmq.consumer.timeouts import PLAIN_SECONDS, receive_timeout_s, wait_s
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
 from kmq.message import Message
 from kmq.protocol import markers as M
@@ -170,8 +171,8 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         Of a queue with ``ordering="group"``: never one whose group has an earlier message
         handed out and not settled (docs/ordering.md).
         """
-        if timeout_s is not None and (timeout_s.__class__ not in _PLAIN_SECONDS or timeout_s != timeout_s):
-            timeout_s = check_timeout_s(timeout_s)  # the rare case: say what is wrong, or take it
+        if timeout_s is not None and (timeout_s.__class__ not in PLAIN_SECONDS or timeout_s != timeout_s):
+            timeout_s = receive_timeout_s(timeout_s)  # the rare case: say what is wrong, or take it
         if self._gate is not None:
             return self._receive_gated(1, timeout_s, None)
         ready = self._ready
@@ -198,8 +199,8 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         """
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
             raise ConfigError(f"max_messages={max_messages!r} must be a whole number >= 1")
-        if timeout_s is not None and (timeout_s.__class__ not in _PLAIN_SECONDS or timeout_s != timeout_s):
-            timeout_s = check_timeout_s(timeout_s)
+        if timeout_s is not None and (timeout_s.__class__ not in PLAIN_SECONDS or timeout_s != timeout_s):
+            timeout_s = receive_timeout_s(timeout_s)
         ready = self._ready
         batch = MessageBatch()
         if self._gate is not None:
@@ -278,6 +279,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         if this process dies the next moment: the acks are on the markers
         topic (and, in partition mode, the source offsets covering them are committed).
         """
+        timeout_s = wait_s(timeout_s, "flush()")
         if self._closed:  # close() already sent and committed everything recorded before it
             raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed: "
                                       "settle messages before close(), which flushes them")
@@ -295,6 +297,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Send pending settlements, give back held messages, and leave (group or dispatcher)."""
+        timeout_s = wait_s(timeout_s, "close()")  # before anything: a consumer half closed lost its verbs
         if self._closed:
             return
         self._closed = True
@@ -335,19 +338,6 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
     def in_flight(self) -> int:
         """Messages held: prefetched or handed out and not yet settled (as last counted)."""
         return self._in_flight
-
-
-_PLAIN_SECONDS = frozenset((int, float))  # receive's quick look; anything else: check_timeout_s
-
-
-def check_timeout_s(timeout_s: Any) -> float:
-    """A receive's ``timeout_s`` (not None): a number of seconds, not NaN (which never
-    passed, and made a receive poll for ever); below 0 it is one look without waiting,
-    infinite it waits like None."""
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s != timeout_s:
-        raise ConfigError(f"timeout_s={timeout_s!r} must be a number of seconds (or None: wait until "
-                          "a message comes)")
-    return float(timeout_s)
 
 
 def _check_positive(name: str, value: Any, limit: float) -> None:

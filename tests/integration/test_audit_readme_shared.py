@@ -81,3 +81,24 @@ def test_a_dedup_id_repeated_on_a_partition_mode_queue_is_delivered_twice(shared
             return len(got) >= 2
         wait_for(step, 60, what="both sends")
     assert sorted(got) == [b"1", b"2"]
+
+
+def test_flush_and_close_refuse_a_timeout_that_is_not_seconds_and_close_stays_possible(
+        shared_settings, make_client, queue):
+    # close(float("nan")) marked the consumer closed, then failed: its verbs were never sent
+    # and a second close() did nothing. Now it is refused before anything happens.
+    client = make_client(shared_settings)
+    client.send(queue, b"x")
+    client.flush()
+    c = client.consumer(queue, visibility_timeout_s=30)
+    m = c.receive(60)
+    assert m is not None
+    m.ack()
+    for bad in ("1", float("nan"), float("inf"), -1, True):
+        with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a finite number of seconds, 0 or more"):
+            c.flush(bad)
+        with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a finite number of seconds, 0 or more"):
+            c.close(bad)
+    c.close()  # sends the ack: nothing comes again
+    with client.consumer(queue, visibility_timeout_s=30) as again:
+        assert again.receive(2) is None
