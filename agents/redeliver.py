@@ -39,7 +39,8 @@ from kmq.protocol import envelope
 from kmq.protocol.placement import keyed_partition, partition_for_key, queue_partitions
 from kmq.protocol.state import Due, DueSend
 from kmq.queue_config import QueueConfig
-from kmq.ops.queues_topic import QueueConfigs, write_config
+from kmq.ops.queues_topic import QueueConfigs
+from kmq.ops.queues_writes import write_config
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.redeliver")

@@ -24,7 +24,7 @@ from app import consumer_tuning, data_dir  # noqa: E402
 from app.settings import faust_options  # noqa: E402
 from kmq.kafka import acls, broker_checks  # noqa: E402
 from kmq.kafka.admin import ensure_topics  # noqa: E402
-from kmq.ops.queues_topic import publish_auth  # noqa: E402
+from kmq.ops.queues_writes import publish_auth  # noqa: E402
 from kmq.settings import Settings  # noqa: E402
 from kmq.stats.gc_clock import process_clock, set_young_threshold  # noqa: E402
 

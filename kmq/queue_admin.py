@@ -27,7 +27,8 @@ from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
 from kmq.queue_config import QueueConfig
 from kmq.ops.control_sig import sign_queue_tenant, sign_tenant
-from kmq.ops.queues_topic import QueueConfigs, delete_tenant, write_config, write_tenant
+from kmq.ops.queues_topic import QueueConfigs
+from kmq.ops.queues_writes import delete_tenant, write_config, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                              validate_tenant_name)
 

@@ -15,7 +15,8 @@ import time
 from agents.dispatch import modes
 from agents.dispatch.epochs import Epochs
 from agents.dispatch.lanes import LaneWriter
-from kmq.ops.queues_topic import QueueConfigs, write_config
+from kmq.ops.queues_topic import QueueConfigs
+from kmq.ops.queues_writes import write_config
 from kmq.protocol.placement import markers_partition, queue_partitions
 from kmq.settings import Settings
 

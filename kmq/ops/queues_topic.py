@@ -1,4 +1,4 @@
-"""The queues topic, read and written: live :class:`QueueConfigs` views and the record writers.
+"""The queues topic, read: live :class:`QueueConfigs` views (its writers: :mod:`kmq.ops.queues_writes`).
 
 :mod:`kmq.queue_config` says what a queue's settings are; this module is where they
 live. The queues topic is compacted (key = queue id, value = versioned JSON; the
@@ -18,12 +18,11 @@ import time
 import weakref
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.kafka import profiles
 from kmq.kafka.offsets import true_end_offsets
-from kmq.protocol.placement import validate_queue_name
 from kmq.queue_config import DEFAULT_CONFIG, QueueConfig
 from kmq.settings import Settings
 from kmq.ops.admin_hash import AdminHash, LegacyAuthRecordError
@@ -296,45 +295,3 @@ def _follow(view_ref: "weakref.ref[QueueConfigs]") -> None:
             log.exception("reading queue configs failed")
             view._stop.wait(1.0)
         del view
-
-
-def write_config(settings: Settings, queue: str, config: QueueConfig, timeout_s: float = 15.0) -> None:
-    """Write ``config`` as the queue's configuration and wait until the broker has it."""
-    validate_queue_name(queue)
-    _write(settings, queue.encode(), config.encode(), f"queue {queue!r} configuration", timeout_s)
-
-
-def write_tenant(settings: Settings, tenant: Tenant, timeout_s: float = 15.0) -> None:
-    """Write a tenant record and wait until the broker has it."""
-    _write(settings, tenant.key(), tenant.encode(), f"tenant {tenant.name!r}", timeout_s)
-
-
-def delete_tenant(settings: Settings, name: str, timeout_s: float = 15.0) -> None:
-    """Write a tenant's tombstone (its token stops working) and wait until the broker has it."""
-    _write(settings, (TENANT_KEY_PREFIX + name).encode(), None, f"tenant {name!r}", timeout_s)
-
-
-def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
-    """Tracker start with auth on: publish the admin hash for SDK processes' own checks.
-
-    A tracker with auth off writes nothing: it must never turn off auth for the
-    processes of a deployment that has it on (it wrote a tombstone, after which every
-    SDK process treated every caller as admin). Trackers themselves trust only their
-    own ``KMQ_AUTH`` and ``KMQ_ADMIN_TOKEN`` (web/api.py ``caller_of``).
-    """
-    if not settings.auth_on:
-        return
-    from kmq.ops.tenancy import encode_auth
-    _write(settings, AUTH_KEY, encode_auth(settings.admin_token), "the auth record", timeout_s)
-
-
-def _write(settings: Settings, key: bytes, value: bytes | None, what: str, timeout_s: float) -> None:
-    p = Producer(profiles.producer_config(settings))
-    errors: list[str] = []
-    p.produce(settings.queues_topic, value, key,
-              on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
-    left = p.flush(timeout_s)
-    if left or errors:
-        raise BrokerUnavailableError(
-            f"{what} not acknowledged by {settings.bootstrap_servers} "
-            f"within {timeout_s:g}s: {errors[:1] or 'timed out'}")

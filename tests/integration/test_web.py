@@ -473,7 +473,7 @@ def test_a_forged_auth_record_makes_nobody_admin_on_the_tracker(deployment):
     from confluent_kafka import Producer
 
     from kmq.ops.tenancy import AUTH_KEY, encode_auth
-    from kmq.ops.queues_topic import publish_auth
+    from kmq.ops.queues_writes import publish_auth
 
     s, t = deployment
     forged = "f" * 32
@@ -496,7 +496,7 @@ def Tenant_token(s, name: str) -> str:
     signed with the admin token as the tracker requires."""
     from kmq.ops.control_sig import sign_tenant
     from kmq.ops.tenancy import Tenant, hash_token, new_token
-    from kmq.ops.queues_topic import write_tenant
+    from kmq.ops.queues_writes import write_tenant
     token = new_token()
     digest = hash_token(token)
     write_tenant(s, Tenant(name, digest, sign_tenant(ADMIN, name, digest)))

@@ -30,6 +30,7 @@ ROLE_OF = {
     "kmq/queue_config.py": ALL[:4],
     "kmq/aio.py": ("producer", "consumer", "tenant admin"),
     "kmq/ops/queues_topic.py": ALL[:4],
+    "kmq/ops/queues_writes.py": ("tracker", "tenant admin"),  # handovers and auth; settings, tenants
     "kmq/client.py": ("producer", "consumer", "tenant admin"),
     "kmq/queue_admin.py": ("tenant admin",),
     "kmq/consumer/": ("consumer",),

@@ -63,7 +63,7 @@ def test_a_tenant_record_counts_only_under_its_own_name():
 
 
 def test_a_tracker_with_auth_off_leaves_the_auth_record_alone(monkeypatch):
-    import kmq.ops.queues_topic as qc
+    import kmq.ops.queues_writes as qc
     from kmq.settings import Settings
 
     written = []
