@@ -51,7 +51,7 @@ class PayloadReader:
         return self._consumer
 
     def list_end(self, topic: str, partition: int) -> int:
-        """ListOffsets' end of a partition: it may undercount (BROKER.md), a lower bound."""
+        """ListOffsets' end of a partition: it may undercount (docs/embedded-broker.md), a lower bound."""
         _, high = self.consumer().get_watermark_offsets(TopicPartition(topic, partition), timeout=10.0,
                                                         cached=False)
         return high

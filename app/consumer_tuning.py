@@ -1,7 +1,7 @@
 """Two settings of Faust's worker consumer that faust-streaming 0.15.3 hard-codes.
 
 - ``fetch_max_wait_ms`` is fixed at 1500 ms. The embedded broker answers a
-  fetch only when that wait is over (BROKER.md), so a TICK would sit up to
+  fetch only when that wait is over (docs/embedded-broker.md), so a TICK would sit up to
   1.5 s before the markers agent saw it; we set it from
   ``KMQ_TRACKER_FETCH_WAIT_MS``. On Apache Kafka a fetch returns as soon as
   records arrive, so the value only bounds idle polling.
@@ -12,7 +12,7 @@
 Both are private attributes of aiokafka's consumer, read when it starts.
 
 And table recovery: Faust reads a changelog up to ListOffsets' end, which
-the embedded broker undercounts for multi-record batches (BROKER.md:
+the embedded broker undercounts for multi-record batches (docs/embedded-broker.md:
 39,994 of 40,000 keys restored). ``highwaters`` is made to answer the true
 end (``kmq.kafka.offsets``), so recovery is exact with normal changelog batching.
 

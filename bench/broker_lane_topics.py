@@ -7,7 +7,7 @@ that many partitions, and as topics of ``--per-topic`` partitions each
 (kmq.protocol.lane_layout). ``--readers`` librdkafka consumers, each assigned one random
 lane at its end with a shared consumer's 50 ms fetch wait, wait on empty lanes; the
 broker's CPU is sampled over ``--seconds``. Layouts alternate, ``--rounds`` times each.
-Why: the embedded broker answers a fetch only once its wait is over (BROKER.md), so an
+Why: the embedded broker answers a fetch only once its wait is over (docs/embedded-broker.md), so an
 idle shared consumer fetches 20 times a second, and each fetch costs it work in proportion
 to the fetched topic's partitions (docs/shared-queues.md, "Lanes in several topics").
 """

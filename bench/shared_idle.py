@@ -5,7 +5,7 @@
 Each row starts N consumer processes of an empty shared queue (as bench.shared scaling
 does), waits until they are ready and settled (with ``--after M``: until they have drained
 M messages each, a queue gone quiet after work), then samples CPU for ``--seconds``. The
-embedded broker answers a fetch only when its wait is over (BROKER.md), so an idle
+embedded broker answers a fetch only when its wait is over (docs/embedded-broker.md), so an idle
 consumer's lane reader asks it 20 times a second (its 50 ms wait on that broker): what
 that costs bounds how many consumers a 2-core machine runs before work is counted.
 """

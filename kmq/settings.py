@@ -271,7 +271,7 @@ class Settings:
     def effective_tracker_fetch_wait_ms(self) -> int:
         if self.tracker_fetch_wait_ms:
             return self.tracker_fetch_wait_ms
-        # Tansu answers a fetch only after the whole wait (BROKER.md).
+        # Tansu answers a fetch only after the whole wait (docs/embedded-broker.md).
         return 20 if self.embedded else 500
 
     @property

@@ -6,7 +6,7 @@ queue comes from the queue topic itself. Many queues share a partition, so
 instead each pass of :class:`QueueScanner` reads, per queue-topic partition
 that holds queues this worker owns, the records from the lowest queue
 position to the partition's true end (end of fetch, not ListOffsets, see
-BROKER.md) and counts keys:
+docs/embedded-broker.md) and counts keys:
 
 - **depth** of a queue: its records at or above its position, where the
   position is the highest START end the tracker saw on that partition
@@ -214,7 +214,7 @@ class QueueScanner:
                 want = min(by_part[p] + [prev])
             else:  # no known queue here: look for new keys
                 want = prev
-            # ListOffsets may undercount (BROKER.md): only a bound for the cap.
+            # ListOffsets may undercount (docs/embedded-broker.md): only a bound for the cap.
             # A position past the end (a purge point recorded on a topic since
             # recreated) is fetched from the end instead: a fetch beyond the
             # end may never report end-of-partition.

@@ -120,7 +120,7 @@ class LaneReader(LaneRecords):
         }, min_records=1)  # paced by user code
         topic, partition = layout.topic(lane), layout.partition(lane)
         # From the lane's end: nothing before it can be ours (our id is new, or we asked for
-        # nothing on this lane yet). ListOffsets may undercount (BROKER.md): then a few older
+        # nothing on this lane yet). ListOffsets may undercount (docs/embedded-broker.md): then a few older
         # records are read and skipped.
         _, high = self._kc.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         self._kc.assign([TopicPartition(topic, partition, max(0, high))])

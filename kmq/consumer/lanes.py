@@ -103,7 +103,7 @@ class ConsumerLanes:
     def _consider_moving(self, reader: LaneReader) -> None:
         """Judge the lane; to leave it, look at a few lanes' ends twice, SAMPLE_S apart
         (between two reads: nothing waits for it), and take the one that grew least. Never
-        back to a lane read before: its end, if undercounted (BROKER.md), would hand this
+        back to a lane read before: its end, if undercounted (docs/embedded-broker.md), would hand this
         consumer its own old deliveries again; with every lane read, it stays."""
         now = time.monotonic()
         if self._looked is None:

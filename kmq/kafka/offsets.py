@@ -1,7 +1,7 @@
 """End offsets that are true even where ListOffsets undercounts.
 
 The embedded broker answers ListOffsets(latest) with the last batch's base
-offset + 1 (BROKER.md); Apache Kafka answers right. Reading from that answer
+offset + 1 (docs/embedded-broker.md); Apache Kafka answers right. Reading from that answer
 minus one to the end of the partition costs one fetch and gives the true end
 on both, so everything that reads "up to the end" (purges, Faust's table
 recovery) asks here.
@@ -63,7 +63,7 @@ def read_to_end(consumer: Consumer | PatientReader, topic: str, partition: int, 
 
     The one way kmq reads "to the end": assign, consume until librdkafka says
     end of partition (``enable.partition.eof`` must be on), never trusting
-    ListOffsets (which may undercount, BROKER.md). Records gone below the log
+    ListOffsets (which may undercount, docs/embedded-broker.md). Records gone below the log
     start are skipped. The partition stays assigned: the caller unassigns.
     Raises :class:`BrokerUnavailableError` if the end is not reached in ``timeout_s``.
     """

@@ -21,11 +21,11 @@ min.insync.replicas 2 (a write survives one broker down), standby table
 replicas, a 10 s group session (the Java client's 45 s default would hold a crashed
 tracker worker's redeliveries past the 30 s visibility timeout; docs/deployment.md).
 
-``embedded`` (the Tansu dev broker, BROKER.md): the same acks and
+``embedded`` (the Tansu dev broker, docs/embedded-broker.md): the same acks and
 idempotence, replication factor 1, short group timeouts (Tansu answers a
-join after about half the session timeout), and one Faust changelog record
-per produce batch (Tansu's ListOffsets reports a batch's base offset + 1 as
-the end, and Faust's recovery stops there).
+join after about half the session timeout) and short fetch waits (it answers a
+fetch only when the wait is over). Faust's changelog batches stay normal: its
+recovery is given the true end (app/consumer_tuning.py), not Tansu's ListOffsets.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def producer_config(s: Settings) -> dict[str, Any]:
         "max.in.flight.requests.per.connection": 5,
         "request.timeout.ms": REQUEST_TIMEOUT_MS,
         "message.timeout.ms": s.delivery_timeout_ms,
-        # Java clients', aiokafka's and Faust's placement (BROKER.md); kmq
+        # Java clients', aiokafka's and Faust's placement (docs/embedded-broker.md); kmq
         # passes explicit partitions, this covers anything keyed.
         "partitioner": "murmur2_random",
         "socket.keepalive.enable": True,
@@ -137,7 +137,7 @@ def reader_config(s: Settings, group_id: str, *, fetch_wait_ms: int, eof: bool) 
     """A librdkafka consumer that assigns its partitions and never joins ``group_id`` or commits.
 
     ``fetch_wait_ms``: the embedded broker answers a fetch only when this wait is over
-    (BROKER.md), so it is each reader's latency floor; ``eof``: report a partition's end.
+    (docs/embedded-broker.md), so it is each reader's latency floor; ``eof``: report a partition's end.
     Callers add what is their own (isolation level, read-ahead) to the dict.
     """
     return {
@@ -155,7 +155,7 @@ def lane_fetch_wait_ms(s: Settings) -> int:
     """How long a shared queue's consumer waits on its lane per fetch.
 
     Apache Kafka answers a fetch as soon as records arrive, so a long wait costs no
-    latency; the embedded broker answers only when the wait is over (BROKER.md).
+    latency; the embedded broker answers only when the wait is over (docs/embedded-broker.md).
     """
     return 50 if s.embedded else 500
 

@@ -81,7 +81,7 @@ def test_a_tracker_restarted_with_an_empty_data_dir_keeps_every_in_flight_messag
             m.ack()
         c.flush()
         # Synthetic burst: one marker record whose event writes 2,000 table keys at once,
-        # so the changelog gets large batches (BROKER.md: recovery must still be exact).
+        # so the changelog gets large batches (docs/embedded-broker.md: recovery must still be exact).
         burst = [M.Start(M.RangeRef(f"{queue}-burst", 0, 10_000 + 10 * i, 10_000 + 10 * i + 10), 600_000,
                          0b1111111111) for i in range(1000)]
         raw = Producer({"bootstrap.servers": settings.bootstrap_servers})

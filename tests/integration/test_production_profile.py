@@ -2,7 +2,7 @@
 
 The embedded broker is one node, so the replication factor is 1 (min ISR
 follows), and Tansu answers a group join after about half the session
-timeout (BROKER.md), so the session timeout is short. Everything else is
+timeout (docs/embedded-broker.md), so the session timeout is short. Everything else is
 the production profile: acks=all and idempotent librdkafka producers, Faust
 with producer_acks=-1, standby replicas and batched changelog writes.
 """

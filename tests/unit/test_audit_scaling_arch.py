@@ -16,7 +16,7 @@ from kmq.setting_names import OTHER_VARIABLE_NAMES
 from kmq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "docs" / "scaling.md", ROOT / "docs" / "architecture.md"]
+DOCS = [ROOT / "docs" / "scaling.md", ROOT / "docs" / "architecture.md", ROOT / "docs" / "embedded-broker.md"]
 
 
 def test_a_queue_switched_to_partition_mode_from_the_default_gets_a_group_of_its_switch():
