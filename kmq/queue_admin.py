@@ -147,6 +147,12 @@ class QueueAdmin:
         if new.ordering == "group" and new.dispatch_mode(self.settings) != "shared":
             raise ConfigError(f"ordering='group' on {queue!r} needs the shared dispatch mode "
                               f"(KMQ_DISPATCH={self.settings.dispatch!r}): also pass dispatch='shared'")
+        vis_s = new.visibility_s(self.settings)
+        if ({"max_processing_s", "visibility_timeout_s"} & set(changes)
+                and new.max_processing_s is not None and new.max_processing_s < vis_s):
+            # As a consumer refuses the pair: extend() is bounded by max_processing_s.
+            raise ConfigError(f"max_processing_s={new.max_processing_s:g} is below visibility_timeout_s="
+                              f"{vis_s:g} of {queue!r}: give max_processing_s >= visibility_timeout_s")
         if spread is not None and spread != cfg.spread:
             new = self._spread(queue, new, spread)
         write_config(self.settings, queue, new)

@@ -102,3 +102,15 @@ def test_flush_and_close_refuse_a_timeout_that_is_not_seconds_and_close_stays_po
     c.close()  # sends the ack: nothing comes again
     with client.consumer(queue, visibility_timeout_s=30) as again:
         assert again.receive(2) is None
+
+
+def test_configure_queue_refuses_max_processing_below_the_visibility_timeout(shared_settings, make_client, queue):
+    # A consumer refuses the pair; configure_queue stored it, and extend() was then bounded
+    # below the visibility timeout. Other changes of such a stored queue are not blocked.
+    client = make_client(shared_settings)
+    with pytest.raises(kmq.ConfigError, match=r"max_processing_s=10 is below visibility_timeout_s=60 of "):
+        client.configure_queue(queue, visibility_timeout_s=60, max_processing_s=10)
+    client.configure_queue(queue, visibility_timeout_s=5, max_processing_s=10)
+    with pytest.raises(kmq.ConfigError, match=r"max_processing_s=10 is below visibility_timeout_s=60"):
+        client.configure_queue(queue, visibility_timeout_s=60)
+    assert client.configure_queue(queue, max_deliveries=3).max_processing_s == 10
