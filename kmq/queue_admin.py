@@ -133,6 +133,7 @@ class QueueAdmin:
         caller = configs.caller(self.settings.token or None)
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
             require_admin(caller, "changing a queue's tenant")
+            self._require_tenant(configs, changes["tenant"])
         spread = changes.pop("spread", None)
         # None restores a setting's default, also of those without a KMQ_* one.
         for name, default in (("dead_letter", True), ("backoff", Backoff())):
@@ -158,6 +159,18 @@ class QueueAdmin:
         write_config(self.settings, queue, new)
         configs.put_local(queue, new)
         return new
+
+    @staticmethod
+    def _require_tenant(configs: QueueConfigs, name: Any) -> None:
+        """A queue goes only to a tenant that exists (a misspelt name left it reachable by
+        nobody's token but the admin's, silently)."""
+        if name is None or not isinstance(name, str) or name in configs.tenants():
+            return  # None: no tenant; not a str: QueueConfig names the fault
+        configs.catch_up()  # created a moment ago by another process?
+        if name not in configs.tenants():
+            known = ", ".join(sorted(configs.tenants())) or "none"
+            raise ConfigError(f"tenant={name!r} is no tenant (tenants: {known}): create it first with "
+                              f"create_tenant({name!r})")
 
     def _await_handover(self, queue: str, pending: QueueConfig) -> QueueConfig:
         """The queue's config once the tracker recorded the handover ``pending`` waits for (or

@@ -114,3 +114,15 @@ def test_configure_queue_refuses_max_processing_below_the_visibility_timeout(sha
     with pytest.raises(kmq.ConfigError, match=r"max_processing_s=10 is below visibility_timeout_s=60"):
         client.configure_queue(queue, visibility_timeout_s=60)
     assert client.configure_queue(queue, max_deliveries=3).max_processing_s == 10
+
+
+def test_a_queue_is_assigned_only_to_a_tenant_that_exists(shared_settings, make_client, queue):
+    # README: create_tenant("acme") returns a token; configure_queue(q, tenant="acme")
+    # assigns a queue. A misspelt tenant was stored silently: no tenant's token reached it.
+    client = make_client(shared_settings)
+    name = f"t{queue[-8:]}"
+    with pytest.raises(kmq.ConfigError, match=rf"tenant='{name}x' is no tenant .*create_tenant\('{name}x'\)"):
+        client.configure_queue(queue, tenant=f"{name}x")
+    client.create_tenant(name)
+    assert client.configure_queue(queue, tenant=name).tenant == name
+    assert client.configure_queue(queue, tenant=None).tenant is None
