@@ -40,13 +40,13 @@ from typing import Any
 from kmq.consumer.flusher import Flusher
 from kmq.consumer.gated_receive import GatedReceive
 from kmq.consumer.held import HeldRange, MessageBatch
-from kmq.consumer.live_settings import LEAVE_TIMEOUT_S, MAX_EXTEND_S, LiveSettings
+from kmq.consumer.live_settings import LEAVE_TIMEOUT_S, LiveSettings
 from kmq.consumer.marker_writer import MarkerWriter
+from kmq.consumer.arguments import PLAIN_SECONDS, check_arguments, receive_timeout_s, wait_s
 from kmq.consumer.options import check_client_config, refused_client_config
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.settlement import SettlementLog
 from kmq.consumer.shared_source import SharedSource
-from kmq.consumer.timeouts import PLAIN_SECONDS, receive_timeout_s, wait_s
 from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
 from kmq.message import Message
 from kmq.protocol import markers as M
@@ -93,10 +93,8 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         config: dict[str, Any] | None = None,
     ) -> None:
         self.queue = validate_queue_name(queue)
-        if visibility_timeout_s is not None:
-            _check_positive("visibility_timeout_s", visibility_timeout_s, MAX_EXTEND_S)
-        if max_processing_s is not None:
-            _check_positive("max_processing_s", max_processing_s, 7 * 24 * 3600.0)
+        check_arguments(visibility_timeout_s, max_processing_s, max_in_flight, batch_size, prefetch,
+                        flush_interval_s)
         # Explicit arguments win; otherwise the queue's configuration, followed live.
         self._explicit_vis = visibility_timeout_s
         self._explicit_processing = max_processing_s
@@ -104,23 +102,10 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         self._queue_config = configs.get(self.queue) if configs else QueueConfig()
         self._settings = settings
         self._apply_config(self._queue_config)
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ConfigError(f"max_in_flight={max_in_flight!r} must be a whole number >= 1")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) \
-                or not 1 <= batch_size <= M.MAX_BATCH_SIZE:
-            raise ConfigError(f"batch_size={batch_size!r} must be a whole number from 1 to "
-                              f"{M.MAX_BATCH_SIZE} (what one START marker may cover)")
-        if prefetch is not None and (not isinstance(prefetch, int) or isinstance(prefetch, bool)
-                                     or not 1 <= prefetch <= max_in_flight):
-            raise ConfigError(f"prefetch={prefetch!r} must be a whole number from 1 to "
-                              f"max_in_flight={max_in_flight}")
         self.max_in_flight = max_in_flight
         self.batch_size = batch_size
         self._prefetch = prefetch
         self.max_delay_s = settings.max_delay_s
-        if isinstance(flush_interval_s, bool) or not isinstance(flush_interval_s, (int, float)) \
-                or not 0 < flush_interval_s <= 3600:
-            raise ConfigError(f"flush_interval_s={flush_interval_s!r} must be a number of seconds in (0, 3600]")
         self.flush_interval_s = float(flush_interval_s)
 
         self._qkey = self.queue.encode()
@@ -338,8 +323,3 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
     def in_flight(self) -> int:
         """Messages held: prefetched or handed out and not yet settled (as last counted)."""
         return self._in_flight
-
-
-def _check_positive(name: str, value: Any, limit: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit:
-        raise ConfigError(f"{name}={value!r} must be a number of seconds in (0, {limit:g}]")

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import logging
 
+from kmq.consumer.arguments import MAX_EXTEND_S
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.shared_source import SharedSource
 from kmq.errors import ConfigError
 from kmq.message import RELEASED, Message, Verb
-from kmq.protocol import markers as M
 from kmq.queue_config import QueueConfig
 
 log = logging.getLogger("kmq.consumer")
 
-MAX_EXTEND_S = M.MAX_TIMEOUT_MS / 1000  # SQS's visibility ceiling, 12 h (the codec's limit)
 LEAVE_TIMEOUT_S = 2.0  # how long a leaving shared consumer waits for the dispatcher's farewell
 
 

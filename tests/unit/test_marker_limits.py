@@ -124,7 +124,7 @@ def test_an_explicit_mask_of_the_wrong_size_is_set_apart():
 
 
 def test_the_codec_and_the_consumer_agree_on_the_visibility_ceiling():
-    from kmq.consumer.live_settings import MAX_EXTEND_S
+    from kmq.consumer.arguments import MAX_EXTEND_S
     from kmq.queue_config import MAX_VISIBILITY_S
     assert MAX_EXTEND_S * 1000 == MAX_VISIBILITY_S * 1000 == M.MAX_TIMEOUT_MS
     assert 2 * M.MAX_BATCH_SIZE <= M.MAX_RANGE_LEN <= M.MAX_RECORD_OFFSETS
