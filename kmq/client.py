@@ -33,6 +33,7 @@ from kmq.protocol import markers as M
 from kmq.kafka.admin import existing_lanes, topic_partition_counts
 from kmq.kafka.backpressure import produce_when_room
 from kmq.consumer import Consumer
+from kmq.consumer.arguments import wait_s
 from kmq.consumer.options import check_options
 from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
                         MessageTooLargeError)
@@ -276,7 +277,7 @@ class Client(QueueAdmin):
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until every sent message is acknowledged; raise if any was lost."""
-        send_args.finite_s("timeout_s", timeout_s)
+        wait_s(timeout_s, "flush()")  # a negative one is librdkafka's "for ever"
         if self._producer is not None:
             left = self._producer.flush(timeout_s)
             if left:
@@ -304,6 +305,7 @@ class Client(QueueAdmin):
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Flush what was sent and let go of the connections."""
+        wait_s(timeout_s, "close()")  # before anything: a bad one dropped what was queued
         try:
             self.flush(timeout_s)
         finally:

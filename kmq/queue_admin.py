@@ -164,8 +164,11 @@ class QueueAdmin:
     def _require_tenant(configs: QueueConfigs, name: Any) -> None:
         """A queue goes only to a tenant that exists (a misspelt name left it reachable by
         nobody's token but the admin's, silently)."""
-        if name is None or not isinstance(name, str) or name in configs.tenants():
-            return  # None: no tenant; not a str: QueueConfig names the fault
+        if name is None:
+            return
+        name = validate_tenant_name(name)  # what is wrong with a name, before looking for it
+        if name in configs.tenants():
+            return
         configs.catch_up()  # created a moment ago by another process?
         if name not in configs.tenants():
             known = ", ".join(sorted(configs.tenants())) or "none"

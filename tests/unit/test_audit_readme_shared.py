@@ -52,11 +52,30 @@ def test_a_redrive_batch_size_that_is_not_a_whole_number_from_1_is_refused(value
         kmq.Client.redrive(NO_CLIENT, "orders", batch_size=value)
 
 
-@pytest.mark.parametrize("timeout", ["1", float("nan"), True])
+@pytest.mark.parametrize("timeout", ["1", float("nan"), True, -1])
 def test_flush_with_a_timeout_that_is_not_seconds_is_refused_by_name(timeout):
+    # -1 is librdkafka's "for ever": a flush against a dead broker never returned.
     client = kmq.Client(bootstrap_servers="127.0.0.1:1")
-    with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a finite number of seconds"):
+    with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a finite number of seconds, 0 or more"):
         client.flush(timeout)
+
+
+class _QueuedProducer:
+    """Stands for a producer holding unsent messages: flush() says how many are left."""
+
+    def flush(self, timeout_s: float) -> int:
+        return 3
+
+
+@pytest.mark.parametrize("timeout", ["1", float("nan"), -1])
+def test_client_close_with_a_bad_timeout_keeps_what_it_has_not_sent(timeout):
+    # close() dropped its producer in a finally after flush() refused the timeout: the
+    # queued messages were lost and a second close() did nothing.
+    client = kmq.Client(bootstrap_servers="127.0.0.1:1")
+    client._producer = producer = _QueuedProducer()
+    with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a finite number of seconds, 0 or more"):
+        client.close(timeout)
+    assert client._producer is producer
 
 
 @pytest.mark.parametrize("settings", [{"bootstrap_servers": "127.0.0.1:9092"}, "127.0.0.1:9092"])
