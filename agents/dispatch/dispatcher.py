@@ -119,6 +119,9 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
                 busy = self._round()
             except Exception:  # keep dispatching; a broker blip is retried next round
                 log.exception("dispatch round failed")
+                # Their ACQUIREs were not written: a FLOOR of this round must not be either.
+                self._floors.clear()
+                self._moved.clear()
                 busy = False
                 self._stop.wait(0.5)
             if TRACE and busy:  # a round's wall time against this thread's CPU time in it

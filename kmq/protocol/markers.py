@@ -192,9 +192,10 @@ class Begin:
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """Tracker-internal: an ordered queue's records on ``partition`` from ``offset`` on are
-    not all handed out (some wait for their group), so a dispatcher that begins reads from
-    there; written by the dispatcher of ``epoch`` after its ACQUIREs, fenced like them."""
+    """Tracker-internal: a dispatcher that begins reads ``queue``'s ``partition`` from
+    ``offset`` on. An ordered queue's records above it are not all handed out (some wait
+    for their group); an unordered queue's below it were handed out or dropped as
+    duplicates. Written by the dispatcher of ``epoch`` after its ACQUIREs, fenced like them."""
 
     queue: str
     partition: int

@@ -106,7 +106,8 @@ class PartitionState(DispatchView, Attempts):
             if marker.epoch != self.epoch():
                 return Applied(marker.queue, Outcome.FENCED, 0)
             # An ordered queue's cursor goes back to its oldest record not handed out
-            # (docs/ordering.md): a successor must read its held-back records again.
+            # (docs/ordering.md): a successor must read its held-back records again; an
+            # unordered queue's goes past duplicates dropped after its last ACQUIRE.
             self._put(E.cursor_key(marker.queue, marker.partition), E.encode_offset(marker.offset))
             h = self.handed_out(marker.queue, marker.partition)
             if h is not None and marker.offset > h.base:  # nothing below the floor is read again
