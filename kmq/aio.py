@@ -30,6 +30,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping, TypeVar
 
 from kmq.client import Client as SyncClient
 from kmq.consumer import Consumer as SyncConsumer
+from kmq.consumer.arguments import wait_s
 from kmq.errors import DeliveryError
 from kmq.kafka.delivery_reports import DeliveryReports
 from kmq.message import Message as SyncMessage
@@ -170,6 +171,7 @@ class Client:
 
     async def close(self, timeout_s: float = 30.0) -> None:
         """Flush what was sent (off the loop) and let go of the connections."""
+        wait_s(timeout_s, "close()")  # before anything: a bad one left the client half closed
         try:
             await _off(self._io, self.sync.close, timeout_s)
         finally:
@@ -226,6 +228,7 @@ class Consumer:
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """Settle and give back what is held, and leave (see :meth:`kmq.Consumer.close`)."""
+        wait_s(timeout_s, "close()")
         if self.sync is not None:
             await _off(self._io, self.sync.close, timeout_s)
         self._io.shutdown(wait=False)

@@ -104,3 +104,16 @@ def test_the_asyncio_client_says_the_same_of_one_value_given_as_the_batch():
     client = kmq.aio.Client(bootstrap_servers="127.0.0.1:1")
     with pytest.raises(kmq.ConfigError, match=r"values must be a list of bytes values"):
         asyncio.run(client.send_batch("orders", b"abc"))
+
+
+def test_the_asyncio_client_close_with_a_bad_timeout_stays_open_to_close_again():
+    # Its finally shut its executor down after the sync close refused the timeout: a
+    # second close() then failed, the messages still queued in the sync client.
+    import asyncio
+
+    import kmq.aio
+
+    client = kmq.aio.Client(bootstrap_servers="127.0.0.1:1")
+    with pytest.raises(kmq.ConfigError, match=r"timeout_s='1' must be a finite number of seconds, 0 or more"):
+        asyncio.run(client.close("1"))
+    asyncio.run(client.close(1))  # nothing was sent: returns at once
