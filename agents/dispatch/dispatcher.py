@@ -75,7 +75,6 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
-        self._moved: dict[int, list[M.Floor]] = {}  # ... and those past dropped duplicates
         self._next_config_scan = 0.0
         self._lanes: LaneWriter | None = None  # the thread's clients (_set_up)
         self._reader: QueueReader | None = None
@@ -121,7 +120,6 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
                 log.exception("dispatch round failed")
                 # Their ACQUIREs were not written: a FLOOR of this round must not be either.
                 self._floors.clear()
-                self._moved.clear()
                 busy = False
                 self._stop.wait(0.5)
             if TRACE and busy:  # a round's wall time against this thread's CPU time in it
@@ -224,8 +222,8 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
         for p, ws in wants.items():
             self._take(p, ws, owners, out, self._reader.ahead[p])
             self._reader.trim(p, ws)
-        for m in set(out) | set(self._floors) | set(self._moved):
-            self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed, self._moved.pop(m, []))
+        for m in set(out) | set(self._floors):
+            self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed, ordered_q)
         return bool(out) or bool(records_read)
 
     def _read_back(self, part: OwnedPartition, q: str, p: int, floor: int, cfg: QueueConfig,
@@ -271,7 +269,7 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
                 if dropped:
                     # No ACQUIRE covers a dropped record: a FLOOR after this round's ACQUIREs
                     # moves the queue's position past it (its depth; a successor's cursor).
-                    self._moved.setdefault(m, []).append(M.Floor(w.queue, p, w.cursor, part.epoch))
+                    self._floors.setdefault(m, []).append(M.Floor(w.queue, p, w.cursor, part.epoch))
             for slot, seq, run in runs:
                 batch = delivery_of(run, w.queue, p, part.epoch, slot, seq, ahead, cfg.ordering == "group",
                                     len(roster.slots), max_copy_bytes=self.settings.max_message_bytes)

@@ -37,7 +37,6 @@ class DispatcherEvents:
     _ordered: OrderedQueues
     _configs: QueueConfigs
     _floors: dict[int, list[M.Floor]]
-    _moved: dict[int, list[M.Floor]]
     _membership: Callable[[], float]
     stats: dict[str, int]
     trace: bool = False
@@ -75,7 +74,6 @@ class DispatcherEvents:
         # their lanes go out while their epochs are still ours. Then nothing is ours.
         self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
         self._floors.clear()
-        self._moved.clear()
         for m in self._epochs.forget_all():
             self._ordered.forget_partition(m)
 

@@ -157,19 +157,18 @@ class LaneWriter:
         on_error(m, epoch, err)
 
     def acquire(self, m: int, batches: list[Batch], floors: list[M.Floor],
-                on_failed: Callable[[int, list[Batch], Any], None], moved: list[M.Floor] = ()) -> None:
-        """Marker records of ACQUIREs (the FLOORs of ordered queues after them, and ``moved``:
-        unordered queues' positions past dropped duplicates); their lanes are written by
-        :meth:`write_lanes` once the broker has them."""
+                on_failed: Callable[[int, list[Batch], Any], None], ordered: set[str]) -> None:
+        """Marker records of ACQUIREs, the FLOORs after them (an ordered queue's; an unordered
+        one's past dropped duplicates); their lanes are written by :meth:`write_lanes` once
+        the broker has them. ``ordered``: the queues with ordering="group"."""
         if self._trace:
             log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
         chunks = _record_chunks(batches) or [[]]
-        ordered = {(f.queue, f.partition) for f in floors}  # a FLOOR follows every ordered queue's
         for i, chunk in enumerate(chunks):
-            tail = [*floors, *moved] if i == len(chunks) - 1 else []
+            tail = list(floors) if i == len(chunks) - 1 else []
             value = marker_codec.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
                                                    b.delivery.epoch,
-                                                   (b.delivery.range.queue, b.delivery.range.partition) in ordered)
+                                                   b.delivery.range.queue in ordered)
                                          for b in chunk] + tail)
 
             def done(err: Any, _msg: Any, chunk: list[Batch] = chunk) -> None:

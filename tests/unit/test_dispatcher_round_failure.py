@@ -19,11 +19,11 @@ def test_a_failed_round_drops_the_floors_it_gathered():
     d._stop.wait = lambda timeout=None: True  # the pause after a failure, without waiting
 
     def failing_round() -> bool:
-        d._moved.setdefault(3, []).append(M.Floor("orders", 0, 120, 7))   # past dropped duplicates
-        d._floors.setdefault(3, []).append(M.Floor("ordered", 1, 40, 7))  # an ordered queue's
+        d._floors.setdefault(3, []).append(M.Floor("orders", 0, 120, 7))   # past dropped duplicates
+        d._floors[3].append(M.Floor("ordered", 1, 40, 7))  # an ordered queue's
         d._stop.set()  # one round
         raise RuntimeError("a broker blip between gathering and writing")
 
     d._round = failing_round
     d._run()
-    assert d._moved == {} and d._floors == {}
+    assert d._floors == {}
