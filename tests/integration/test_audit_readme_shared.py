@@ -31,7 +31,7 @@ def test_a_receive_timeout_that_is_not_seconds_is_refused_at_once(consumer):
             consumer.receive(timeout)
         with pytest.raises(kmq.ConfigError, match=r"timeout_s=.* must be a number of seconds"):
             consumer.receive_batch(10, timeout)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # at once; a bound far from machine speed (nan polled for ever)
 
 
 def test_a_receive_batch_size_below_one_or_not_whole_is_refused(consumer):
@@ -50,7 +50,7 @@ def test_a_negative_timeout_is_one_look_without_waiting(shared_settings, make_cl
         m.ack()
         started = time.monotonic()
         assert c.receive(-1) is None and c.receive_batch(10, -1) == []
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 20  # one look each; a bound far from machine speed
 
 
 def test_configure_queue_none_restores_the_default_of_every_setting(shared_settings, make_client, queue):
