@@ -121,7 +121,8 @@ class QueueAdmin:
         ``backoff`` (a :class:`kmq.Backoff`), ``dead_letter`` (bool), ``spread``,
         ``dispatch`` ("shared" or "partition"), ``tenant`` (admin only), ``ordering``
         ("none" or "group"), ``dead_letter_head`` ("continue" or "hold"),
-        ``dedup_window_s`` (docs/ordering.md). ``None`` restores the global default. Validated
+        ``dedup_window_s`` (docs/ordering.md). ``None`` restores the global default (not for
+        ``spread``, which only grows: refused). Validated
         before anything is written. A change to a queue whose switch to partition mode the
         tracker has not handed over yet waits for that first (at most ``HANDOVER_WAIT_S``).
         """
@@ -134,6 +135,11 @@ class QueueAdmin:
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
             require_admin(caller, "changing a queue's tenant")
             self._require_tenant(configs, changes["tenant"])
+        if "spread" in changes and changes["spread"] is None:
+            # A spread only grows: no default to go back to (it was ignored, silently).
+            raise ConfigError(f"spread=None cannot restore a default: {queue!r} is spread over {cfg.spread} "
+                              f"partition(s) and a spread only grows; leave spread out to keep it, or give "
+                              f"a number >= {cfg.spread}")
         spread = changes.pop("spread", None)
         # None restores a setting's default, also of those without a KMQ_* one.
         for name, default in (("dead_letter", True), ("backoff", Backoff())):

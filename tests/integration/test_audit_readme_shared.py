@@ -62,6 +62,15 @@ def test_configure_queue_none_restores_the_default_of_every_setting(shared_setti
     assert (cfg.dead_letter, cfg.backoff, cfg.max_deliveries) == (True, kmq.Backoff.none(), None)
 
 
+def test_configure_queue_refuses_spread_none_naming_the_spread_and_keeps_it(shared_settings, make_client, queue):
+    # A spread only grows, so None has no default to restore: it was ignored silently.
+    client = make_client(shared_settings)
+    client.configure_queue(queue, spread=2)
+    with pytest.raises(kmq.ConfigError, match=r"spread=None .* spread over 2 partition.* a number >= 2"):
+        client.configure_queue(queue, spread=None, max_deliveries=7)
+    assert client.queue_config(queue).spread == 2 and client.queue_config(queue).max_deliveries != 7
+
+
 def test_a_dedup_id_repeated_on_a_partition_mode_queue_is_delivered_twice(shared_settings, make_client, queue):
     # README: dedup is the dispatcher's, so it holds on shared queues only; a queue in
     # partition mode has no dispatcher and delivers both (docs/ordering.md says so).
