@@ -68,7 +68,7 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
         self._epochs = Epochs()
         self._parts = self._epochs.parts  # markers partition -> its epoch and queues' state
         self.stats = {"dispatched": 0, "deliveries": 0, "by-reference": 0, "copied": 0, "credits": 0,
-                      "bad-credits": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
+                      "bad-credits": 0, "credits-refused": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
                       "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
                       "dedup-replays": 0, "dedup-ids-read-back": 0}
@@ -140,10 +140,7 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
         if self._lanes.fatal:
             self._replace_writer()
         busy = self._drain_inbox()
-        now_ms = int(time.monotonic() * 1000)
-        for part in self._parts.values():
-            for roster in part.rosters.values():
-                roster.expire(now_ms)
+        self._expire_consumers(int(time.monotonic() * 1000))
         if time.monotonic() >= self._next_config_scan:
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
             hand_over_switched(self.settings, self._configs, self._epochs, self._lanes, self._queue_parts)
@@ -151,6 +148,13 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
         self._lanes.producer.poll(0)
         busy |= self._lanes.write_lanes(self._epochs.with_deliveries())
         return busy
+
+    def _expire_consumers(self, now_ms: int) -> None:
+        """Consumers whose lease ran out are dropped; those left counted (``admits``)."""
+        for part in self._parts.values():
+            for roster in part.rosters.values():
+                roster.expire(now_ms)
+            part.consumers = sum(len(r.slots) for r in part.rosters.values())
 
     def _replace_writer(self) -> None:
         """The producer failed for good: every write after the failure failed too, so each

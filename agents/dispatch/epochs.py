@@ -24,6 +24,8 @@ class OwnedPartition:
     epoch: int
     ready: bool = False
     rosters: dict[str, Roster] = field(default_factory=dict)
+    # live consumers of all rosters: counted each round, and as new ones come in between
+    consumers: int = 0
     cursors: dict[tuple[str, int], int] = field(default_factory=dict)
     # (queue, queue partition) -> dedup ids to read back before it goes on (dedup_replay)
     replays: dict[tuple[str, int], Replay] = field(default_factory=dict)

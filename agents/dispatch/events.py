@@ -21,7 +21,8 @@ from agents.dispatch.ordered import OrderedQueues
 from agents.dispatch.reader import QueueReader
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.protocol import markers as M
-from kmq.protocol.dispatch import Roster
+from kmq.protocol.dispatch import Roster, admits
+from kmq.protocol.limits import MAX_CONSUMERS_PER_PARTITION, MAX_CONSUMERS_PER_QUEUE
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 
@@ -128,9 +129,14 @@ class DispatcherEvents:
         if self.trace:
             log.info("TRACE credit %s free=%d seq=%d", c.consumer_id[:6], c.free, c.seq)
         roster = part.rosters.get(c.queue)
+        slot = None if roster is None else roster.slots.get(c.consumer_id)
+        if slot is None and c.lease_ms:  # a consumer new to us
+            if not admits(0 if roster is None else len(roster.slots), part.consumers):
+                self._refuse_credit(c)
+                return
+            part.consumers += 1
         if roster is None:
             roster = part.rosters[c.queue] = Roster(part.epoch)
-        slot = roster.slots.get(c.consumer_id)
         last_seq = 0 if slot is None else slot.next_seq - 1
         if slot is not None and slot.lane != c.lane:
             # The consumer left its lane (kmq.consumer.lane_choice): it reads the old one
@@ -141,3 +147,13 @@ class DispatcherEvents:
             self._lanes.farewell(c.consumer_id, c.lane, part.epoch, last_seq, self._epochs.with_deliveries())
         if not roster.slots:
             del part.rosters[c.queue]
+
+    def _refuse_credit(self, c: M.Credit) -> None:
+        """A new consumer beyond what the dispatcher keeps (kmq.protocol.dispatch.admits):
+        counted, logged now and then; its next CREDIT asks again."""
+        self.stats["credits-refused"] += 1
+        n = self.stats["credits-refused"]
+        if n <= 10 or n % 10_000 == 0:
+            log.warning("shared queue %r: CREDIT of a new consumer %r refused (%d so far): the dispatcher "
+                        "keeps at most %d consumers of a queue and %d of a markers partition",
+                        c.queue, c.consumer_id[:64], n, MAX_CONSUMERS_PER_QUEUE, MAX_CONSUMERS_PER_PARTITION)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
 from kmq.protocol.chunk import Chunk
-from kmq.protocol.limits import MAX_RANGE_LEN
+from kmq.protocol.limits import MAX_CONSUMERS_PER_PARTITION, MAX_CONSUMERS_PER_QUEUE, MAX_RANGE_LEN
 from kmq.protocol.markers import Credit
 
 
@@ -124,6 +124,14 @@ class Roster:
         slot.available -= count
         slot.unconfirmed.append((seq, count))
         return seq
+
+
+def admits(queue_consumers: int, partition_consumers: int) -> bool:
+    """Whether a dispatcher takes in a consumer it does not know yet, given how many it
+    keeps of the queue and of the whole markers partition. Anyone may write a CREDIT with
+    any id: without a bound, made-up ids grew its memory and every round without limit
+    (kmq.protocol.limits). One refused asks again with its next CREDIT."""
+    return queue_consumers < MAX_CONSUMERS_PER_QUEUE and partition_consumers < MAX_CONSUMERS_PER_PARTITION
 
 
 @dataclass(slots=True)

@@ -23,6 +23,12 @@ Why each number:
 - ``MAX_DELAY_MS`` (365 days): ``KMQ_MAX_DELAY_S`` is validated against it.
 - ``MAX_CREDIT`` (1,048,576 messages): what one shared-queue consumer may ask
   for at once; the SDK asks for its free ``max_in_flight`` clamped to it.
+- ``MAX_CONSUMERS_PER_QUEUE`` (4,096) and ``MAX_CONSUMERS_PER_PARTITION``
+  (16,384): the live consumers a dispatcher keeps of one shared queue, and of
+  all shared queues on one markers partition (KIP-932's share groups: 200 by
+  default, 1,000 at most). A CREDIT names any consumer id and queue: 200,000
+  made-up ids (49 records) held 188 MiB, and 200,000 made-up queues made every
+  dispatch round 2.3 s. A new consumer beyond them waits (``credits-refused``).
 - ``MAX_TIME_MS``: epoch milliseconds up to 9999-12-31, so deadlines and
   index keys stay far inside a signed 64-bit integer.
 
@@ -51,6 +57,8 @@ MAX_TIME_MS = 253_402_300_799_999        # SCHEDULE due / TICK time: epoch ms up
 MAX_REASON_BYTES = 4096                  # REJECT reason (Message.reject's limit)
 MAX_MESSAGE_ID_BYTES = 255               # SCHEDULE message id (the SDK's are ~20)
 MAX_CREDIT = 1 << 20                     # messages one shared-queue CREDIT asks for (the SDK clamps to it)
+MAX_CONSUMERS_PER_QUEUE = 4096          # live consumers a dispatcher keeps of one shared queue
+MAX_CONSUMERS_PER_PARTITION = 16384     # ... of all shared queues on one markers partition
 MAX_GROUPS_PER_RANGE = 256               # (deadline, cause, reason) groups one in-flight entry keeps
 MAX_RECORD_WORK_BYTES = 64 << 20         # table entry bytes one marker record (or one tick) reads and writes
 _I64_MAX = (1 << 63) - 1
