@@ -10,7 +10,8 @@ Any number of consumers share a shared queue; none joins a group. Each consumer
 2. asks for work with CREDIT markers on the queue's markers partition: how many more
    messages it can take (its free ``max_in_flight``), as of the last delivery it
    received; it asks again whenever that grows and at least every ``HEARTBEAT_S`` (its
-   lease: a consumer that stops asking is dropped by the dispatcher within ``LEASE_MS``);
+   lease: a consumer that stops asking is dropped by the dispatcher within ``LEASE_MS``;
+   kmq.consumer.credits);
 3. receives deliveries (kmq.protocol.deliveries): a header naming the ACQUIREd range, then
    copies of the records, or, where the queue dominates the range, nothing more: it reads
    the range from the queue topic itself (a reference); either way the records are held
@@ -36,9 +37,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kmq.errors import DeliveryError
+from kmq.consumer.credits import CreditAsking, nothing as _nothing
 from kmq.consumer.lane_reader import Got, LaneReader
 from kmq.consumer.lanes import ConsumerLanes
-from kmq.consumer.marker_writer import RetryTransaction
 from kmq.consumer.receipts import Receipts
 from kmq.consumer import read_ahead, referred
 from kmq.consumer.reference_reader import ReferenceReader
@@ -52,11 +53,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("kmq.consumer")
 
-HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
-LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
 
 
-class SharedSource:
+class SharedSource(CreditAsking):
     """Receives a shared queue's deliveries on one lane and asks for them with CREDITs."""
 
     mode = "shared"
@@ -104,57 +103,6 @@ class SharedSource:
     def lane_bytes(self) -> tuple[int, int]:
         """Key + value bytes read on every lane so far: (this consumer's, the others')."""
         return self.lanes.bytes_read()
-
-    # -- asking for work (the flusher thread, lock held) --------------------------------
-
-    def credit(self, now_s: float, force: bool = False) -> list[M.Marker]:
-        """A CREDIT marker when it is worth one: half the read-ahead was settled (so a
-        delivery carries many messages, not one), or user code has nothing left and some
-        room was freed, or the lease needs renewing, or ``force``."""
-        c = self._c
-        unhanded = sum(len(h.recs) - h.handed for h in c._ready)
-        free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded,
-                                                 M.MAX_CREDIT))
-        due = now_s - self._last_credit_s >= HEARTBEAT_S or self.lanes.unsaid
-        self.lanes.unsaid = False
-        refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
-        if not (force or due or (refill and free) or (self._last_free < 0 and free)):
-            return []
-        self._freed = 0
-        self._last_free = free
-        self._last_credit_s = now_s
-        epoch, seq = self._receipts.claim()
-        return [M.Credit(c.queue, self.consumer_id, self.lane, epoch, seq, free,
-                         0 if self._leaving else LEASE_MS, c._timeout_ms)]
-
-    def starving(self) -> bool:
-        """Settlements should go out now: user code has nothing left to take, or enough was
-        settled to ask for a refill (half the read-ahead)."""
-        if self._leaving:
-            return False
-        c = self._c
-        return not c._ready or self._freed + len(c._log.acks) >= self._refill_at()
-
-    def _refill_at(self) -> int:
-        return max(1, self.prefetch // 2)
-
-    def on_settled(self, n: int) -> None:
-        """``n`` held messages were settled (or lapsed): room for as many more."""
-        self._freed += n
-
-    def flusher_work(self) -> None:
-        c = self._c
-        c._writer.send_soft(self.credit(time.monotonic()))
-        self._commit_transaction()
-
-    def _commit_transaction(self) -> None:
-        """Transactional writers gather markers; here they carry no offsets (lock held)."""
-        writer = self._c._writer
-        if writer.transactional and writer.has_pending:
-            try:
-                writer.commit(lambda: ([], _nothing), None)
-            except RetryTransaction:
-                pass
 
     # -- receiving (the receiving thread) ---------------------------------------------
 
@@ -318,7 +266,3 @@ class SharedSource:
 def _rels(mask: int) -> list[int]:
     """Relative offsets of a mask, ascending (bytewise)."""
     return M.mask_offsets(0, mask)
-
-
-def _nothing() -> None:
-    pass

@@ -216,7 +216,7 @@ def test_the_markers_grants_name_exactly_the_markers_each_role_writes():
         assert not extra, f"the {role}'s markers grant names {extra}, which no module of that role writes"
     # The scan sees every writer: the SDK's delayed sends, purge, consumers, the tracker's agents.
     for expected in (("kmq/client.py", "SCHEDULE"), ("kmq/queue_admin.py", "PURGE"),
-                     ("kmq/consumer/settlement.py", "EXTEND"), ("kmq/consumer/shared_source.py", "CREDIT"),
+                     ("kmq/consumer/settlement.py", "EXTEND"), ("kmq/consumer/credits.py", "CREDIT"),
                      ("agents/propose_ticks.py", "TICK"), ("agents/dispatch/dispatcher.py", "FLOOR")):
         assert expected in found, f"the scan misses {expected}"
     assert set().union(*written.values()) == MARKER_NAMES, "a marker nobody writes, or the scan misses it"

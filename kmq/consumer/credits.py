@@ -1,0 +1,94 @@
+"""How a shared queue's consumer asks for work: its CREDIT markers (kmq.consumer.shared_source).
+
+A CREDIT says how many more messages the consumer can take (its free ``max_in_flight``,
+capped by its read-ahead) as of the last delivery it received, and renews its lease. It
+goes out when half the read-ahead was settled (so a delivery carries many messages, not
+one), when user code has nothing left and some room was freed, at least every
+``HEARTBEAT_S``, or when leaving (no lease). Mixed into
+:class:`~kmq.consumer.shared_source.SharedSource`; called by the flusher thread with the
+consumer's lock held.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kmq.consumer.lanes import ConsumerLanes
+from kmq.consumer.marker_writer import RetryTransaction
+from kmq.consumer.receipts import Receipts
+from kmq.protocol import markers as M
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kmq.consumer.facade import Consumer
+
+HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
+LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
+
+
+class CreditAsking:
+    """The CREDITs of a shared source (see the module docstring)."""
+
+    _c: "Consumer"
+    consumer_id: str
+    lane: int          # the lane it asks on (SharedSource's property)
+    prefetch: int
+    lanes: ConsumerLanes
+    _receipts: Receipts
+    _leaving: bool
+    _freed: int        # messages settled since the last CREDIT
+    _last_free: int    # what the last CREDIT said was free (-1: none sent yet)
+    _last_credit_s: float
+
+    def credit(self, now_s: float, force: bool = False) -> list[M.Marker]:
+        """A CREDIT marker when it is worth one: half the read-ahead was settled (so a
+        delivery carries many messages, not one), or user code has nothing left and some
+        room was freed, or the lease needs renewing, or ``force``."""
+        c = self._c
+        unhanded = sum(len(h.recs) - h.handed for h in c._ready)
+        free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded,
+                                                 M.MAX_CREDIT))
+        due = now_s - self._last_credit_s >= HEARTBEAT_S or self.lanes.unsaid
+        self.lanes.unsaid = False
+        refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
+        if not (force or due or (refill and free) or (self._last_free < 0 and free)):
+            return []
+        self._freed = 0
+        self._last_free = free
+        self._last_credit_s = now_s
+        epoch, seq = self._receipts.claim()
+        return [M.Credit(c.queue, self.consumer_id, self.lane, epoch, seq, free,
+                         0 if self._leaving else LEASE_MS, c._timeout_ms)]
+
+    def starving(self) -> bool:
+        """Settlements should go out now: user code has nothing left to take, or enough was
+        settled to ask for a refill (half the read-ahead)."""
+        if self._leaving:
+            return False
+        c = self._c
+        return not c._ready or self._freed + len(c._log.acks) >= self._refill_at()
+
+    def _refill_at(self) -> int:
+        return max(1, self.prefetch // 2)
+
+    def on_settled(self, n: int) -> None:
+        """``n`` held messages were settled (or lapsed): room for as many more."""
+        self._freed += n
+
+    def flusher_work(self) -> None:
+        c = self._c
+        c._writer.send_soft(self.credit(time.monotonic()))
+        self._commit_transaction()
+
+    def _commit_transaction(self) -> None:
+        """Transactional writers gather markers; here they carry no offsets (lock held)."""
+        writer = self._c._writer
+        if writer.transactional and writer.has_pending:
+            try:
+                writer.commit(lambda: ([], nothing), None)
+            except RetryTransaction:
+                pass
+
+
+def nothing() -> None:
+    """A marker write's confirmation nobody waits for."""
