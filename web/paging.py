@@ -31,6 +31,10 @@ def _page_params(request: Any) -> dict[str, Any]:
     if unknown:  # a misspelt one (sort_by=depth) would be answered as if it were not there
         raise ValueError(f"{unknown[0]}={q.get(unknown[0])!r}: unknown parameter; "
                          f"use {', '.join(PARAMETERS)}")
+    getall = getattr(q, "getall", None)  # aiohttp's query; a plain dict holds one value a name
+    repeated = [n for n in PARAMETERS if getall is not None and len(getall(n, ())) > 1]
+    if repeated:  # ?limit=1&limit=500 was answered with the first, the other dropped
+        raise ValueError(f"{repeated[0]} given {len(getall(repeated[0]))} times: give it once")
     limit = min(MAX_LIMIT, _whole(q, "limit", 100, 1))  # more than a page: a page (docs/web.md)
     offset = _whole(q, "offset", 0, 0)
     sort = q.get("sort", "queue")

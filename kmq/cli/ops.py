@@ -18,7 +18,7 @@ import click
 
 from kmq.cli.connect import connection_options, console, fail, shown
 from kmq.cli.option_checks import delay_seconds, header_pairs, positive_seconds, tracker_url
-from kmq.errors import BrokerUnavailableError, KmqError
+from kmq.errors import BrokerUnavailableError, KmqError, MessageTooLargeError
 from kmq.protocol.limits import MAX_BATCH_SIZE
 from kmq.settings import Settings
 
@@ -49,12 +49,27 @@ def send(settings: Settings, queue: str, values: tuple[str, ...], headers: dict[
     # surrogate escapes, where .encode() raised), stdin read as bytes (lines end in \n or \r\n).
     payloads = ([os.fsencode(v) for v in values]
                 or [line.removesuffix(b"\n").removesuffix(b"\r") for line in sys.stdin.buffer])
+    check_sizes(queue, payloads, headers, settings.max_message_bytes, "value" if values else "line")
     payloads = payloads * repeat
     with Client(settings=settings) as client:
         ids = [client.send(queue, p, headers=headers or None, delay_s=delay_s)
                for p in payloads]
         client.flush()
     click.echo(sent_line(queue, ids))
+
+
+def check_sizes(queue: str, payloads: list[bytes], headers: dict[str, str], max_bytes: int, what: str) -> None:
+    """Every value measured as the SDK measures each at its send, before the first is sent: a
+    value too large after smaller ones left those sent, with an error line for the command."""
+    from kmq.client import HEADER_OVERHEAD_BYTES
+    from kmq.send_args import check_headers
+    extra = len(queue) + sum(len(k) + len(v) for k, v in check_headers(headers or None)) + HEADER_OVERHEAD_BYTES
+    for i, p in enumerate(payloads):
+        if len(p) + extra > max_bytes:
+            raise MessageTooLargeError(
+                f"{what} {i + 1} of {len(payloads)} for queue {queue!r} is {len(p) + extra} bytes with key "
+                f"and headers; the broker accepts {max_bytes} (KMQ_MAX_MESSAGE_BYTES): send less "
+                "(nothing was sent)")
 
 
 def sent_line(queue: str, ids: list[str]) -> str:
@@ -117,17 +132,34 @@ def tracker_get(url: str, token: str | None, timeout_s: float) -> dict[str, Any]
     started = time.monotonic()
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return json.loads(resp.read())
+            body = resp.read()
     except urllib.error.HTTPError as exc:
         try:
             detail = json.loads(exc.read()).get("error", "")
-        except ValueError:
+        except (ValueError, AttributeError):  # not JSON, or JSON without an error (not a tracker)
             detail = ""
         raise KmqError(f"{url}: HTTP {exc.code} {detail}".rstrip()) from exc
     except (urllib.error.URLError, OSError) as exc:
         raise BrokerUnavailableError(
             f"no tracker web view answered at {url} (tried for {time.monotonic() - started:.1f} s; "
             f"--url / KMQ_TRACKER_URL): {getattr(exc, 'reason', exc)}") from exc
+    try:
+        data = json.loads(body)
+    except ValueError:  # an HTML page: a traceback before
+        data = None
+    if not isinstance(data, dict):
+        raise KmqError(f"{url} answered, but not a tracker's JSON: is --url / KMQ_TRACKER_URL a "
+                       "tracker worker's web address (KMQ_WEB_HOST:KMQ_WEB_PORT)?")
+    return data
+
+
+# What `kmq stats` prints of the list and of a queue's detail (docs/web.md).
+LIST_FIELDS = ("queues", "total", "workers", "partial")
+DETAIL_FIELDS = ("queue", "in_flight_range_count", "dead_letters_detail", "since_start")
+# The list's sort fields (web/queue_stats.py's SORT_FIELDS; a test keeps the two equal).
+STATS_SORT_FIELDS = ("queue", "depth", "in_flight", "scheduled", "dead_letters", "oldest_in_flight_age_s",
+                     "consumers", "sent_per_min", "received_per_min", "acked_per_min", "released_per_min",
+                     "rejected_per_min", "redelivered_per_min", "dead_lettered_per_min", "late_per_min")
 
 
 STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
@@ -138,7 +170,8 @@ STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
 @click.option("--url", envvar="KMQ_TRACKER_URL", default=None, callback=tracker_url,
               help="A tracker worker's web address (KMQ_TRACKER_URL; default from KMQ_WEB_HOST/PORT).")
 @click.option("--token", envvar="KMQ_TOKEN", default=None, help="Token when auth is on (KMQ_TOKEN).")
-@click.option("--sort", default="queue", show_default=True)
+@click.option("--sort", default="queue", show_default=True, type=click.Choice(STATS_SORT_FIELDS),
+              help="A field of the queue list to sort by (numbers: biggest first).")
 @click.option("--limit", type=click.IntRange(1), default=100, show_default=True, help="Show at most this many queues.")
 @click.option("--timeout-s", type=float, default=10.0, show_default=True, callback=positive_seconds,
               help="How long to wait for the tracker (and its depth scan's next pass).")
@@ -162,6 +195,10 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
         while data.get("scanned") is False and time.monotonic() < deadline:
             time.sleep(STATS_SCAN_POLL_S)
             data = tracker_get(address, settings.token or None, timeout_s)
+        missing = [f for f in (DETAIL_FIELDS if queue else LIST_FIELDS) if f not in data]
+        if missing:  # another service's JSON (a KeyError before)
+            raise KmqError(f"{address} answered without {', '.join(missing)}: not a tracker's queue "
+                           "view; is --url / KMQ_TRACKER_URL a tracker worker's web address?")
     except KmqError as exc:
         fail(str(exc))
     if as_json:

@@ -38,6 +38,8 @@ def header_pairs(ctx: click.Context, param: click.Parameter, pairs: tuple[str, .
         if "=" not in p:
             raise click.BadParameter(f"{p!r}: use NAME=VALUE")
         k, v = p.split("=", 1)
+        if k in out:  # a record's headers here are a dict: the first was dropped silently
+            raise click.BadParameter(f"{k!r} given twice: give each header name once")
         out[k] = v
     return out
 

@@ -68,7 +68,7 @@ def test_health_stats_and_detail_have_the_fields_the_doc_names(deployment):
     assert {"threshold", "collections", "seconds", "longest_pause_ms"} <= set(health["gc"])
     status, stats = get(t.url + "/kmq/stats")
     assert status == 200
-    assert {"consumers", "credits", "bad-credits", "lane-moves", "dispatched", "deliveries", "by-reference", "copied",
+    assert {"consumers", "credits", "bad-credits", "credits-refused", "lane-moves", "dispatched", "deliveries", "by-reference", "copied",
             "acquire-errors", "begin-errors", "lane-errors", "lanes-withheld", "unreadable-batches",
             "unreadable-offsets", "too-large-to-copy", "writers-replaced", "lease-lapses", "deduplicated",
             "bad-group", "bad-dedup-id", "held-bytes"} <= set(stats["dispatcher"])
