@@ -46,7 +46,11 @@ def check_values(values: Any) -> list[bytes]:
 
 
 def _order_bytes(name: str, value: str | bytes, limit: int) -> bytes:
-    raw = value.encode() if isinstance(value, str) else value
+    try:
+        raw = value.encode() if isinstance(value, str) else value
+    except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 bytes to send
+        raise ConfigError(f"{name}={value!r} is not valid UTF-8 text: give a str without lone "
+                          "surrogates, or the bytes") from exc
     if not isinstance(raw, (bytes, bytearray)) or not 1 <= len(raw) <= limit:
         raise ConfigError(f"{name}={value!r} must be a str or bytes of 1 to {limit} bytes")
     return bytes(raw)

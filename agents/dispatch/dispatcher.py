@@ -215,8 +215,9 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
                     if cfg.ordering == "group":  # read ahead of the heads, within the window
                         read = min(self._ordered.room((m, q, p), cursor), ORDERED_READ_RECORDS)
                         wants.setdefault(p, {})[q.encode()] = Want(q, cursor, read)
-                    else:
-                        wants.setdefault(p, {})[q.encode()] = Want(q, cursor, demand)
+                    else:  # none read while records wait from when it was ordered (_take)
+                        waiting = self._ordered.waiting((m, q, p))
+                        wants.setdefault(p, {})[q.encode()] = Want(q, cursor, 0 if waiting else demand)
         self._reader.release_idle(wants)
         if not wants:
             return False
@@ -265,6 +266,8 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
                     self._floors.setdefault(m, []).append(M.Floor(w.queue, p, floor, part.epoch))
             else:
                 dropped = False
+                # Its ordering set back to "none": what waited for its group goes out first.
+                w.taken[:0] = self._ordered.release((m, w.queue, p), roster.demand())
                 if w.taken:  # sends repeated within the dedup window are never handed out
                     kept = self._ordered.drop_duplicates((m, w.queue, p), w.taken,
                                                          int(cfg.dedup_window_s * 1000))

@@ -117,6 +117,9 @@ class OrderedQueues(Recovering, Deduplicating):
         """Records of the queue read in offset order: offered to their groups, or dropped
         as duplicates of a send inside the dedup window."""
         q = self._get(key, dedup_window_ms)
+        if not q.ordered and q.records:  # ordered again before all it released went out
+            records = [q.records.pop(o) for o in sorted(q.records)] + records
+            q.heap, q.held_bytes = [], 0
         q.ordered = True
         p = key[2]
         for rec in records:
@@ -221,6 +224,28 @@ class OrderedQueues(Recovering, Deduplicating):
             for offset in [o for o in q.records if o < point]:
                 q.held_bytes -= record_size(q.records.pop(offset))  # its heap entry goes lazily (floor())
         return dropped
+
+    def waiting(self, key: Key) -> bool:
+        """Records of the queue partition wait, read past its cursor: for their groups, or to
+        be released (:meth:`release`)."""
+        q = self._queues.get(key)
+        return q is not None and bool(q.records)
+
+    def release(self, key: Key, n: int) -> list:
+        """Of a queue no longer ordered (its ordering set back to "none"): up to ``n`` of the
+        records it kept waiting for their groups, lowest first, to go out as any shared
+        queue's (below its read cursor: left here, never handed out). Its groups are
+        forgotten, its dedup state kept; what is left is fed again if it is ordered again."""
+        q = self._queues.get(key)
+        if q is None:
+            return []
+        if q.ordered:
+            q.order, q.ordered, q.recovery = GroupOrder(), False, None
+        out = [q.records.pop(o) for o in sorted(q.records)[:max(0, n)]]
+        q.held_bytes -= sum(map(record_size, out))
+        if not q.records:
+            q.heap = []
+        return out
 
     def forget(self, key: Key) -> None:
         """Start this queue partition afresh (read again from its floor)."""
