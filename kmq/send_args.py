@@ -78,9 +78,22 @@ def check_headers(headers: Mapping[str, bytes | str] | None) -> list[tuple[str, 
             raise ConfigError(f"header name {k!r} must be a non-empty string")
         if k.startswith(envelope.RESERVED_PREFIX):
             raise ConfigError(f"header {k!r}: names starting with 'kmq.' are kmq's own; rename it")
+        if not _utf8(k):  # a lone surrogate: no UTF-8 bytes to send (a UnicodeEncodeError)
+            raise ConfigError(f"header name {k!r} is not valid UTF-8 text: give a str without lone surrogates")
         if isinstance(v, str):
+            if not _utf8(v):
+                raise ConfigError(f"header {k!r} value {v!r} is not valid UTF-8 text: give a str without "
+                                  "lone surrogates, or the bytes")
             v = v.encode()
         elif not isinstance(v, (bytes, bytearray)):
             raise ConfigError(f"header {k!r} value must be bytes or str, not {type(v).__name__}")
         out.append((k, bytes(v)))
     return out
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
