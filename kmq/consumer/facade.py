@@ -125,6 +125,9 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         self._attention = False  # work only the receiving thread may do (commits, purge, mode)
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
+        if transactional is not None and not isinstance(transactional, bool):  # "off" was truthy
+            raise ConfigError(f"transactional={transactional!r} must be True or False (or None: "
+                              "KMQ_TRANSACTIONAL_STARTS decides)")
         transactional = settings.transactional_starts == "on" if transactional is None else transactional
         if transactional_id is not None and (not transactional or not isinstance(transactional_id, str)
                                              or not transactional_id.strip()):
@@ -268,6 +271,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         if self._closed:  # close() already sent and committed everything recorded before it
             raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed: "
                                       "settle messages before close(), which flushes them")
+        deadline = time.monotonic() + timeout_s
         with self._lock:
             self._flush_settlements()
         left = self._writer.flush(timeout_s)
@@ -275,7 +279,9 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
             raise DeliveryError(f"{left} marker records of queue {self.queue!r} not "
                                 f"acknowledged within {timeout_s:g} s")
         # Commit what is covered, so a crash now does not refetch what was acked.
-        self._source.flush()
+        if not self._writer.wait_committed(self._source.flush, deadline):
+            raise DeliveryError(f"the marker transaction of queue {self.queue!r} was not committed "
+                                f"within {timeout_s:g} s; its verbs are kept for the next one")
         self._raise_error()
 
     # -- closing -----------------------------------------------------------------
@@ -285,6 +291,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         timeout_s = wait_s(timeout_s, "close()")  # before anything: a consumer half closed lost its verbs
         if self._closed:
             return
+        deadline = time.monotonic() + timeout_s
         self._closed = True
         self._stop.set()
         self._log.wake.set()
@@ -296,6 +303,9 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         remaining = self._writer.flush(timeout_s)
         if remaining:
             log.warning("queue %s: %d marker records not confirmed at close", self.queue, remaining)
+        if self._writer.transactional and not self._writer.wait_committed(self._source.flush, deadline):
+            log.warning("queue %s: marker transaction not committed at close: its verbs are not "
+                        "sent, their messages come again", self.queue)
         self._source.close()
         # Threads and callbacks make this object part of reference cycles; dropping the
         # producer here ends its connections now, not at some later garbage collection.

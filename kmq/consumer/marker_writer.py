@@ -28,6 +28,7 @@ it starts.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any, Callable
 
@@ -136,6 +137,19 @@ class MarkerWriter:
     @property
     def has_pending(self) -> bool:
         return bool(self._pending or self._pending_confirm)
+
+    def wait_committed(self, commit: Callable[[], None], deadline: float) -> bool:
+        """Run ``commit`` (the source's: what the durable markers cover) until no verbs wait
+        in a transaction; False if some still do at ``deadline`` (``time.monotonic()``).
+        Transactional verbs are durable once their transaction commits: a failed one is
+        retried (``commit`` swallowed the error), and ``Consumer.flush`` returned before it."""
+        commit()
+        while self.transactional and self.has_pending:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+            commit()
+        return True
 
     def commit(self, offsets_for: Callable[[], tuple[list[TopicPartition], Callable[[], None]]],
                group_metadata: Any) -> list[TopicPartition]:

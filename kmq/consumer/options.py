@@ -38,10 +38,27 @@ def check_options(given: Iterable[str], where: str, allowed: Iterable[str] = (),
 
 def check_client_config(config: object) -> None:
     """Raise unless ``config`` (``client.consumer(q, config=...)``, librdkafka settings of
-    the consumer's readers) is None or a dict keyed by property names."""
+    the consumer's readers) is None or a dict keyed by property names, none of them one of
+    :data:`KMQ_SETS`."""
     if config is not None and (not isinstance(config, dict) or not all(isinstance(k, str) for k in config)):
         raise ConfigError(f"config={config!r} must be a dict of librdkafka property names to values, "
                           "e.g. {'queued.max.messages.kbytes': 16384}")
+    ours = sorted(set(config or ()) & KMQ_SETS)
+    if ours:
+        raise ConfigError(f"config={config!r}: {ours[0]!r} is a property kmq sets itself (at-least-once "
+                          "depends on it: where a reader starts, what it commits, whose records it "
+                          "reads); drop it and tune only the rest")
+
+
+# Reader properties kmq's guarantees rest on (kmq.kafka.profiles, the sources): over them,
+# "auto.offset.reset": "latest" skipped what a new group had not fetched yet, auto commits
+# moved offsets past records no START covered, read_uncommitted handed out aborted sends.
+KMQ_SETS = frozenset(("bootstrap.servers", "metadata.broker.list", "group.id", "auto.offset.reset",
+                      "enable.auto.commit", "auto.commit.enable", "enable.auto.offset.store",
+                      "isolation.level", "enable.partition.eof", "partition.assignment.strategy",
+                      "group.protocol",
+                      # the same, as topic properties (librdkafka's prefixed and nested forms)
+                      "topic.auto.offset.reset", "topic.auto.commit.enable", "default.topic.config"))
 
 
 def refused_client_config(config: dict[str, Any] | None, exc: BaseException) -> BaseException:

@@ -88,9 +88,10 @@ def int_header(ours: dict[str, bytes], name: str, default: int) -> int:
     if raw is None:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         return default
+    return value if value >= 0 else default  # counts and epoch ms: a negative one is forged
 
 
 @dataclass(frozen=True, slots=True)
