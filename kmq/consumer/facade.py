@@ -37,17 +37,18 @@ import time
 from collections import deque
 from typing import Any
 
+from kmq.consumer.closing import Closing
 from kmq.consumer.flusher import Flusher
 from kmq.consumer.gated_receive import GatedReceive
 from kmq.consumer.held import HeldRange, MessageBatch
-from kmq.consumer.live_settings import LEAVE_TIMEOUT_S, LiveSettings
+from kmq.consumer.live_settings import LiveSettings
 from kmq.consumer.marker_writer import MarkerWriter
-from kmq.consumer.arguments import PLAIN_SECONDS, check_arguments, receive_timeout_s, wait_s
+from kmq.consumer.arguments import PLAIN_SECONDS, check_arguments, receive_timeout_s
 from kmq.consumer.options import check_client_config, refused_client_config
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.settlement import SettlementLog
 from kmq.consumer.shared_source import SharedSource
-from kmq.errors import ConfigError, ConsumerClosedError, DeliveryError
+from kmq.errors import ConfigError, ConsumerClosedError
 from kmq.message import Message
 from kmq.protocol import markers as M
 from kmq.protocol.lane_layout import LaneLayout
@@ -66,11 +67,12 @@ FLUSH_TICK_S = 0.02    # how often a receive blocked by max_in_flight looks agai
 POLL_RESOLUTION_S = 0.001
 
 
-class Consumer(LiveSettings, Flusher, GatedReceive):
+class Consumer(LiveSettings, Flusher, GatedReceive, Closing):
     """Receives messages of one queue; see the module docstring for the flow.
 
     Following the queue's settings is :class:`LiveSettings`'s part, the background
-    flusher :class:`Flusher`'s, an ordered queue's group gate :class:`GatedReceive`'s.
+    flusher :class:`Flusher`'s, an ordered queue's group gate :class:`GatedReceive`'s,
+    ``flush()`` and ``close()`` :class:`Closing`'s.
     """
 
     def __init__(
@@ -254,68 +256,6 @@ class Consumer(LiveSettings, Flusher, GatedReceive):
         self._in_flight += len(recs)
         self._ready.append(held)
         return held
-
-    # -- flushing ----------------------------------------------------------------
-
-    def flush(self, timeout_s: float = 10.0) -> None:
-        """Send the verbs recorded so far and wait until the broker has them.
-
-        Call it from the thread that receives (like every Consumer method but
-        the verbs, which any thread may call).
-
-        After this returns, an acked message is never delivered again, even
-        if this process dies the next moment: the acks are on the markers
-        topic (and, in partition mode, the source offsets covering them are committed).
-        """
-        timeout_s = wait_s(timeout_s, "flush()")
-        if self._closed:  # close() already sent and committed everything recorded before it
-            raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed: "
-                                      "settle messages before close(), which flushes them")
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            self._flush_settlements()
-        left = self._writer.flush(timeout_s)
-        if left:
-            raise DeliveryError(f"{left} marker records of queue {self.queue!r} not "
-                                f"acknowledged within {timeout_s:g} s")
-        # Commit what is covered, so a crash now does not refetch what was acked.
-        if not self._writer.wait_committed(self._source.flush, deadline):
-            raise DeliveryError(f"the marker transaction of queue {self.queue!r} was not committed "
-                                f"within {timeout_s:g} s; its verbs are kept for the next one")
-        self._raise_error()
-
-    # -- closing -----------------------------------------------------------------
-
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Send pending settlements, give back held messages, and leave (group or dispatcher)."""
-        timeout_s = wait_s(timeout_s, "close()")  # before anything: a consumer half closed lost its verbs
-        if self._closed:
-            return
-        deadline = time.monotonic() + timeout_s
-        self._closed = True
-        self._stop.set()
-        self._log.wake.set()
-        self._flusher.join(timeout_s)
-        self._source.leave(min(timeout_s, LEAVE_TIMEOUT_S))  # shared: what was on its way is held now
-        with self._lock:
-            self._give_back_held()
-            self._flush_settlements()
-        remaining = self._writer.flush(timeout_s)
-        if remaining:
-            log.warning("queue %s: %d marker records not confirmed at close", self.queue, remaining)
-        if self._writer.transactional and not self._writer.wait_committed(self._source.flush, deadline):
-            log.warning("queue %s: marker transaction not committed at close: its verbs are not "
-                        "sent, their messages come again", self.queue)
-        self._source.close()
-        # Threads and callbacks make this object part of reference cycles; dropping the
-        # producer here ends its connections now, not at some later garbage collection.
-        self._writer.close()
-
-    def __enter__(self) -> "Consumer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def assignment(self) -> frozenset[int]:
