@@ -8,6 +8,7 @@ the web server, and the SASL/SSL credentials built from ``kmq.kafka.security``.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from typing import Any
 
@@ -30,6 +31,23 @@ ROCKSDB_OPTIONS = {
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
+def is_wildcard(host: str) -> bool:
+    """Whether binding ``host`` listens on every interface: ``0.0.0.0`` and ``::`` however
+    written (``::0``, ``[::]``, ``0``, ``0.0.0.00``: the check named only two spellings)."""
+    h = host.strip()
+    if h in WILDCARD_HOSTS:
+        return True
+    h = h[1:-1] if h.startswith("[") and h.endswith("]") else h
+    try:
+        return ipaddress.ip_address(h).is_unspecified
+    except ValueError:
+        pass
+    try:  # the resolver's IPv4 forms: "0", "0.0.0.00", "0x0"
+        return socket.inet_aton(h) == bytes(4)
+    except OSError:
+        return False
+
+
 def check_web_bind(s: Settings) -> None:
     """Refuse to listen on every interface with auth off (ConfigError naming both fixes).
 
@@ -37,7 +55,7 @@ def check_web_bind(s: Settings) -> None:
     payloads. That is fine on loopback or one private address chosen on purpose,
     not on a wildcard that also takes whatever public interface the host has.
     """
-    if s.web_host.strip() in WILDCARD_HOSTS and not s.auth_on:
+    if is_wildcard(s.web_host) and not s.auth_on:
         raise ConfigError(
             f"KMQ_WEB_HOST={s.web_host!r} listens on every interface while KMQ_AUTH=off: anyone "
             "who reaches the port reads every queue and its dead letters. Set KMQ_AUTH=on with "
@@ -80,7 +98,7 @@ def advertised_web_host(s: Settings) -> str:
     """The host in this worker's canonical URL: never a wildcard address."""
     if s.web_advertised_host:
         return s.web_advertised_host
-    if s.web_host in WILDCARD_HOSTS:
+    if is_wildcard(s.web_host):
         return socket.gethostname()
     return s.web_host
 

@@ -31,10 +31,12 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping, TypeVar
 from kmq.client import Client as SyncClient
 from kmq.consumer import Consumer as SyncConsumer
 from kmq.consumer.arguments import wait_s
+from kmq.consumer.options import check_options
 from kmq.errors import DeliveryError
 from kmq.kafka.delivery_reports import DeliveryReports
 from kmq.message import Message as SyncMessage
 from kmq import send_args
+from kmq.protocol.placement import validate_queue_name
 from kmq.queue_config import QueueConfig
 from kmq.settings import Settings
 
@@ -167,6 +169,9 @@ class Client:
 
     def consumer(self, queue: str, **options: Any) -> "Consumer":
         """A consumer of ``queue`` to use with ``async with`` (options as :meth:`kmq.Client.consumer`)."""
+        # Refused here, as the sync client.consumer(...) refuses them (it waited for the open).
+        queue = validate_queue_name(queue)
+        check_options(options, f"client.consumer({queue!r})")
         return Consumer(self, queue, options)
 
     async def close(self, timeout_s: float = 30.0) -> None:

@@ -5,6 +5,7 @@ factor). Each error names the ``KMQ_*`` variable and the fix."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING
 
 from kmq.errors import ConfigError
@@ -20,6 +21,13 @@ MAX_PROCESSING_S = 7 * 24 * 3600.0  # the longest max_processing_s of a queue or
 MAX_DELIVERIES = 1_000_000  # the largest max_deliveries, as kmq.queue_config allows a queue
 MIN_TIMEOUT_S = 0.001  # the shortest visibility timeout or max_processing_s, as kmq.queue_config
 REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
+TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")  # Kafka's legal characters
+MAX_TOPIC_NAME = 249
+# Settings librdkafka takes within bounds: above them the first send or consumer failed with
+# a KafkaException (message.max.bytes is KMQ_MAX_MESSAGE_BYTES + 4096, kmq/client.py).
+LIBRDKAFKA_LIMITS = (("delivery_timeout_ms", 2_147_483_647, "message.timeout.ms"),
+                     ("max_message_bytes", 1_000_000_000 - 4096, "message.max.bytes (with 4096 for headers)"),
+                     ("session_timeout_ms", 3_600_000, "session.timeout.ms"))
 
 
 def check_values(s: Settings) -> None:
@@ -55,6 +63,11 @@ def check_values(s: Settings) -> None:
             f"KMQ_DELIVERIES_PARTITIONS={s.deliveries_partitions} at "
             f"KMQ_DELIVERIES_TOPIC_PARTITIONS={s.lane_layout.per_topic} makes "
             f"{s.lane_layout.topics} deliveries topics, above {MAX_LANE_TOPICS}: raise the second")
+    check_topic_names(s)
+    for name, limit, what in LIBRDKAFKA_LIMITS:
+        if getattr(s, name) > limit:
+            raise ConfigError(f"KMQ_{name.upper()}={getattr(s, name)} is above {limit:,}, "
+                              f"librdkafka's bound of {what}: give at most {limit:,}")
     if s.max_delay_s * 1000 > MAX_DELAY_MS:
         raise ConfigError(f"KMQ_MAX_DELAY_S={s.max_delay_s:g} is above the marker codec's limit "
                           f"of {MAX_DELAY_MS // 1000} s (365 days): lower it")
@@ -78,6 +91,31 @@ def check_values(s: Settings) -> None:
         raise ConfigError("KMQ_AUTH=on needs KMQ_ADMIN_TOKEN of at least 16 characters "
                           "(e.g. from `python -c 'import kmq.ops.tenancy as t; print(t.new_token())'`)")
     check_durability(s)
+
+
+def check_topic_names(s: Settings) -> None:
+    """Each topic a name Kafka takes, and no two the same (a markers topic that is the queue
+    topic makes the tracker read messages as markers and consumers receive markers)."""
+    t = s.topics
+    named = {"KMQ_QUEUE_TOPIC": t.queue, "KMQ_MARKERS_TOPIC": t.markers, "KMQ_DLQ_TOPIC": t.dlq,
+             "KMQ_QUEUES_TOPIC": t.queues, "KMQ_DELIVERIES_TOPIC": t.deliveries}
+    for env, name in named.items():
+        longest = max(s.lane_layout.names(), key=len) if env == "KMQ_DELIVERIES_TOPIC" else name
+        if not TOPIC_NAME.fullmatch(name) or name in (".", "..") or len(longest) > MAX_TOPIC_NAME:
+            raise ConfigError(f"{env}={name!r} is not a Kafka topic name: use 1-{MAX_TOPIC_NAME} characters "
+                              "from A-Z a-z 0-9 . _ -" + (f" (lane topics add a suffix: {longest!r})"
+                                                          if longest != name else ""))
+    internal = f"{s.app_id}-__assignor-__leader"  # the longest of Faust's topics named after the app id
+    if not TOPIC_NAME.fullmatch(s.app_id) or len(internal) > MAX_TOPIC_NAME:
+        raise ConfigError(f"KMQ_APP_ID={s.app_id!r} names the tracker's changelog and internal topics "
+                          f"({internal!r}): use up to {MAX_TOPIC_NAME - len(internal) + len(s.app_id)} "
+                          "characters from A-Z a-z 0-9 . _ -")
+    seen: dict[str, str] = {}
+    for env, name in [*named.items(), *(("KMQ_DELIVERIES_TOPIC", n) for n in s.lane_layout.names()[1:])]:
+        if name in seen and seen[name] != env:
+            raise ConfigError(f"{env} and {seen[name]} both name topic {name!r}: give each of kmq's "
+                              "topics its own name")
+        seen.setdefault(name, env)
 
 
 def check_durability(s: Settings) -> None:

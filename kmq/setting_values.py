@@ -9,6 +9,9 @@ from typing import Any
 
 from kmq.errors import ConfigError
 
+# Settings shown as "***" (Settings.__repr__, and the errors here): a secret is never printed.
+SECRET_FIELDS = ("sasl_password", "ssl_key_password", "admin_token", "token")
+
 
 def _kind(f: dataclasses.Field) -> type:
     return f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str}[f.type]
@@ -32,7 +35,8 @@ def parse_value(f: dataclasses.Field, env_name: str, raw: str) -> Any:
 def check_type(f: dataclasses.Field, value: Any) -> None:
     """A keyword (``kmq.Client(web_port="6066")``) of the wrong type names the keyword; it was
     a TypeError from a comparison, or silently kept as text."""
-    kind, name = _kind(f), f"{f.name}={value!r} ({f.metadata['env']})"
+    shown = "***" if f.name in SECRET_FIELDS else repr(value)  # error messages reach logs
+    kind, name = _kind(f), f"{f.name}={shown} ({f.metadata['env']})"
     if kind is str and not isinstance(value, str):
         raise ConfigError(f"{name} is not text: give a string")
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from kmq.kafka import security
 from kmq.setting_names import check_keywords, warn_unknown_variables
-from kmq.setting_values import check_type, parse_value
+from kmq.setting_values import SECRET_FIELDS, check_type, parse_value
 from kmq.protocol.lane_layout import LaneLayout, planned
 from kmq.setting_checks import check_values
 
@@ -62,10 +62,10 @@ class Settings:
         "`embedded` (Tansu dev broker: short timeouts, exact recovery) or `production`")
     data_dir: str = _setting("./kmq-data", "KMQ_DATA_DIR", "Tracker worker's RocksDB data directory")
     web_host: str = _setting("127.0.0.1", "KMQ_WEB_HOST", "Address the tracker's web server binds")
-    web_port: int = _setting(6066, "KMQ_WEB_PORT", "Port of the tracker's web server")
+    web_port: int = _setting(6066, "KMQ_WEB_PORT", "Port of the tracker's web server (1-65535)")
     app_id: str = _setting(
-        "kmq-tracker", "KMQ_APP_ID", "Faust app id: the tracker's group id and changelog prefix")
-    queue_topic: str = _setting("kmq.queue", "KMQ_QUEUE_TOPIC", "Topic holding queued messages")
+        "kmq-tracker", "KMQ_APP_ID", "Faust app id: the tracker's group id and changelog prefix (A-Z a-z 0-9 . _ -; up to 229 characters)")
+    queue_topic: str = _setting("kmq.queue", "KMQ_QUEUE_TOPIC", "Topic holding queued messages (each of kmq's topics its own name, of 1-249 characters from A-Z a-z 0-9 . _ -)")
     markers_topic: str = _setting("kmq.markers", "KMQ_MARKERS_TOPIC", "Topic of START/ACK/... markers")
     dlq_topic: str = _setting("kmq.dlq", "KMQ_DLQ_TOPIC", "Dead-letter topic")
     queues_topic: str = _setting(
@@ -86,7 +86,8 @@ class Settings:
     deliveries_topic_partitions: int = _setting(
         0, "KMQ_DELIVERIES_TOPIC_PARTITIONS",
         "Lanes per deliveries topic: more lanes go to kmq.deliveries.1, .2, ... (0: 16 embedded, "
-        "where a fetch costs in proportion to the topic's partitions; all in one topic production)")
+        "where a fetch costs in proportion to the topic's partitions; all in one topic production; "
+        "at most 4096 topics)")
     replication_factor: int = _setting(
         0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
     queue_retention_ms: int = _setting(
@@ -125,9 +126,9 @@ class Settings:
         20000, "KMQ_REDELIVER_BATCH_LIMIT", "Most messages one tick redelivers")
     session_timeout_ms: int = _setting(
         0, "KMQ_SESSION_TIMEOUT_MS", "Consumer group session timeout (0: 6000 embedded, 10000 production: a crashed worker's "
-        "partitions move after it, so keep it well below KMQ_VISIBILITY_TIMEOUT_S)")
+        "partitions move after it, so keep it well below KMQ_VISIBILITY_TIMEOUT_S; at most 3,600,000)")
     max_message_bytes: int = _setting(
-        1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload + headers) the broker accepts")
+        1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload + headers) the broker accepts (at most 999,995,904)")
     group_prefix: str = _setting("kmq.", "KMQ_GROUP_PREFIX", "Prefix of each queue's consumer group id")
     security_protocol: str = _setting(
         "", "KMQ_SECURITY_PROTOCOL", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: PLAINTEXT)")
@@ -141,11 +142,12 @@ class Settings:
     min_insync_replicas: int = _setting(
         0, "KMQ_MIN_INSYNC_REPLICAS",
         "min.insync.replicas of kmq's topics and changelog (0: broker default embedded, "
-        "min(2, replication factor) production)")
+        "min(2, replication factor) production; at most the replication factor)")
     delivery_timeout_ms: int = _setting(
         300_000, "KMQ_DELIVERY_TIMEOUT_MS",
         "How long a producer retries a record before reporting it lost (librdkafka "
-        "message.timeout.ms, Faust producer_request_timeout)")
+        "message.timeout.ms, Faust producer_request_timeout; at least 30000, the request "
+        "timeout, at most 2,147,483,647)")
     web_advertised_host: str = _setting(
         "", "KMQ_WEB_ADVERTISED_HOST",
         "Host other tracker workers use to reach this one's web server (empty: KMQ_WEB_HOST, "
@@ -158,7 +160,8 @@ class Settings:
     auth: str = _setting(
         "off", "KMQ_AUTH", "`on`: admin calls and web views need a token (tenant's or admin's)")
     admin_token: str = _setting(
-        "", "KMQ_ADMIN_TOKEN", "The admin token (may do anything); required when KMQ_AUTH=on")
+        "", "KMQ_ADMIN_TOKEN",
+        "The admin token (may do anything); required when KMQ_AUTH=on, at least 16 characters")
     token: str = _setting("", "KMQ_TOKEN", "The token this SDK/CLI process presents")
     transactional_starts: str = _setting(
         "off", "KMQ_TRANSACTIONAL_STARTS",
@@ -194,7 +197,7 @@ class Settings:
         "logger, message, exc)")
 
     # Shown as "***" when set (logs and tracebacks print settings).
-    SECRETS = ("sasl_password", "ssl_key_password", "admin_token", "token")
+    SECRETS = SECRET_FIELDS
 
     def __repr__(self) -> str:
         shown = ", ".join(

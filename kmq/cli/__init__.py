@@ -120,7 +120,12 @@ def acls(update: tuple[str, ...], commands: bool, principals: tuple[str, ...], b
     from kmq.kafka.acls import acl_commands, checklist_markdown, with_checklist
     from kmq.settings import Settings
     for path in update:
-        Path(path).write_text(with_checklist(Path(path).read_text(), Settings()))
+        try:
+            text = with_checklist(Path(path).read_text(), Settings())
+        except ValueError as exc:  # no markers: a traceback before, nothing written
+            raise click.BadParameter(f"{path}: {exc}; add them where the checklist goes",
+                                     param_hint="--update") from exc
+        Path(path).write_text(text)
     if update:
         return
     try:

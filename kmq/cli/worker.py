@@ -9,6 +9,7 @@ the worker's events are logger ``kmq.worker`` lines whose message is a JSON obje
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -31,9 +32,32 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
     return value
 
 
+def _queue_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str]:
+    """--queues' names; given, it names at least one (',' or '' ran every handler, silently)."""
+    names = [q.strip() for q in (value or "").split(",") if q.strip()]
+    if value is not None and not names:
+        raise click.BadParameter(f"{value!r} names no queue: give queue names, e.g. emails,thumbnails, "
+                                 "or leave --queues out to run every handler")
+    return names
+
+
+def _ports_checked(fun):
+    """The metrics ports of --processes' children, checked before the broker is (a usage error)."""
+    @functools.wraps(fun)
+    def wrapper(**kwargs):
+        port, processes = kwargs["metrics_port"], kwargs["processes"]
+        if processes > 1 and port and port + processes - 1 > 65535:
+            raise click.UsageError(f"--metrics-port {port} with --processes {processes} needs ports "
+                                   f"up to {port + processes - 1}: give a port of at most "
+                                   f"{65536 - processes}, or 0 for any")
+        return fun(**kwargs)
+    return wrapper
+
+
 @click.command("worker")
 @click.argument("module")
-@click.option("--queues", "-Q", default="", help="Only these queues' handlers (comma-separated).")
+@click.option("--queues", "-Q", default=None, callback=_queue_list,
+              help="Only these queues' handlers (comma-separated).")
 @click.option("--concurrency", "-c", type=click.IntRange(1, 10_000), default=None,
               help="Messages each handler handles at once (default: the decorator's).")
 @click.option("--processes", "-p", type=click.IntRange(1, 1024), default=1, show_default=True,
@@ -41,15 +65,16 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
 @click.option("--grace-s", type=click.FloatRange(0), default=30.0, show_default=True, callback=_finite,
               help="After SIGTERM, how long running handlers may finish before being released.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port); with "
+              help="Serve Prometheus metrics on --metrics-host:PORT (0: any free port); with "
                    "--processes N, process i serves on PORT + i.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address metrics bind.")
 @click.option("--parent-pid", type=int, default=None, hidden=True,
               help="(--processes' children) drain and stop when this process is gone.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
+@_ports_checked
 @connection_options
-def worker(settings: Settings, module: str, queues: str, concurrency: int | None, processes: int,
+def worker(settings: Settings, module: str, queues: list[str], concurrency: int | None, processes: int,
            grace_s: float, metrics_port: int | None, metrics_host: str, parent_pid: int | None,
            log_level: str) -> None:
     """Run the @kmq.handler functions of MODULE (e.g. `kmq worker jobs`) until SIGTERM.
@@ -64,16 +89,12 @@ def worker(settings: Settings, module: str, queues: str, concurrency: int | None
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # `kmq worker jobs` finds ./jobs.py, as celery and arq do
-    if processes > 1:
-        if metrics_port and metrics_port + processes - 1 > 65535:
-            raise click.UsageError(f"--metrics-port {metrics_port} with --processes {processes} needs ports "
-                                   f"up to {metrics_port + processes - 1}: give a port of at most "
-                                   f"{65536 - processes}, or 0 for any")
+    if processes > 1:  # (their metrics ports were checked before the broker: _ports_checked)
         argv = sys.argv[1:]
         argv = _without_processes(argv[argv.index("worker") + 1:])  # the options after `worker`
         sys.exit(run_processes(child_argvs(argv, processes, metrics_port, os.getpid())))
     # A KmqError (no handler, a failed start) is one error line from connection_options.
-    sys.exit(run_worker(module, queues=[q.strip() for q in queues.split(",") if q.strip()], concurrency=concurrency,
+    sys.exit(run_worker(module, queues=queues, concurrency=concurrency,
                         grace_s=grace_s, metrics_port=metrics_port, metrics_host=metrics_host,
                         settings=settings, parent_pid=parent_pid))
 

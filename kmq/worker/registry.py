@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from kmq.errors import ConfigError
 from kmq.protocol.placement import validate_queue_name
 
 MAX_CONCURRENCY = 10_000
+_MODULE_PATH = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")  # jobs, myapp.jobs
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,10 @@ class Handler:
 
     @property
     def is_async(self) -> bool:
-        """``async def``: run as tasks on one event loop; else on a thread pool."""
-        return inspect.iscoroutinefunction(self.fn)
+        """``async def`` (or an object whose ``__call__`` is one): run as tasks on one event
+        loop; else on a thread pool."""
+        return inspect.iscoroutinefunction(self.fn) or (
+            not inspect.isroutine(self.fn) and inspect.iscoroutinefunction(getattr(self.fn, "__call__", None)))
 
     @property
     def read_ahead(self) -> int:
@@ -72,7 +76,7 @@ class Handler:
         return self.fn(*args, **kwargs)
 
 
-def handler(queue: str, *, concurrency: int = 1, prefetch: int | None = None,
+def handler(queue: str | None = None, *, concurrency: int = 1, prefetch: int | None = None,
             non_retryable: tuple[type[BaseException], ...] = (),
             **consumer_options: Any) -> Callable[[Callable[..., Any]], Handler]:
     """Make ``fn(msg: kmq.Message)`` the handler of ``queue``; run it with ``kmq worker``.
@@ -86,6 +90,8 @@ def handler(queue: str, *, concurrency: int = 1, prefetch: int | None = None,
     if callable(queue) and not isinstance(queue, str):  # a bare @kmq.handler: no queue given
         raise ConfigError(f"@kmq.handler needs the queue it serves: write @kmq.handler(\"emails\") "
                           f"above {getattr(queue, '__name__', queue)!r}, not a bare @kmq.handler")
+    if queue is None:  # @kmq.handler(): a TypeError before
+        raise ConfigError("@kmq.handler() needs the queue it serves: write @kmq.handler(\"emails\")")
     validate_queue_name(queue)
     if "max_in_flight" in consumer_options:
         raise ConfigError("max_in_flight is concurrency + prefetch for a handler: give those instead")
@@ -105,11 +111,15 @@ def handler(queue: str, *, concurrency: int = 1, prefetch: int | None = None,
 def handlers_in(module: ModuleType | str) -> list[Handler]:
     """Every :class:`Handler` among the attributes of ``module`` (a module or its import path)."""
     if isinstance(module, str):
+        # A file path (./jobs.py) was a TypeError or ValueError from importlib: name the module.
+        name = module.removesuffix(".py").strip("./").replace("/", ".") or "jobs"
+        hint = f"give its import name, e.g. `kmq worker {name}` (run from its directory or set PYTHONPATH)"
+        if not _MODULE_PATH.fullmatch(module):
+            raise ConfigError(f"module {module!r} is not a module path: {hint}")
         try:
             module = importlib.import_module(module)
         except ImportError as exc:
-            raise ConfigError(f"cannot import module {module!r} ({exc}): give an importable "
-                              "module path (run from its directory or set PYTHONPATH)") from exc
+            raise ConfigError(f"cannot import module {module!r} ({exc}): {hint}") from exc
     found = [v for v in vars(module).values() if isinstance(v, Handler)]
     return sorted({id(h): h for h in found}.values(), key=lambda h: (h.queue, h.name))
 

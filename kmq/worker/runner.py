@@ -19,6 +19,7 @@ settlement. At the second signal the process exits at once (kmq.worker.main).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import threading
@@ -140,10 +141,14 @@ class HandlerRunner(ChainRunner):
         try:
             try:
                 with handling(msg.queue, self.handler.name, msg.id, msg.headers):
-                    self.handler.fn(msg)
+                    result = self.handler.fn(msg)
+                if inspect.isawaitable(result):  # never run: an ack would lose the message
+                    getattr(result, "close", lambda: None)()
+                    raise TypeError(f"{self.handler.name} returned {type(result).__name__} {result!r}, not "
+                                    "awaited: make the handler an async def (a decorator of one must be async too)")
                 exc = None
-            except Exception as e:  # noqa: BLE001 - any failure of user code is the message's
-                exc = e
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure of user code is the message's
+                exc = e  # SystemExit too (a pool thread gets no signals): it left the message held
             self._settle(msg, exc, max_deliveries, started)
         except Exception:  # never lose a slot to a bug of ours
             log.exception("settling a message of queue %s failed", self.handler.queue)
@@ -274,9 +279,12 @@ class HandlerRunner(ChainRunner):
                 with handling(msg.queue, self.handler.name, msg.id, msg.headers):
                     await self.handler.fn(msg)
                 exc = None
-            except asyncio.CancelledError:
-                raise  # the grace is over: close() released it
-            except Exception as e:  # noqa: BLE001
+            except asyncio.CancelledError as e:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the runner's cancel: the grace is over, close() released it
+                exc = e  # the handler's own await was cancelled: a failure like any other
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - SystemExit too, as a sync handler's
                 exc = e
             self._settle(msg, exc, max_deliveries, started)
         except Exception:
