@@ -12,7 +12,7 @@ from typing import Any
 
 from kmq.errors import ConfigError
 from kmq.protocol.limits import MAX_BATCH_SIZE, MAX_TIMEOUT_MS
-from kmq.setting_checks import MAX_PROCESSING_S
+from kmq.setting_checks import MAX_PROCESSING_S, MIN_TIMEOUT_S
 
 MAX_EXTEND_S = MAX_TIMEOUT_MS / 1000  # SQS's visibility ceiling, 12 h (the codec's limit)
 PLAIN_SECONDS = frozenset((int, float))  # receive's quick look; anything else: receive_timeout_s
@@ -34,7 +34,6 @@ def wait_s(timeout_s: Any, what: str) -> float:
         raise ConfigError(f"timeout_s={timeout_s!r} must be a finite number of seconds, 0 or more "
                           f"(how long {what} waits for the broker)")
     return float(timeout_s)
-
 
 
 def check_arguments(visibility_timeout_s: Any, max_processing_s: Any, max_in_flight: Any, batch_size: Any,
@@ -59,5 +58,6 @@ def check_arguments(visibility_timeout_s: Any, max_processing_s: Any, max_in_fli
 
 
 def _check_positive(name: str, value: Any, limit: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit:
-        raise ConfigError(f"{name}={value!r} must be a number of seconds in (0, {limit:g}]")
+    # At least a millisecond, as KMQ_* and a queue's settings: markers carry whole ms (0.0001 s was 0 ms).
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_TIMEOUT_S <= value <= limit:
+        raise ConfigError(f"{name}={value!r} must be a number of seconds from {MIN_TIMEOUT_S:g} to {limit:g}")
