@@ -8,7 +8,6 @@ the web server, and the SASL/SSL credentials built from ``kmq.kafka.security``.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from typing import Any
 
@@ -16,6 +15,7 @@ from app import logs
 from kmq.errors import ConfigError
 from kmq.kafka import profiles
 from kmq.kafka import security
+from kmq.setting_values import is_wildcard
 from kmq.settings import Settings
 
 # RocksDB per table partition: Faust's defaults (2 GiB block cache, 3 x 64 MiB
@@ -27,26 +27,6 @@ ROCKSDB_OPTIONS = {
     "write_buffer_size": 8 * 1024 * 1024,
     "max_write_buffer_number": 2,
 }
-
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
-
-
-def is_wildcard(host: str) -> bool:
-    """Whether binding ``host`` listens on every interface: ``0.0.0.0`` and ``::`` however
-    written (``::0``, ``[::]``, ``0``, ``0.0.0.00``: the check named only two spellings)."""
-    h = host.strip()
-    if h in WILDCARD_HOSTS:
-        return True
-    h = h[1:-1] if h.startswith("[") and h.endswith("]") else h
-    try:
-        return ipaddress.ip_address(h).is_unspecified
-    except ValueError:
-        pass
-    try:  # the resolver's IPv4 forms: "0", "0.0.0.00", "0x0"
-        return socket.inet_aton(h) == bytes(4)
-    except OSError:
-        return False
-
 
 def check_web_bind(s: Settings) -> None:
     """Refuse to listen on every interface with auth off (ConfigError naming both fixes).

@@ -4,7 +4,9 @@ a keyword (``kmq.Client(web_port="6066")``): both name the variable or keyword a
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import math
+import socket
 from typing import Any
 
 from kmq.errors import ConfigError
@@ -46,3 +48,32 @@ def check_type(f: dataclasses.Field, value: Any) -> None:
             raise ConfigError(f"{name} is not a number: give a float or an int")
         if not math.isfinite(value):
             raise ConfigError(f"{name} is not a finite number: give one")
+
+
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether binding ``host`` (``KMQ_WEB_HOST``) listens on every interface: ``0.0.0.0`` and
+    ``::`` however written (``::0``, ``[::]``, ``0``, ``0.0.0.00``)."""
+    h = host.strip()
+    if h in WILDCARD_HOSTS:
+        return True
+    h = h[1:-1] if h.startswith("[") and h.endswith("]") else h
+    try:
+        return ipaddress.ip_address(h).is_unspecified
+    except ValueError:
+        pass
+    try:  # the resolver's IPv4 forms: "0", "0.0.0.00", "0x0"
+        return socket.inet_aton(h) == bytes(4)
+    except OSError:
+        return False
+
+
+def web_url(host: str, port: int) -> str:
+    """The URL of a tracker's web view bound to ``host``: loopback for a wildcard, an IPv6
+    address in brackets."""
+    host = "127.0.0.1" if is_wildcard(host) else host.strip()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"

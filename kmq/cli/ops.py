@@ -20,6 +20,7 @@ from kmq.cli.connect import connection_options, console, fail, shown
 from kmq.cli.option_checks import delay_seconds, header_pairs, positive_seconds, tracker_url
 from kmq.errors import BrokerUnavailableError, KmqError, MessageTooLargeError
 from kmq.protocol.limits import MAX_BATCH_SIZE
+from kmq.setting_values import web_url
 from kmq.settings import Settings
 
 STATS_COLUMNS = (("queue", "queue"), ("depth", "depth"), ("in_flight", "in flight"),
@@ -183,8 +184,7 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
     try:
         settings = Settings.from_env(token=token)
         if url is None:
-            host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "::", "") else settings.web_host
-            url = f"http://{host}:{settings.web_port}"
+            url = web_url(settings.web_host, settings.web_port)  # ::0 and [::] are wildcards too
         base = url.rstrip("/")
         address = (f"{base}/kmq/api/queues/{quote(queue, safe='')}" if queue else
                    f"{base}/kmq/api/queues?" + urlencode({"sort": sort, "limit": limit}))
