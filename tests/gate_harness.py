@@ -16,6 +16,7 @@ from kmq.consumer.settlement import SettlementLog
 from kmq.message import Verb
 from kmq.protocol import markers as M
 from kmq.queue_config import QueueConfig
+from kmq.settings import Settings
 
 
 class Rec:
@@ -71,3 +72,16 @@ def deliver(c: Consumer, groups: list[str | bytes | None], run: bytes | None = N
 def returned(c: Consumer) -> list[tuple[object, int]]:
     """(range, rel) of every message given back uncounted so far."""
     return [(m[1], m[2]) for m, verb, _ in c._log.verbs if verb is Verb.RETURN]
+
+
+class Client:
+    """What a handler runner asks of a client: a consumer (the broker-less one here)."""
+
+    settings = Settings()
+
+    def __init__(self, c) -> None:
+        self.c = c
+        c.close = lambda timeout_s=10.0: None
+
+    def consumer(self, queue, **options):
+        return self.c

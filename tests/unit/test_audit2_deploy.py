@@ -18,7 +18,7 @@ from kmq.worker.registry import Handler
 from kmq.worker.runner import HandlerRunner
 from kmq.worker.shutdown import ShutdownSignal
 from tests.conftest import wait_for
-from tests.gate_harness import consumer, deliver
+from tests.gate_harness import Client, consumer, deliver
 
 
 # -- security.md: `kmq acls`; deployment.md: a wildcard bind needs auth on -------------------
@@ -89,23 +89,12 @@ def test_worker_queues_naming_no_queue_is_a_usage_error(queues):
     assert "--queues" in result.output
 
 
-class _Client:
-    settings = Settings()
-
-    def __init__(self, c) -> None:
-        self.c = c
-        c.close = lambda timeout_s=10.0: None
-
-    def consumer(self, queue, **options):
-        return self.c
-
-
 def _run_one(fn) -> int:
     """Run handler ``fn`` on one message of a broker-less consumer; its settlement state."""
     c = consumer(ordering="none")
     run = deliver(c, [None])
     shutdown = ShutdownSignal(30.0)
-    runner = HandlerRunner(_Client(c), Handler(fn=fn, queue="q"), shutdown)
+    runner = HandlerRunner(Client(c), Handler(fn=fn, queue="q"), shutdown)
     t = threading.Thread(target=runner.run)
     t.start()
     try:
@@ -163,7 +152,6 @@ def test_an_aio_consumer_with_a_misspelt_option_or_queue_is_refused_at_the_call(
         client.consumer("orders", visiblity_timeout_s=3)
     with pytest.raises(ConfigError):
         client.consumer("bad queue!")
-
 
 
 def test_a_handler_decorator_called_without_its_queue_is_a_config_error():

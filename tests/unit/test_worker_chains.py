@@ -10,25 +10,11 @@ from collections import defaultdict
 import pytest
 
 from kmq.message import ACKED
-from kmq.settings import Settings
 from kmq.worker.registry import Handler
 from kmq.worker.runner import HandlerRunner
 from kmq.worker.shutdown import ShutdownSignal
 from tests.conftest import wait_for
-from tests.gate_harness import consumer, deliver, returned
-
-
-class Client:
-    """What a runner asks of a client: a consumer (the broker-less one of the gate tests)."""
-
-    settings = Settings()
-
-    def __init__(self, c) -> None:
-        self.c = c
-        c.close = lambda timeout_s=10.0: None
-
-    def consumer(self, queue, **options):
-        return self.c
+from tests.gate_harness import Client, consumer, deliver, returned
 
 
 @pytest.mark.parametrize("is_async", [False, True])
