@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:  # pragma: no cover
     from kmq.message import Message
-    from kmq.worker.runner import HandlerRunner, _Slots
+    from kmq.worker.async_handlers import Slots
+    from kmq.worker.runner import HandlerRunner
 
 
 def by_group(messages: Iterable[Any], group_of: Callable[[Any], Any]) -> list[list[Any]]:
@@ -78,7 +79,7 @@ class ChainRunner:
             slots.release()
 
     async def _call_chain_async(self: "HandlerRunner", chain: list["Message"], max_deliveries: int,
-                                slots: "_Slots") -> None:
+                                slots: "Slots") -> None:
         try:
             for k, m in enumerate(chain):
                 if k == 0 or self._next_in_chain(chain[k - 1], m):
