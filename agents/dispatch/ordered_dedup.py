@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _FIRST = itemgetter(0)
 _ID_ONLY = {envelope.ID}
+_ABSENT = object()  # no kmq.dedup-id header (one without a value is None)
 
 
 def _with_dedup_ids(records: list) -> Iterator[tuple[Any, bytes, list]]:
@@ -32,8 +33,8 @@ def _with_dedup_ids(records: list) -> Iterator[tuple[Any, bytes, list]]:
     for rec in records:
         hs = rec.headers()
         if hs and (len(hs) > 1 or hs[0][0] != envelope.ID):
-            raw = next((v for k, v in hs if k == envelope.DEDUP_ID), None)
-            if raw is not None:
+            raw = next((v for k, v in hs if k == envelope.DEDUP_ID), _ABSENT)
+            if raw is not _ABSENT:  # a header without a value too: counted as bad-dedup-id
                 yield rec, raw, hs
 
 
