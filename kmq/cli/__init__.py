@@ -119,6 +119,10 @@ def acls(update: tuple[str, ...], commands: bool, principals: tuple[str, ...], b
     """
     from kmq.kafka.acls import acl_commands, checklist_markdown, with_checklist
     from kmq.settings import Settings
+    if update and (commands or principals or bootstrap_server != "$BOOTSTRAP"):
+        # --update renders the docs' default checklist: the others were ignored, silently
+        raise click.UsageError("--update rewrites files with the default checklist: give it without "
+                               "--commands, --principal and --bootstrap-server")
     for path in update:
         try:
             text = with_checklist(Path(path).read_text(), Settings())
@@ -140,7 +144,10 @@ def acls(update: tuple[str, ...], commands: bool, principals: tuple[str, ...], b
         return
     given = dict(p.split("=", 1) for p in principals if "=" in p)
     if len(given) != len(principals):
-        raise click.BadParameter("use ROLE=PRINCIPAL, e.g. consumer=User:orders-app", param_hint="--principal")
+        roles = [p.split("=", 1)[0] for p in principals if "=" in p]
+        twice = sorted({r for r in roles if roles.count(r) > 1})
+        raise click.BadParameter(f"role {twice[0]!r} given twice: give each role once" if twice else
+                                 "use ROLE=PRINCIPAL, e.g. consumer=User:orders-app", param_hint="--principal")
     try:
         click.echo(acl_commands(settings, given, bootstrap_server), nl=False)
     except ValueError as exc:
