@@ -105,10 +105,7 @@ class Client:
         args = (queue, value, headers, delay_s, deliver_at, group, dedup_id, None)
         # A bad argument is named before the placement is looked up (with the broker down,
         # the broker's error was said instead).
-        validate_queue_name(queue)
-        send_args.check_value(value)
-        send_args.check_headers(headers)
-        send_args.order_headers(group, dedup_id)
+        send_args.check_send(queue, value, headers, group, dedup_id)
         if await self._ready_to_send(queue):
             return self.sync._send(*args)
         return await _off(self._io, self.sync._send, *args)

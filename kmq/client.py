@@ -35,8 +35,7 @@ from kmq.kafka.backpressure import produce_when_room
 from kmq.consumer import Consumer
 from kmq.consumer.arguments import wait_s
 from kmq.consumer.options import check_options
-from kmq.errors import (BrokerUnavailableError, ConfigError, DeliveryError,
-                        MessageTooLargeError)
+from kmq.errors import BrokerUnavailableError, ConfigError, DeliveryError
 from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol.ordering import dedup_message_id
 from kmq.protocol.placement import (keyed_partition, markers_partition, queue_partitions,
@@ -48,7 +47,6 @@ from kmq.ops.queues_topic import QueueConfigs
 from kmq.settings import Settings
 from kmq.tracing import trace_headers
 
-HEADER_OVERHEAD_BYTES = 64  # record framing beyond key, value and header bytes
 
 
 class Client(QueueAdmin):
@@ -159,17 +157,14 @@ class Client(QueueAdmin):
               dedup_id: str | bytes | None, on_delivery: Callable[[Any, Any], None] | None) -> str:
         """:meth:`send`; ``on_delivery(err, record)`` gets this record's delivery report
         (kmq.aio's per-send futures; every report needs DELIVERY_REPORT_ONLY_ERROR off)."""
+        # send_args.check_send's checks, called one by one: this is every send's path
         queue = validate_queue_name(queue)
         payload = send_args.check_value(value)
         user_headers = send_args.check_headers(headers)
         user_headers += trace_headers(user_headers)  # W3C trace context, if OpenTelemetry is there
         due_ms = self._due_ms(delay_s, deliver_at)
         order_headers = send_args.order_headers(group, dedup_id)
-        size = len(payload) + len(queue) + sum(len(k) + len(v) for k, v in user_headers + order_headers)
-        if size + HEADER_OVERHEAD_BYTES > self.settings.max_message_bytes:
-            raise MessageTooLargeError(
-                f"value of queue {queue!r} is {size} bytes with key and headers; the broker "
-                f"accepts {self.settings.max_message_bytes} (KMQ_MAX_MESSAGE_BYTES): send less")
+        send_args.check_size(queue, payload, user_headers + order_headers, self.settings.max_message_bytes)
         if dedup_id is not None:  # the first send's id, whoever sends it (no round trip)
             msg_id = dedup_message_id(queue, dict(order_headers)[envelope.DEDUP_ID])
         else:
@@ -253,12 +248,7 @@ class Client(QueueAdmin):
         payloads = send_args.check_values(values)
         user_headers = send_args.check_headers(headers)
         user_headers += trace_headers(user_headers)
-        extra = len(queue) + sum(len(k) + len(v) for k, v in user_headers) + HEADER_OVERHEAD_BYTES
-        for i, p in enumerate(payloads):
-            if len(p) + extra > self.settings.max_message_bytes:
-                raise MessageTooLargeError(
-                    f"values[{i}] of queue {queue!r} is {len(p)} bytes; the broker accepts "
-                    f"{self.settings.max_message_bytes} with key and headers (KMQ_MAX_MESSAGE_BYTES)")
+        send_args.check_sizes(queue, payloads, user_headers, self.settings.max_message_bytes, "values[{}]".format)
         producer = self._get_producer()
         topic = self.settings.queue_topic
         # Spread the batch in chunks: a fetched range stays one partition's run.

@@ -8,11 +8,14 @@ either writes a valid record or nothing (``Client.send`` and ``send_batch``, and
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from kmq.errors import ConfigError
+from kmq.errors import ConfigError, MessageTooLargeError
 from kmq.protocol import envelope
 from kmq.protocol.ordering import MAX_DEDUP_ID_BYTES, MAX_GROUP_BYTES
+from kmq.protocol.placement import validate_queue_name
+
+HEADER_OVERHEAD_BYTES = 64  # record framing beyond key, value and header bytes
 
 
 def finite_s(name: str, value: Any) -> float:
@@ -97,3 +100,33 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def check_send(queue: Any, value: Any, headers: Mapping[str, bytes | str] | None, group: str | bytes | None,
+               dedup_id: str | bytes | None) -> tuple[str, bytes, list[tuple[str, bytes]], list[tuple[str, bytes]]]:
+    """One send's queue, value, user headers and order headers, each checked (``Client.send``;
+    ``kmq.aio`` asks before it looks anything up on the broker)."""
+    return validate_queue_name(queue), check_value(value), check_headers(headers), order_headers(group, dedup_id)
+
+
+def check_size(queue: str, payload: bytes, headers: list[tuple[str, bytes]], max_bytes: int) -> None:
+    """One send's payload, with its key (the queue) and ``headers``, within ``max_bytes``
+    (``KMQ_MAX_MESSAGE_BYTES``)."""
+    size = len(payload) + len(queue) + sum(len(k) + len(v) for k, v in headers)
+    if size + HEADER_OVERHEAD_BYTES > max_bytes:
+        raise _too_large("value", queue, size, max_bytes)
+
+
+def check_sizes(queue: str, payloads: list[bytes], headers: list[tuple[str, bytes]], max_bytes: int,
+                label: Callable[[int], str]) -> None:
+    """:func:`check_size` of many payloads with the same headers; the first too large raises,
+    named by ``label(i)``."""
+    extra = len(queue) + sum(len(k) + len(v) for k, v in headers)
+    for i, p in enumerate(payloads):
+        if len(p) + extra + HEADER_OVERHEAD_BYTES > max_bytes:
+            raise _too_large(label(i), queue, len(p) + extra, max_bytes)
+
+
+def _too_large(what: str, queue: str, size: int, max_bytes: int) -> MessageTooLargeError:
+    return MessageTooLargeError(f"{what} of queue {queue!r} is {size} bytes with key and headers; the broker "
+                                f"accepts {max_bytes} (KMQ_MAX_MESSAGE_BYTES): send less")

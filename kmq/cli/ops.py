@@ -62,15 +62,12 @@ def send(settings: Settings, queue: str, values: tuple[str, ...], headers: dict[
 def check_sizes(queue: str, payloads: list[bytes], headers: dict[str, str], max_bytes: int, what: str) -> None:
     """Every value measured as the SDK measures each at its send, before the first is sent: a
     value too large after smaller ones left those sent, with an error line for the command."""
-    from kmq.client import HEADER_OVERHEAD_BYTES
-    from kmq.send_args import check_headers
-    extra = len(queue) + sum(len(k) + len(v) for k, v in check_headers(headers or None)) + HEADER_OVERHEAD_BYTES
-    for i, p in enumerate(payloads):
-        if len(p) + extra > max_bytes:
-            raise MessageTooLargeError(
-                f"{what} {i + 1} of {len(payloads)} for queue {queue!r} is {len(p) + extra} bytes with key "
-                f"and headers; the broker accepts {max_bytes} (KMQ_MAX_MESSAGE_BYTES): send less "
-                "(nothing was sent)")
+    from kmq.send_args import check_headers, check_sizes as sizes_within
+    try:
+        sizes_within(queue, payloads, check_headers(headers or None), max_bytes,
+                     lambda i: f"{what} {i + 1} of {len(payloads)}")
+    except MessageTooLargeError as exc:
+        raise MessageTooLargeError(f"{exc} (nothing was sent)") from None
 
 
 def sent_line(queue: str, ids: list[str]) -> str:
