@@ -266,8 +266,8 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
                     self._floors.setdefault(m, []).append(M.Floor(w.queue, p, floor, part.epoch))
             else:
                 dropped = False
-                # Its ordering set back to "none": what waited for its group goes out first.
-                w.taken[:0] = self._ordered.release((m, w.queue, p), roster.demand())
+                if self._ordered.waiting((m, w.queue, p)):  # set back from ordering="group"
+                    w.taken[:0] = self._ordered.release((m, w.queue, p), roster.demand())  # those first
                 if w.taken:  # sends repeated within the dedup window are never handed out
                     kept = self._ordered.drop_duplicates((m, w.queue, p), w.taken,
                                                          int(cfg.dedup_window_s * 1000))
