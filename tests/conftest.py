@@ -96,6 +96,29 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, interval_
         time.sleep(interval_s)
 
 
+def wait_for_count(count: Callable[[], int], target: int, stall_s: float = 60.0, limit_s: float = 900.0,
+                   interval_s: float = 0.5, what: str = "count") -> int:
+    """Poll a count that grows toward ``target`` (records a process works through) until it
+    gets there. Fails when the count stood still for ``stall_s`` (stuck), or after
+    ``limit_s``, never at a deadline fitted to one machine's pace: a garbage flood that a
+    quiet machine worked through in 25 s took over 120 s in a CI run of six test workers
+    on two cores. Returns the count reached."""
+    started = moved = time.monotonic()
+    best = None
+    while True:
+        value = count()
+        if value >= target:
+            return value
+        now = time.monotonic()
+        if best is None or value > best:
+            best, moved = value, now
+        if now - moved > stall_s:
+            raise AssertionError(f"{what}: stood at {value} of {target} for {stall_s}s")
+        if now - started > limit_s:
+            raise AssertionError(f"{what}: {value} of {target} after {limit_s}s")
+        time.sleep(interval_s)
+
+
 async def await_until(condition: Callable[[], Awaitable[object]], timeout_s: float = 30.0,
                       what: str = "condition", interval_s: float = 0.05) -> object:
     """``wait_for`` on an event loop: await ``condition()`` until truthy; fail after ``timeout_s``."""

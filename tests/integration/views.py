@@ -48,3 +48,13 @@ def tracker_sees(tracker, queue: str, **expected) -> None:
             return False
         return all(cfg.get(k) == v for k, v in expected.items())
     wait_for(seen, 30, what=f"the tracker seeing {expected} for {queue}")
+
+
+def set_aside(tracker, reason: str) -> int:
+    """``/kmq/health``'s count of records set aside for ``reason``; 0 while the tracker does
+    not answer (one working through a flood may answer late: that is no progress)."""
+    try:
+        with urllib.request.urlopen(f"{tracker.url}/kmq/health", timeout=10) as r:
+            return json.loads(r.read())["set_aside"][reason]
+    except (OSError, ValueError, KeyError):
+        return 0
