@@ -336,15 +336,18 @@ class Harness:
         tracker_plan = sorted((start + f * cfg.chaos_s, mode) for f, mode in cfg.tracker_kills)
         extra_plan = sorted(start + self.rng.uniform(0.1, 0.8) * cfg.chaos_s for _ in range(cfg.rebalances))
         extras: list[tuple[float, Child]] = []
-        per_tick = max(1, cfg.messages_per_queue // max(1, int(0.8 * cfg.chaos_s / 0.2)))
         kills = tracker_kills = crashes = rebalances = 0
         generation = 0
         while time.monotonic() < hard_end:
             now = time.monotonic()
             sending = any(len(v) < cfg.messages_per_queue for v in self.sent.values())
             if sending:
+                # Paced by the clock, not by loop turns: a loop slowed by a loaded machine sends
+                # more a turn and still ends its sends in the first 80% of the phase.
+                due = min(cfg.messages_per_queue,
+                          1 + int(cfg.messages_per_queue * (now - start) / max(0.8 * cfg.chaos_s, 1e-3)))
                 for q in self.queues:
-                    n = min(per_tick, cfg.messages_per_queue - len(self.sent[q]))
+                    n = max(0, due - len(self.sent[q]))
                     if n and q in self.groups:
                         self._send_ordered(client, q, n)
                     elif n:
