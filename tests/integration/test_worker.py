@@ -208,7 +208,12 @@ def start_worker(settings, queue, ledger, *, kind, extra=(), handler_s=0.05):
            "KMQ_TEST_HANDLER_S": str(handler_s)}
     p = subprocess.Popen([sys.executable, "-m", "kmq.cli", "worker", "tests.integration.helpers.worker_jobs",
                           "--log-level", "warning", *extra], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready", "the worker did not start"
+    try:
+        assert p.stdout.readline().strip() == "ready", "the worker did not start"
+    except BaseException:  # (a pytest timeout too) the caller never gets the handle to stop it
+        p.kill()
+        p.wait(10)
+        raise
     return p
 
 

@@ -94,10 +94,15 @@ def _start_two(settings, queue, tmp_path, name):
                               "--grace-s", "5"],
                              env={**settings_env(settings), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
                              stdout=o, stderr=e, cwd=tmp_path, process_group=0)
-    wait_for(lambda: out.read_text().count("ready") == 2, 90, what="both processes ready")
-    pids = [json.loads(line.split(" kmq.worker ", 1)[1])["pid"] for line in err.read_text().splitlines()
-            if '"event": "ready"' in line]
-    assert len(pids) == 2
+    try:
+        wait_for(lambda: out.read_text().count("ready") == 2, 90, what="both processes ready")
+        pids = [json.loads(line.split(" kmq.worker ", 1)[1])["pid"] for line in err.read_text().splitlines()
+                if '"event": "ready"' in line]
+        assert len(pids) == 2
+    except BaseException:  # the test never gets the handle to stop it: the whole group ends here
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+        raise
     return p, err, pids
 
 
