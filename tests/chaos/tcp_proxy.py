@@ -13,14 +13,19 @@ import threading
 
 
 class TcpProxy:
-    """127.0.0.1:``port`` -> 127.0.0.1:``upstream_port``, one thread pair per connection."""
+    """127.0.0.1:``port`` -> 127.0.0.1:``upstream_port``, one thread pair per connection.
 
-    def __init__(self, port: int, upstream_port: int) -> None:
-        self.port = port
+    It holds its port from the start, cut or not (a bound socket that does not listen:
+    connections are refused), so no other process can take it meanwhile: a port picked
+    free and bound later was taken first in a loaded run."""
+
+    def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self._lock = threading.Lock()
         self._conns: list[socket.socket] = []
         self._listener: socket.socket | None = None
+        self._held = _bound(0)
+        self.port = self._held.getsockname()[1]
         self.connections = 0
 
     def restore(self) -> "TcpProxy":
@@ -28,9 +33,7 @@ class TcpProxy:
         with self._lock:
             if self._listener is not None:
                 return self
-            ls = socket.socket()
-            ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            ls.bind(("127.0.0.1", self.port))
+            ls, self._held = self._held, None
             ls.listen(128)
             self._listener = ls
         threading.Thread(target=self._accept, args=(ls,), daemon=True).start()
@@ -42,11 +45,20 @@ class TcpProxy:
             ls, self._listener = self._listener, None
             conns, self._conns = self._conns, []
         if ls is not None:
-            ls.close()
+            _close(ls)  # shut down first: a close alone leaves it listening while _accept waits in it
         for c in conns:
             _close(c)
+        with self._lock:
+            if ls is not None:
+                self._held = _bound(self.port)
 
-    close = cut
+    def close(self) -> None:
+        """Cut, and give the port back."""
+        self.cut()
+        with self._lock:
+            if self._held is not None:
+                self._held.close()
+                self._held = None
 
     def _accept(self, ls: socket.socket) -> None:
         while True:
@@ -90,3 +102,10 @@ def _close(s: socket.socket) -> None:
     except OSError:
         pass
     s.close()
+
+
+def _bound(port: int) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # bound again while its connections close
+    s.bind(("127.0.0.1", port))
+    return s

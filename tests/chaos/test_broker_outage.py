@@ -5,7 +5,6 @@ redelivers afterwards. Nothing is lost."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
@@ -15,9 +14,8 @@ import pytest
 import kmq
 from kmq.kafka.admin import ensure_topics
 from kmq.dev.devstack import TrackerProcess
-from kmq.dev.embedded import broker_binary, free_port
+from kmq.dev.embedded import EmbeddedBroker, free_port
 from kmq.errors import BrokerUnavailableError
-from kmq.dev.processes import terminate
 from kmq.settings import Settings
 from tests.chaos.tcp_proxy import TcpProxy
 from tests.conftest import wait_for
@@ -28,28 +26,22 @@ OUTAGE_S = 5.0
 @pytest.fixture(scope="module")
 def proxied(artifacts, tmp_path_factory):
     """A broker of its own that advertises the proxy's port, and settings that go through it."""
-    broker_port = free_port()
-    proxy_port = wait_for(lambda: (lambda p: p if p != broker_port else None)(free_port()), 10,
-                          what="a second free port")  # two picks before either is bound may agree
-    log = open(artifacts / "broker-proxied.log", "ab")
-    broker = subprocess.Popen(
-        [broker_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{broker_port}",
-         "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}", "--storage-engine", "memory://tansu/"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    log.close()
-    proxy = TcpProxy(proxy_port, broker_port).restore()
-    tag = uuid.uuid4().hex[:6]
-    settings = Settings.from_env(
-        {}, bootstrap_servers=f"127.0.0.1:{proxy_port}", profile="embedded", app_id=f"kmq-outage-{tag}",
-        queue_partitions=2, markers_partitions=2, dlq_partitions=1, web_port=free_port(),
-        data_dir=str(tmp_path_factory.mktemp("outage-data")), visibility_timeout_s=2.0, group_prefix=f"{tag}.",
-        dispatch="partition")  # the SDK alone, without a tracker to dispatch
-    try:
+    proxy = TcpProxy(upstream_port=0)  # its port bound now; where to, once the broker listens
+    broker = EmbeddedBroker(log_path=artifacts / "broker-proxied.log", advertised_port=proxy.port).start()
+    try:  # from here on, a failure stops the broker too
+        proxy.upstream_port = broker.port
+        proxy.restore()
+        tag = uuid.uuid4().hex[:6]
+        settings = Settings.from_env(
+            {}, bootstrap_servers=f"127.0.0.1:{proxy.port}", profile="embedded", app_id=f"kmq-outage-{tag}",
+            queue_partitions=2, markers_partitions=2, dlq_partitions=1, web_port=free_port(),
+            data_dir=str(tmp_path_factory.mktemp("outage-data")), visibility_timeout_s=2.0,
+            group_prefix=f"{tag}.", dispatch="partition")  # the SDK alone, without a tracker to dispatch
         wait_for(lambda: _try(ensure_topics, settings), 30, what="the proxied broker")
         yield settings, proxy
     finally:
-        proxy.cut()
-        terminate(broker, 5.0)
+        proxy.close()
+        broker.stop()
 
 
 def _try(fn, *args):
