@@ -14,7 +14,8 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import before_after, broker_split_read, dedup_replay, lateness_ab, send_codecs, worker_report
+from bench import (before_after, broker_split_read, dedup_replay, garbage_flood, lateness_ab, send_codecs,
+                   worker_report)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -596,7 +597,8 @@ def render(results: dict[str, dict]) -> str:
                 (None, broker_split_read.section),
                 ("broker_lane_topics", broker_lane_topics),
                 ("broker_batches", broker_batches), (None, shared_bytes), (None, every_run("lane_moves", lane_moves)), (None, send_codecs.section), (None, worker_report.section),
-                (None, ordering), (None, dedup_replay.section), (None, before_after.section)]
+                (None, ordering), (None, dedup_replay.section), (None, garbage_flood.section),
+                (None, before_after.section)]
     for name, fn in sections:
         if name is None:
             out += fn(results)
