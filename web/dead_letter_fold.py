@@ -2,7 +2,7 @@
 
 The scanner's thread calls :meth:`DeadLetterFold.read_new` once per pass: it
 reads each dead-letter partition from where the last pass stopped to its true
-end and folds the records with :class:`~kmq.ops.deadletters.LetterLog` (the one
+end and folds the records with :class:`~kmq.ops.dead_letter_log.LetterLog` (the one
 fold of letters, redrives and purges). Views ask :meth:`DeadLetterFold.of`
 from the event loop: a count and the newest letters' summaries, with no read
 of Kafka. The queue detail view used to read the whole partition per request
@@ -20,7 +20,7 @@ from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from kmq.ops.deadletters import LetterLog, letter_of
+from kmq.ops.dead_letter_log import LetterLog, letter_of
 from kmq.settings import Settings
 
 RECENT_KEPT = 100  # summaries per queue: the view shows 20, a filtered redrive may take newer ones

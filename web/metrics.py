@@ -21,7 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from web.queue_stats import RATE_EVENTS
 from agents.runtime import runtime
 from app import app, settings
-from web.api import caller_of, denied, scanner, stats
+from web.api import caller_of, denied
+from web.read_models import scanner, stats
 from kmq.errors import PermissionDeniedError
 from kmq.stats.gc_clock import process_clock
 from kmq.stats.rates import OTHER

@@ -19,14 +19,15 @@ docs/embedded-broker.md) and counts keys:
   partition reads it from the log start, later passes what was appended since) (sends,
   delayed sends when due, redeliveries, redrives), counted once each.
 - **dead letters** now on the dead-letter topic (not redriven, not purged),
-  folded incrementally from the dead-letter partitions (``kmq.ops.deadletters``
+  folded incrementally from the dead-letter partitions (``kmq.ops.dead_letter_log``
   events, :mod:`web.dead_letter_fold`): each pass reads only what was
   appended since the last one; the queue detail view's count and recent
   letters come from there too.
 
-A pass costs a read of the backlog plus what was appended since the last
-pass, so passes run only while somebody looks (a view or a metrics scrape in
-the last :data:`IDLE_S` seconds), every ``refresh_s``. Unknown queues on a
+The read of the queue topic itself is :mod:`web.queue_topic_read`. A pass
+costs a read of the backlog plus what was appended since the last pass, so
+passes run only while somebody looks (a view or a metrics scrape in the last
+:data:`IDLE_S` seconds), every ``refresh_s``. Unknown queues on a
 partition (sent to, never consumed or configured) are found by their keys
 when queue and markers topics have equal partition counts (the default).
 """
@@ -40,13 +41,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer
 
 from web.dead_letter_fold import DeadLetterFold
+from web.queue_topic_read import plan_read, read_to_ends
 from web.scan_groups import QueueGroups
 from kmq.kafka import profiles
-from kmq.kafka.batch_skips import REMEMBERED, BatchSkips, unreadable_at
-from kmq.protocol.placement import QUEUE_NAME_RE, markers_partition, queue_partitions
+from kmq.kafka.batch_skips import REMEMBERED, BatchSkips
+from kmq.protocol.placement import markers_partition, queue_partitions
 from kmq.queue_config import QueueConfig
 from kmq.stats.rates import RateWindow
 from kmq.settings import Settings
@@ -54,9 +56,6 @@ from kmq.settings import Settings
 log = logging.getLogger("kmq.tracker.queue_scan")
 
 IDLE_S = 300.0          # passes stop this long after the last view or scrape
-PASS_TIMEOUT_S = 60.0
-MAX_KEY_CACHE = 100_000
-MAX_QUEUE_KEY_BYTES = 128  # the longest queue id (QUEUE_NAME_RE): a longer key is no queue's
 
 
 @dataclass(frozen=True)
@@ -199,99 +198,25 @@ class QueueScanner:
                           owned: set[int]) -> tuple[Counter, dict[str, bool]]:
         topic = self.settings.queue_topic
         reader = self._get_reader()
-        by_part: dict[int, list[int]] = {}
-        for (_, p), pos in positions.items():
-            by_part.setdefault(p, []).append(pos)
-        starts: dict[int, int] = {}
-        lows: dict[int, int] = {}
-        for p in parts:
-            low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            low = max(0, low)
-            prev = self._prev_end.get(p, self._sent_upto.get(p))
-            if prev is None:  # the first pass: from the log start (sends are counted by time)
-                want = low
-            elif p in by_part:
-                want = min(by_part[p] + [prev])
-            else:  # no known queue here: look for new keys
-                want = prev
-            # ListOffsets may undercount (docs/embedded-broker.md): only a bound for the cap.
-            # A position past the end (a purge point recorded on a topic since
-            # recreated) is fetched from the end instead: a fetch beyond the
-            # end may never report end-of-partition.
-            starts[p] = min(max(low, want, high - self.scan_limit), max(low, high))
-            lows[p] = low
-        depth: Counter = Counter()
-        sent: dict[tuple[int, int], tuple[str, float]] = {}  # (partition, offset) -> (queue, time s)
-        exact: dict[str, bool] = {}
-        for (q, p), pos in positions.items():
-            if pos < starts[p]:
-                exact[q] = False
+        plan = plan_read(reader, topic, parts, positions, self._prev_end, self._sent_upto, self.scan_limit)
         if not parts:
-            return depth, exact
-        reader.assign([TopicPartition(topic, p, starts[p]) for p in parts])
-        open_parts = set(parts)
-        ends: dict[int, int] = {}
+            return Counter(), plan.exact
         if owned != self._cache_owned:
-            self._key_cache.clear()  # _queue_of depends on what this worker owns
+            self._key_cache.clear()  # a key's queue depends on what this worker owns
             self._cache_owned = set(owned)
-        cache = self._key_cache
-        mparts = self.settings.markers_partitions
-        reached: dict[int, int] = {}
-        deadline = time.monotonic() + PASS_TIMEOUT_S
-        try:
-            while open_parts:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"could not read {topic} to its end within {PASS_TIMEOUT_S:g}s: "
-                        + _stuck(reader, topic, open_parts, starts, reached))
-                failed: dict[int, int] = {}  # a batch nobody can read, and where a search got past it
-                past: set[int] = set()
-                for m in reader.consume(10_000, 0.2):
-                    p = m.partition()
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF and not self.skips.searching(p):
-                            open_parts.discard(p)
-                            ends[p] = m.offset()
-                        elif err.code() == KafkaError._PARTITION_EOF:
-                            past.add(p)
-                        elif unreadable_at(m) is not None:
-                            failed[p] = m.offset()
-                        continue
-                    if self.skips.searching(p):
-                        past.add(p)  # read after a seek past the probe: read again after the search
-                        continue
-                    reached[p] = m.offset()
-                    key = m.key()
-                    if key is None or len(key) > MAX_QUEUE_KEY_BYTES:
-                        continue  # no queue's: not cached (100,000 keys of 1 MB each were kept)
-                    q = cache.get(key, False)
-                    if q is False:
-                        q = _queue_of(key, owned, mparts)
-                        if len(cache) > MAX_KEY_CACHE:
-                            cache.clear()
-                        cache[key] = q
-                    if q is None:
-                        continue
-                    o = m.offset()
-                    pos = positions.get((q, p))
-                    if pos is None:  # found by its key: nothing known, count from the log start
-                        pos = positions[(q, p)] = lows[p]
-                        if starts[p] > lows[p]:
-                            exact[q] = False
-                    if o >= pos:
-                        depth[q] += 1
-                    if o >= self._sent_upto.get(p, -1):  # each record once, at its own time
-                        ts_ms = m.timestamp()[1]
-                        sent[(p, o)] = (q, ts_ms / 1000 if ts_ms > 0 else time.time())
-                for p in set(failed) | past:  # a batch nobody can read is skipped, not read again forever
-                    to = self.skips.step(p, failed.get(p), p in past, f"offset {failed.get(p)}")
-                    if to is not None:
-                        reader.seek(TopicPartition(topic, p, to))
-        finally:
-            for p in parts:
-                self.skips.forget(p)
-            reader.unassign()
+        read = read_to_ends(reader, topic, plan, positions, owned=owned,
+                            markers_partitions=self.settings.markers_partitions,
+                            key_cache=self._key_cache, skips=self.skips, sent_upto=self._sent_upto)
+        self._count_sent(read.sent, read.ends)
+        for p, end in read.ends.items():
+            self._prev_end[p] = end
+        for p in list(self._prev_end):
+            if p not in parts:
+                del self._prev_end[p]  # not ours any more: counting restarts if it comes back
+        return read.depth, plan.exact
+
+    def _count_sent(self, sent: dict[tuple[int, int], tuple[str, float]], ends: dict[int, int]) -> None:
+        """Count the records a read found at their own times, each (partition, offset) once."""
         oldest = time.time() - self._sent_rates.bucket_s * self._sent_rates.buckets
         with self._lock:
             # Each (partition, offset) once, also across passes that read it again.
@@ -310,12 +235,6 @@ class QueueScanner:
             for p, end in ends.items():
                 upto[p] = max(upto.get(p, -1), end)
             self._sent_upto = upto
-        for p, end in ends.items():
-            self._prev_end[p] = end
-        for p in list(self._prev_end):
-            if p not in parts:
-                del self._prev_end[p]  # not ours any more: counting restarts if it comes back
-        return depth, exact
 
     # -- Kafka clients and lookups ---------------------------------------------------
 
@@ -336,26 +255,3 @@ class QueueScanner:
             self._reader = self._new_reader("queue-scan", **{"auto.offset.reset": "earliest"})
         return self._reader
 
-
-def _stuck(reader: Consumer, topic: str, open_parts: set[int], starts: dict[int, int],
-           reached: dict[int, int]) -> str:
-    """Where each partition that never reached its end stopped (for the error message)."""
-    out = []
-    for p in sorted(open_parts):
-        low, high = reader.get_watermark_offsets(TopicPartition(topic, p), cached=True)
-        out.append(f"[{p}] from {starts.get(p)} reached {reached.get(p, '-')} "
-                   f"(fetch watermarks {low}..{high})")
-    return ", ".join(out)
-
-
-def _queue_of(key: bytes | None, owned: set[int], markers_partitions: int) -> str | None:
-    """The queue id of a queue-topic key, if it is a queue this worker owns."""
-    if not key:
-        return None
-    try:
-        q = key.decode()
-    except UnicodeDecodeError:
-        return None
-    if not QUEUE_NAME_RE.match(q) or markers_partition(q, markers_partitions) not in owned:
-        return None
-    return q

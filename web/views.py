@@ -1,7 +1,7 @@
 """Web views of the tracker for checks (JSON): counters since start, table digests.
 
-The API proper (queues, health, readiness) is web/api.py; the dashboard web/dashboard.py;
-Prometheus metrics web/metrics.py.
+The API proper (queues) is web/api.py, health and readiness web/health.py; the dashboard
+web/dashboard.py; Prometheus metrics web/metrics.py.
 """
 
 from __future__ import annotations

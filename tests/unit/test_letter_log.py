@@ -1,6 +1,6 @@
-"""The one dead-letter fold (kmq.ops.deadletters.LetterLog): letters, redrives, purges."""
+"""The one dead-letter fold (kmq.ops.dead_letter_log.LetterLog): letters, redrives, purges."""
 
-from kmq.ops.deadletters import CONTROL, CONTROL_OFFSET, LetterLog
+from kmq.ops.dead_letter_log import CONTROL, CONTROL_OFFSET, LetterLog
 
 
 def test_letters_leave_when_redriven_or_purged_and_control_events_without_an_offset_change_nothing():
