@@ -11,7 +11,9 @@
 1. ``send`` writes to the queue topic with key = queue id (idempotent
    producer, murmur2 placement, so plain Kafka producers land alike). It is
    asynchronous: :meth:`Client.flush` waits for the broker and raises if any
-   record was lost. Everything is validated before anything is written.
+   record was lost. Everything is validated before anything is written. Which
+   partition a send goes to is :mod:`kmq.send_placement`'s; when a delayed one
+   is due, :mod:`kmq.send_delay`'s.
 
 Queue administration (settings, tenants, dead letters, purges) is
 :mod:`kmq.queue_admin`, mixed into :class:`Client`.
@@ -20,7 +22,6 @@ Queue administration (settings, tenants, dead letters, purges) is
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from typing import Any, Callable, Iterable, Mapping
 
@@ -38,10 +39,10 @@ from kmq.consumer.options import check_options
 from kmq.errors import BrokerUnavailableError, ConfigError, DeliveryError
 from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol.ordering import dedup_message_id
-from kmq.protocol.placement import (keyed_partition, markers_partition, queue_partitions,
-                                    validate_queue_name)
+from kmq.protocol.placement import markers_partition, validate_queue_name
 from kmq.queue_admin import QueueAdmin
-from kmq import send_args
+from kmq.send_placement import SendPlacement
+from kmq import send_args, send_delay
 from kmq.queue_config import QueueConfig
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.settings import Settings
@@ -79,8 +80,9 @@ class Client(QueueAdmin):
         self._errors: list[str] = []
         self._sent_since_poll = 0
         self._configs: QueueConfigs | None = None
-        self._placement: dict[str, list] = {}  # queue -> [partitions, next turn]
-        self._placement_version = -1
+        # which partition each send goes to (the queue topic's partitions asked when needed)
+        self._placement = SendPlacement(lambda: self.queue_configs(),
+                                        lambda: self.partition_count(self.settings.queue_topic))
 
     # -- metadata ----------------------------------------------------------------
 
@@ -162,7 +164,7 @@ class Client(QueueAdmin):
         payload = send_args.check_value(value)
         user_headers = send_args.check_headers(headers)
         user_headers += trace_headers(user_headers)  # W3C trace context, if OpenTelemetry is there
-        due_ms = self._due_ms(delay_s, deliver_at)
+        due_ms = send_delay.due_ms(delay_s, deliver_at, self.settings.max_delay_s)
         order_headers = send_args.order_headers(group, dedup_id)
         send_args.check_size(queue, payload, user_headers + order_headers, self.settings.max_message_bytes)
         if dedup_id is not None:  # the first send's id, whoever sends it (no round trip)
@@ -176,55 +178,15 @@ class Client(QueueAdmin):
             self._produce(producer, self.settings.markers_topic, marker_codec.encode([marker]), queue, mp, None,
                           on_delivery)
         else:
-            part = self._keyed_partition(queue, order_headers) if order_headers else self._next_partition(queue)
+            part = (self._placement.keyed_partition(queue, order_headers) if order_headers
+                    else self._placement.next_partition(queue))
             self._produce(producer, self.settings.queue_topic, payload, queue, part,
                           [(envelope.ID, msg_id.encode())] + order_headers + user_headers, on_delivery)
         return msg_id
 
-    def _keyed_partition(self, queue: str, order_headers: list[tuple[str, bytes]]) -> int:
-        """One partition per group (else per dedup id): its sends meet one dispatcher."""
-        ours = dict(order_headers)
-        return keyed_partition(self._slot(queue)[0], ours.get(envelope.GROUP), ours.get(envelope.DEDUP_ID))
-
     def _slot(self, queue: str) -> list:
-        """[the queue's partitions, next turn], refreshed when any queue config changes."""
-        configs = self.queue_configs()
-        if configs.version != self._placement_version:
-            self._placement.clear()
-            self._placement_version = configs.version
-        slot = self._placement.get(queue)
-        if slot is None:
-            parts = queue_partitions(queue, self.partition_count(self.settings.queue_topic),
-                                     configs.get(queue).spread)
-            slot = self._placement[queue] = [parts, 0]
-        return slot
-
-    def _next_partition(self, queue: str) -> int:
-        """The queue's partitions taken in turn (one partition for spread 1)."""
-        slot = self._slot(queue)
-        parts, turn = slot
-        slot[1] = turn + 1
-        return parts[turn % len(parts)]
-
-    def _due_ms(self, delay_s: float | None, deliver_at: float | None) -> int | None:
-        if delay_s is not None and deliver_at is not None:
-            raise ConfigError("give delay_s or deliver_at, not both")
-        if delay_s is None and deliver_at is None:
-            return None
-        now = time.time()
-        if delay_s is not None:
-            name, delay = "delay_s", send_args.finite_s("delay_s", delay_s)
-        else:
-            name, delay = "deliver_at", send_args.finite_s("deliver_at", deliver_at) - now
-        if delay < 0 and name == "delay_s":
-            raise ConfigError(f"delay_s={delay_s!r} is negative: give 0 or more seconds")
-        if delay > self.settings.max_delay_s:
-            raise ConfigError(
-                f"{name}={delay_s if name == 'delay_s' else deliver_at!r} is {delay:.0f} s away; "
-                f"the limit is {self.settings.max_delay_s:g} s (KMQ_MAX_DELAY_S)")
-        if delay <= 0:
-            return None  # due already: enqueue directly
-        return int((now + delay) * 1000)
+        """[the queue's partitions, next turn] (kmq.send_placement; kmq.aio fills it ahead)."""
+        return self._placement.slot(queue)
 
     def _produce(self, producer: Producer, topic: str, value: bytes, key: str, partition: int,
                  headers: list | None, on_delivery: Callable[[Any, Any], None] | None = None) -> None:
@@ -257,7 +219,7 @@ class Client(QueueAdmin):
         prefix = self._id_prefix
         for i, p in enumerate(payloads):
             if i % chunk == 0:
-                part = self._next_partition(queue)
+                part = self._placement.next_partition(queue)
             msg_id = f"{prefix}{next(self._ids):x}"
             self._produce(producer, topic, p, queue, part, [(envelope.ID, msg_id.encode())] + user_headers)
             ids.append(msg_id)

@@ -8,8 +8,9 @@ rosters; read the queue partitions once for all wanting queues; write one ACQUIR
 share; once the broker has it, write the delivery to the consumer's lane.
 
 Blocking librdkafka calls stay in this thread. Its inbox's events are handled by
-``agents.dispatch.events``; its reads are ``agents.dispatch.reader``'s, its writes
-``agents.dispatch.lanes``'s, its epochs ``agents.dispatch.epochs``', mode switches
+``agents.dispatch.events``; its clients' set-up and failures by ``agents.dispatch.clients``;
+its reads are ``agents.dispatch.reader``'s, its writes ``agents.dispatch.lanes``'s, its
+epochs ``agents.dispatch.epochs``', mode switches
 ``agents.dispatch.modes``', ordered groups ``agents.dispatch.ordered``'s; the decisions
 are the pure ``kmq.protocol.dispatch``'s. It writes nothing once a rebalance begins
 (:meth:`Dispatcher.quiesce`) or outside the worker's membership lease (``app.membership``):
@@ -21,20 +22,19 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from agents.dispatch import modes
+from agents.dispatch.clients import DispatcherClients
 from agents.dispatch.dedup_replay import REPLAY_ROUND_RECORDS
 from agents.dispatch.epochs import Epochs, OwnedPartition
 from agents.dispatch.events import DispatcherEvents
 from agents.dispatch.handover import hand_over_switched
-from agents.dispatch.inbox import QUIESCE_FLUSH_S, DispatcherInbox
+from agents.dispatch.inbox import DispatcherInbox
 from agents.dispatch.lanes import Batch, LaneWriter, delivery_of
 from agents.dispatch.reader import QueueReader
 from agents.dispatch.views import DispatcherViews
 from agents.dispatch.ordered import OrderedQueues
-from app import startup
-from kmq.backoff import compute_backoff
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Want, hand_out
@@ -54,7 +54,7 @@ CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked f
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
 
 
-class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
+class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, DispatcherViews):
     """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
 
     def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs],
@@ -80,34 +80,6 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
         self._reader: QueueReader | None = None
 
     # -- the dispatcher thread -------------------------------------------------------------
-
-    def _set_up(self) -> bool:
-        """The thread's clients and views, tried again until the broker answers (a thread
-        that died here left the worker's shared queues without a dispatcher for good).
-        False if stopped first."""
-        attempt = 0
-        while not self._stop.is_set():
-            attempt += 1
-            try:
-                if self._lanes is None:
-                    self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
-                if self._reader is None:
-                    self._reader = QueueReader(self.settings, TRACE, self.stats)
-                self._configs = self._configs_factory()
-                self._queue_parts = self._partitions(self.settings.queue_topic)
-                # The topics as they exist, not the settings: what consumers pick lanes from.
-                self._lanes.read_layout()
-                self._set_up_done.set()
-                return True
-            except Exception as exc:  # the broker not answering yet: anything it raises
-                pause_s = compute_backoff(startup.RETRY, attempt)
-                log.warning("dispatcher start-up failed (attempt %d: %s); trying again in %.1f s",
-                            attempt, exc, pause_s)
-                self._stop.wait(pause_s)
-        return False
-
-    def _partitions(self, topic: str) -> int:
-        return len(self._lanes.producer.list_topics(topic, timeout=10).topics[topic].partitions)
 
     def _run(self) -> None:
         if not self._set_up():
@@ -155,19 +127,6 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
             for roster in part.rosters.values():
                 roster.expire(now_ms)
             part.consumers = sum(len(r.slots) for r in part.rosters.values())
-
-    def _replace_writer(self) -> None:
-        """The producer failed for good: every write after the failure failed too, so each
-        partition's epoch ended (``_failed``); a new producer begins them anew."""
-        old = self._lanes
-        old.producer.flush(QUIESCE_FLUSH_S)  # its last callbacks: failures, or lanes owed
-        self.stats["writers-replaced"] += 1
-        log.warning("the dispatcher's producer failed for good; its partitions begin anew on a new one")
-        for m in list(self._parts):  # begun anew, after everything old
-            self._epochs.end(m, deliveries_owed=True)
-            self._ordered.forget_partition(m)
-        self._lanes = LaneWriter(self.settings, self.stats, self._membership, TRACE)
-        self._lanes.adopt(old)
 
     # -- reading and handing out ------------------------------------------------------------
 
@@ -283,19 +242,3 @@ class Dispatcher(DispatcherInbox, DispatcherEvents, DispatcherViews):
                 out.setdefault(m, []).append(batch)
                 self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor
-
-    def _failed(self, m: int, batches: list[Batch], err: Any) -> None:
-        """An ACQUIRE record was not written: its records were not handed out.
-
-        Rewinding the cursor to them would hand out again what later ACQUIREs (written)
-        already did. Instead this epoch ends: the tick timer sees the partition missing and
-        BEGINs anew, from the cursors the table keeps (every ACQUIRE that reached the log,
-        none that did not). ACQUIREs of the old epoch went out before that BEGIN on this
-        producer: they are applied and their lanes written (``Epochs.with_deliveries``).
-        """
-        self.stats["acquire-errors"] += 1
-        if self.stats["acquire-errors"] <= 10 or self.stats["acquire-errors"] % 1000 == 0:
-            log.warning("markers partition %d: an ACQUIRE record of %d deliveries was not written (%s); "
-                        "dispatching begins anew", m, len(batches), err)
-        if self._epochs.end(m, batches[0].delivery.epoch, deliveries_owed=True):
-            self._ordered.forget_partition(m)  # the new epoch starts from the FLOORs in the table

@@ -18,15 +18,14 @@ dispatcher keeps one :class:`GroupOrder` per queue partition it serves:
   purge point, and messages handed out (or held) from below it, whose settle never comes.
 
 Time is an argument (``now_ms``); nothing here does I/O. State is per group with a message
-waiting or in flight. Deduplication is :mod:`kmq.protocol.dedup`'s (re-exported here).
+waiting or in flight (:mod:`kmq.protocol.group_runs`). Deduplication is
+:mod:`kmq.protocol.dedup`'s (re-exported here).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass, field
-
 from kmq.protocol.group_purge import PurgeAndGauges
+from kmq.protocol.group_runs import _Group, _Member
 from kmq.protocol.dedup import (DEFAULT_DEDUP_WINDOW_S, MAX_DEDUP_ENTRIES, MAX_DEDUP_ID_BYTES,  # noqa: F401
                                 Dedup, dedup_message_id, valid_dedup_id)
 
@@ -40,30 +39,6 @@ def valid_group(raw: bytes | None) -> bytes | None:
     if not raw or len(raw) > MAX_GROUP_BYTES:
         return None
     return bytes(raw)
-
-
-@dataclass(slots=True)
-class _Member:
-    """A message of a group's run: handed out and not settled."""
-
-    msg_id: str
-    offset: int | None   # where it is at a consumer; None: away (its copy read, or held)
-    handed_from: int     # the offset it was last handed out from (a purge)
-    first: int           # its first record's offset: its place in the run, and where a
-                         # successor must read from to know it (the durable floor)
-    back: int | None = None  # its copy, read and waiting to go out again
-    held: bool = False   # dead-lettered with policy "hold": away until redriven
-
-
-@dataclass(slots=True)
-class _Group:
-    waiting: deque = field(default_factory=deque)  # (offset, msg_id) never handed out, in order
-    run: list = field(default_factory=list)        # _Member in hand-out order, the head first
-    ids: dict = field(default_factory=dict)        # msg_id -> its _Member in run (a copy's lookup)
-    waiting_ids: set = field(default_factory=set)  # msg_ids in waiting (holds())
-    since_ms: int = 0                              # when the current head was first offered
-    owner: str | None = None  # the consumer its run went to, while more may go there too
-    chain: int = -1           # the run's id for its consumer: its first record's offset
 
 
 class GroupOrder(PurgeAndGauges):
@@ -87,21 +62,6 @@ class GroupOrder(PurgeAndGauges):
 
     def waiting_records(self) -> int:
         return len(self._known) - len(self._in_flight)
-
-    @staticmethod
-    def _join(g: _Group, m: _Member) -> None:
-        """``m`` joins its group's run, placed by its first record."""
-        at = next((i for i, x in enumerate(g.run) if x.first > m.first), len(g.run))
-        g.run.insert(at, m)
-        g.ids[m.msg_id] = m
-
-    @staticmethod
-    def _leave(g: _Group, m: _Member) -> None:
-        if g.run[0] is m:
-            del g.run[0]  # the usual case: the head settles
-        else:
-            g.run.remove(m)
-        del g.ids[m.msg_id]
 
     def _update(self, group: bytes, g: _Group) -> None:
         """Whether ``group`` can give something: nothing of it at a consumer, and its run's
@@ -131,7 +91,7 @@ class GroupOrder(PurgeAndGauges):
         m = g.ids.get(msg_id)
         if m is None and returned_from is not None:
             m = _Member(msg_id, None, returned_from, returned_from)
-            self._join(g, m)
+            g.join(m)
             if g.run[0] is m:
                 g.since_ms = now_ms
         if m is not None:
@@ -178,7 +138,7 @@ class GroupOrder(PurgeAndGauges):
         self._offered_ms[offset] = now_ms
         self._in_flight[offset] = group
         m = _Member(msg_id, offset, offset, offset if first is None else first)
-        self._join(g, m)
+        g.join(m)
         if g.run[0] is m:
             g.since_ms = now_ms
         self._update(group, g)
@@ -266,7 +226,7 @@ class GroupOrder(PurgeAndGauges):
         self._forget(offset)
         g = self._groups[group]
         head = g.run[0].offset == offset
-        self._leave(g, g.run[0] if head else next(x for x in g.run if x.offset == offset))
+        g.leave(g.run[0] if head else next(x for x in g.run if x.offset == offset))
         if not g.run:
             self._disown(group, g)
         if not g.run and not g.waiting:
