@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from kmq.errors import ConfigError
 from kmq.protocol.lane_layout import MAX_LANE_TOPICS
 from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
+from kmq.setting_bounds import check_upper_bounds
 
 if TYPE_CHECKING:
     from kmq.settings import Settings
@@ -63,6 +64,8 @@ def check_values(s: Settings) -> None:
             f"KMQ_DELIVERIES_PARTITIONS={s.deliveries_partitions} at "
             f"KMQ_DELIVERIES_TOPIC_PARTITIONS={s.lane_layout.per_topic} makes "
             f"{s.lane_layout.topics} deliveries topics, above {MAX_LANE_TOPICS}: raise the second")
+    check_upper_bounds(s)
+    check_web_hosts(s)
     check_topic_names(s)
     for name, limit, what in LIBRDKAFKA_LIMITS:
         if getattr(s, name) > limit:
@@ -91,6 +94,20 @@ def check_values(s: Settings) -> None:
         raise ConfigError("KMQ_AUTH=on needs KMQ_ADMIN_TOKEN of at least 16 characters "
                           "(e.g. from `python -c 'import kmq.ops.tenancy as t; print(t.new_token())'`)")
     check_durability(s)
+
+
+def check_web_hosts(s: Settings) -> None:
+    """KMQ_WEB_HOST one host name or address (a blank one was taken for a wildcard: refused as
+    an open bind with auth off, handed to the web server as it was with auth on);
+    KMQ_WEB_ADVERTISED_HOST empty (KMQ_WEB_HOST) or one host name (it goes into a URL)."""
+    if not s.web_host.strip():
+        raise ConfigError(f"KMQ_WEB_HOST={s.web_host!r} is blank: give the address the tracker's web "
+                          "server binds, e.g. 127.0.0.1 (or 0.0.0.0 for every interface, with KMQ_AUTH=on)")
+    for env, host in (("KMQ_WEB_HOST", s.web_host), ("KMQ_WEB_ADVERTISED_HOST", s.web_advertised_host)):
+        if any(c.isspace() for c in host):
+            raise ConfigError(f"{env}={host!r} contains whitespace: give one host name or address, "
+                              "e.g. tracker-1 or 10.0.0.5" + (", or leave it empty for KMQ_WEB_HOST"
+                                                              if env == "KMQ_WEB_ADVERTISED_HOST" else ""))
 
 
 def check_topic_names(s: Settings) -> None:

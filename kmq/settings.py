@@ -73,35 +73,35 @@ class Settings:
     deliveries_topic: str = _setting(
         "kmq.deliveries", "KMQ_DELIVERIES_TOPIC",
         "Topic the tracker hands shared queues' messages out on (one lane = one partition per consumer)")
-    queue_partitions: int = _setting(8, "KMQ_QUEUE_PARTITIONS", "Partitions of the queue topic")
+    queue_partitions: int = _setting(8, "KMQ_QUEUE_PARTITIONS", "Partitions of the queue topic (at most 100,000)")
     markers_partitions: int = _setting(
-        8, "KMQ_MARKERS_PARTITIONS", "Partitions of the markers topic (= tracker table partitions)")
-    dlq_partitions: int = _setting(4, "KMQ_DLQ_PARTITIONS", "Partitions of the dead-letter topic")
-    queues_partitions: int = _setting(1, "KMQ_QUEUES_PARTITIONS", "Partitions of the queues topic")
+        8, "KMQ_MARKERS_PARTITIONS", "Partitions of the markers topic (= tracker table partitions; at most 100,000)")
+    dlq_partitions: int = _setting(4, "KMQ_DLQ_PARTITIONS", "Partitions of the dead-letter topic (at most 100,000)")
+    queues_partitions: int = _setting(1, "KMQ_QUEUES_PARTITIONS", "Partitions of the queues topic (at most 100,000)")
     deliveries_partitions: int = _setting(
         256, "KMQ_DELIVERIES_PARTITIONS",
         "Lanes: partitions of the deliveries topics together (used when they are created; consumers "
         "use the topics' own counts); a shared-queue consumer fetches every copy on its (random) lane, "
-        "so give a few times as many as busy shared-queue consumers run at once")
+        "so give a few times as many as busy shared-queue consumers run at once; at most 100,000 a topic)")
     deliveries_topic_partitions: int = _setting(
         0, "KMQ_DELIVERIES_TOPIC_PARTITIONS",
         "Lanes per deliveries topic: more lanes go to kmq.deliveries.1, .2, ... (0: 16 embedded, "
         "where a fetch costs in proportion to the topic's partitions; all in one topic production; "
-        "at most 4096 topics)")
+        "at most 4096 topics, and at most 100,000)")
     replication_factor: int = _setting(
-        0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production)")
+        0, "KMQ_REPLICATION_FACTOR", "Replication factor of created topics (0: 1 embedded, 3 production; at most 10,000)")
     queue_retention_ms: int = _setting(
         14 * 24 * 3600 * 1000, "KMQ_QUEUE_RETENTION_MS",
         "Queue topic retention; keep it well above KMQ_MAX_DELAY_S and any queue's visibility timeout "
         "and max_processing_s (redelivery reads the payload back from this topic; start-up checks "
-        "only the KMQ_* values)")
+        "only the KMQ_* values; at most 2**63-1, Kafka's long)")
     markers_retention_ms: int = _setting(
-        7 * 24 * 3600 * 1000, "KMQ_MARKERS_RETENTION_MS", "Markers topic retention")
+        7 * 24 * 3600 * 1000, "KMQ_MARKERS_RETENTION_MS", "Markers topic retention (at most 2**63-1)")
     dlq_retention_ms: int = _setting(
-        14 * 24 * 3600 * 1000, "KMQ_DLQ_RETENTION_MS", "Dead-letter topic retention")
+        14 * 24 * 3600 * 1000, "KMQ_DLQ_RETENTION_MS", "Dead-letter topic retention (at most 2**63-1)")
     deliveries_retention_ms: int = _setting(
         24 * 3600 * 1000, "KMQ_DELIVERIES_RETENTION_MS",
-        "Deliveries topic retention (a delivery older than its visibility timeout is redelivered anyway)")
+        "Deliveries topic retention (a delivery older than its visibility timeout is redelivered anyway; at most 2**63-1)")
     dispatch: str = _setting(
         "shared", "KMQ_DISPATCH",
         "Dispatch mode of queues that do not set one: `shared` (any number of consumers, the tracker "
@@ -119,11 +119,11 @@ class Settings:
     max_delay_s: float = _setting(
         7 * 24 * 3600.0, "KMQ_MAX_DELAY_S", "Longest delay of a delayed send or release (at most 365 days)")
     tick_interval_ms: int = _setting(
-        20, "KMQ_TICK_INTERVAL_MS", "How often the tracker checks for due deadlines")
+        20, "KMQ_TICK_INTERVAL_MS", "How often the tracker checks for due deadlines (at most 43,200,000 ms: 12 h)")
     idle_tick_ms: int = _setting(
-        1000, "KMQ_IDLE_TICK_MS", "Tick each owned partition at least this often (advances its clock)")
+        1000, "KMQ_IDLE_TICK_MS", "Tick each owned partition at least this often (advances its clock; at most 43,200,000 ms: 12 h)")
     redeliver_batch_limit: int = _setting(
-        20000, "KMQ_REDELIVER_BATCH_LIMIT", "Most messages one tick redelivers")
+        20000, "KMQ_REDELIVER_BATCH_LIMIT", "Most messages one tick redelivers (at most 2**63-1)")
     session_timeout_ms: int = _setting(
         0, "KMQ_SESSION_TIMEOUT_MS", "Consumer group session timeout (0: 6000 embedded, 10000 production: a crashed worker's "
         "partitions move after it, so keep it well below KMQ_VISIBILITY_TIMEOUT_S; at most 3,600,000)")
@@ -138,7 +138,7 @@ class Settings:
     ssl_cafile: str = _setting("", "KMQ_SSL_CAFILE", "CA certificate file for SSL")
     standby_replicas: int = _setting(
         1, "KMQ_STANDBY_REPLICAS",
-        "Tracker workers keeping a warm copy of each table partition (0: none; needs more workers)")
+        "Tracker workers keeping a warm copy of each table partition (0: none; needs more workers; at most 10,000)")
     min_insync_replicas: int = _setting(
         0, "KMQ_MIN_INSYNC_REPLICAS",
         "min.insync.replicas of kmq's topics and changelog (0: broker default embedded, "
@@ -169,18 +169,20 @@ class Settings:
     tracker_gc_threshold: int = _setting(
         50_000, "KMQ_TRACKER_GC_THRESHOLD",
         "Tracker worker's allocations between young garbage collections (Python's default: 700; "
-        "docs/shared-queues.md)")
+        "docs/shared-queues.md; at most 2,147,483,647, a C int)")
     tracker_fetch_wait_ms: int = _setting(
         0, "KMQ_TRACKER_FETCH_WAIT_MS",
         "Tracker's longest wait for markers in one fetch, at first (0: 20 embedded, 500 production); "
-        "raised while fetches bring nothing though markers wait (docs/shared-queues.md)")
+        "raised while fetches bring nothing though markers wait (docs/shared-queues.md); at most the "
+        "tracker's request timeout less 1,000: the rebalance timeout + 29,000 (89,000 production by default)")
     stats_refresh_ms: int = _setting(
         2000, "KMQ_STATS_REFRESH_MS",
-        "How often a tracker worker re-reads queue depth and dead letters while its views are watched")
+        "How often a tracker worker re-reads queue depth and dead letters while its views are watched "
+        "(at most 4,294,967,000)")
     stats_scan_limit: int = _setting(
         200_000, "KMQ_STATS_SCAN_LIMIT",
         "Most records per queue-topic partition the depth scan reads back from the end "
-        "(a deeper backlog is shown as a lower bound)")
+        "(a deeper backlog is shown as a lower bound; at most 2**63-1)")
     compression: str = _setting(
         "", "KMQ_COMPRESSION",
         "Compression of the SDK's and the tracker's librdkafka producers: none, gzip, snappy, lz4 "
@@ -190,7 +192,7 @@ class Settings:
     metrics_top_queues: int = _setting(
         100, "KMQ_METRICS_TOP_QUEUES",
         "Queues with their own label in /metrics per worker (the busiest); the rest are summed "
-        "as queue=\"~other\"")
+        "as queue=\"~other\" (at most 2**63-1)")
     log_format: str = _setting(
         "text", "KMQ_LOG_FORMAT",
         "Tracker worker's log lines: `text` (Faust's) or `json` (one object a line: ts, level, "

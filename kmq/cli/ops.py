@@ -169,8 +169,8 @@ STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
               help="A tracker worker's web address (KMQ_TRACKER_URL; default from KMQ_WEB_HOST/PORT).")
 @click.option("--token", envvar="KMQ_TOKEN", default=None, help="Token when auth is on (KMQ_TOKEN).")
 @click.option("--sort", default="queue", show_default=True, type=click.Choice(STATS_SORT_FIELDS),
-              help="A field of the queue list to sort by (numbers: biggest first).")
-@click.option("--limit", type=click.IntRange(1), default=100, show_default=True, help="Show at most this many queues.")
+              help="A field of the queue list to sort by (numbers: biggest first; not with QUEUE).")
+@click.option("--limit", type=click.IntRange(1), default=100, show_default=True, help="Show at most this many queues (not with QUEUE).")
 @click.option("--timeout-s", type=float, default=10.0, show_default=True, callback=positive_seconds,
               help="How long to wait for the tracker (and its depth scan's next pass).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
@@ -178,6 +178,15 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
           timeout_s: float, as_json: bool) -> None:
     """A table of every queue (or QUEUE's detail) from the tracker's web API."""
     from urllib.parse import quote, urlencode
+    if queue is not None:  # one queue's detail has no list to sort or cut: they were ignored
+        ctx = click.get_current_context()
+        given = [f"--{p}" for p in ("sort", "limit")
+                 if ctx.get_parameter_source(p) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{' and '.join(given)} shape{'s' if len(given) == 1 else ''} the "
+                                   "table of all queues, not one "
+                                   f"queue's detail: leave {' and '.join(given)} out for QUEUE "
+                                   f"{shown(queue)}, or leave QUEUE out for the table")
     try:
         settings = Settings.from_env(token=token)
         if url is None:

@@ -8,7 +8,6 @@ every :class:`Handler` among its attributes: no global registry.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from dataclasses import dataclass, field, replace
@@ -18,6 +17,7 @@ from typing import Any, Callable
 from kmq.consumer.options import check_options
 from kmq.errors import ConfigError
 from kmq.protocol.placement import validate_queue_name
+from kmq.worker.module_import import import_module
 
 MAX_CONCURRENCY = 10_000
 _MODULE_PATH = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")  # jobs, myapp.jobs
@@ -116,10 +116,7 @@ def handlers_in(module: ModuleType | str) -> list[Handler]:
         hint = f"give its import name, e.g. `kmq worker {name}` (run from its directory or set PYTHONPATH)"
         if not _MODULE_PATH.fullmatch(module):
             raise ConfigError(f"module {module!r} is not a module path: {hint}")
-        try:
-            module = importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError(f"cannot import module {module!r} ({exc}): {hint}") from exc
+        module = import_module(module, hint)  # its own failures: file:line and what (one line)
     found = [v for v in vars(module).values() if isinstance(v, Handler)]
     return sorted({id(h): h for h in found}.values(), key=lambda h: (h.queue, h.name))
 

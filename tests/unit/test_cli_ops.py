@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kmq.cli import main
@@ -63,6 +64,16 @@ def test_stats_without_a_tracker_names_the_address():
     out = CliRunner().invoke(main, ["stats", "--url", "http://127.0.0.1:1", "--timeout-s", "2"])
     assert out.exit_code == 1
     assert "no tracker web view answered at http://127.0.0.1:1" in out.output
+
+
+@pytest.mark.parametrize("given", [["--sort", "depth"], ["--limit", "5"], ["--sort", "queue", "--limit", "100"]])
+def test_stats_of_one_queue_refuses_the_tables_sort_and_limit_naming_them(given):
+    # They were silently ignored: the detail view lists no queues. Refused before any request.
+    out = CliRunner().invoke(main, ["stats", "orders", "--url", "http://127.0.0.1:1", *given])
+    assert out.exit_code == 2, out.output
+    named = [a for a in given if a.startswith("--")]
+    assert f"Error: {' and '.join(named)} shape" in out.output and "table of all queues" in out.output
+    assert "no tracker web view" not in out.output
 
 
 def test_routed_views_hash_the_queue_key_like_kmq_placement():
