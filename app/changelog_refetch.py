@@ -12,7 +12,10 @@ changelog, in the other worker's replica, and not in the new owner's table).
 
 So each ``getmany`` call notes the changelog records it fetched and the ones it handed
 on; a partition with records dropped is sought back to the first of them, unless
-something moved it since (a rebalance's recovery seeks it itself).
+something moved it since (a rebalance's recovery seeks it itself). A record handed on can
+still be dropped: Faust's drain gives up a record's hand-over when the flow is suspended
+while it waits (room in a full buffer, a paused flow) and goes on past it;
+``app.drain_fast_path`` notes those (``_kmq_cut``), and they count as dropped too.
 """
 
 from __future__ import annotations
@@ -25,19 +28,23 @@ log = logging.getLogger("kmq.tracker.tables")
 Key = tuple[str, int]  # (topic, partition)
 
 
-def dropped(fetched: Mapping[Key, list[int]], handed: Mapping[Key, int]) -> dict[Key, tuple[int, int]]:
+def dropped(fetched: Mapping[Key, list[int]], handed: Mapping[Key, int],
+            cut: Mapping[Key, int] | None = None) -> dict[Key, tuple[int, int]]:
     """Per partition with records fetched and not handed on: (the first of them, the
     position the fetch left the partition at). ``fetched``: the offsets of one fetch, in
     order, per partition; ``handed``: the last offset handed on per partition (records of
-    a partition are handed on in offset order, so the rest were dropped)."""
+    a partition are handed on in offset order, so the rest were dropped); ``cut``: the
+    first record per partition whose hand-over was given up (``app.drain_fast_path``)."""
     out = {}
+    cut = cut or {}
     for key, offsets in fetched.items():
         if not offsets:
             continue
         last = handed.get(key)
         rest = offsets if last is None else [o for o in offsets if o > last]
-        if rest:
-            out[key] = (rest[0], offsets[-1] + 1)
+        firsts = rest[:1] + ([cut[key]] if key in cut else [])
+        if firsts:
+            out[key] = (min(firsts), offsets[-1] + 1)
     return out
 
 
@@ -58,6 +65,7 @@ def install() -> None:
 
     async def getmany(self: Any, timeout: float) -> Any:
         self._kmq_fetched = None
+        self._kmq_cut = {}  # app.drain_fast_path notes hand-overs given up here
         handed: dict[Key, int] = {}
         async for tp, message in original_getmany(self, timeout):
             handed[(tp.topic, tp.partition)] = message.offset
@@ -66,7 +74,7 @@ def install() -> None:
         fetched = {(tp.topic, tp.partition): [r.offset for r in recs]
                    for tp, recs in (self._kmq_fetched or {}).items() if tp.topic in changelogs}
         self._kmq_fetched = None
-        lost = dropped(fetched, handed)
+        lost = dropped(fetched, handed, self._kmq_cut)
         if lost and getattr(self, "_thread", None) is not None:
             for (topic, partition), first in (await self._thread.call_thread(_seek_back, self._thread, lost)).items():
                 log.info("%s[%d]: records from offset %d were fetched and not handed to table recovery; "

@@ -35,6 +35,9 @@ tombstones is dropped first (``app.data_dir``), so Faust restores it.
 And the fetch wait grows while fetches come back empty though records wait past
 them (``app.fetch_wait``: the embedded broker on partitions of many small batches).
 
+And each fetched record is handed to its stream without mode's four tasks when the
+stream's buffer has room (``app.drain_fast_path``).
+
 This module is the one place that reaches into Faust's internals.
 """
 
@@ -44,7 +47,7 @@ import asyncio
 import time
 from typing import Any
 
-from app import changelog_refetch, data_dir, fetch_wait, membership
+from app import changelog_refetch, data_dir, drain_fast_path, fetch_wait, membership
 from app.unreadable import unreadable_batches
 from kmq.kafka.offsets import true_end_offsets
 from kmq.settings import Settings
@@ -94,6 +97,7 @@ def apply(settings: Settings) -> None:
     skip_unreadable_batches(settings.markers_topic)
     changelog_refetch.install()
     fetch_wait.install()
+    drain_fast_path.install()
 
 
 class _LastBatch:

@@ -135,9 +135,10 @@ def section(results: dict[str, dict]) -> list[str]:
             out.append(f"| `{name}` ({r['when'][:16]}) | {v['run']} | {v['kind']} | {v['records']:,} | {v['records_per_s']:,} | "
                        f"{ratio} | {v['tracker_cpu_us_per_record']} | {v['redelivered_late_s']} |")
     last = files[-1][1]
-    return out + ["", f"Source: `{last['command']}` ({last['machine']}); `-main-N`: the code on main,",
-                  "alternating with `-trial-N`: a trial not adopted (docs/reliability.md, \"A flood on the",
-                  "markers topic\").", ""]
+    return out + ["", f"Source: `{last['command']}` ({last['machine']}). 2026-11-28, first session: `-main-N`,",
+                  "the code then, alternating with `-trial-N`, the drain's fast path on trial; second session:",
+                  "`-fastpath-N`, the fast path adopted (`app/drain_fast_path.py`), alternating with `-head-N`,",
+                  "the code before it (docs/reliability.md, \"A flood on the markers topic\").", ""]
 
 
 if __name__ == "__main__":

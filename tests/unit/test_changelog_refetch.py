@@ -21,3 +21,11 @@ def test_a_fetch_cut_short_is_read_again_after_the_last_record_handed_on():
 
 def test_partitions_without_records_are_left_alone():
     assert dropped({P2: [], P3: [5]}, {P3: 5}) == {}
+
+
+def test_a_record_whose_hand_over_was_given_up_is_read_again_from_there():
+    # Yielded by the fetch (so "handed"), then cut short while its buffer was full
+    # (app.drain_fast_path): the rest of the batch went on past it.
+    assert dropped({P2: [10, 11, 12, 13]}, {P2: 13}, {P2: 11}) == {P2: (11, 14)}
+    assert dropped({P2: [10, 11, 12, 13]}, {P2: 11}, {P2: 11}) == {P2: (11, 14)}
+    assert dropped({P2: [10, 11]}, {P2: 11}, {P3: 4}) == {}

@@ -189,3 +189,19 @@ def test_the_pinned_aiokafka_picks_each_requests_version_from_what_the_broker_of
     assert "request.prepare(self._versions)" in inspect.getsource(AIOKafkaConnection.send)
     assert "reversed(self._CLASSES)" in inspect.getsource(Request.prepare), "the newest both know"
     assert driver._AIOKAFKA_HAS_API_VERSION is False, "Faust takes its negotiating path"
+
+
+def test_the_drain_call_app_drain_fast_path_shortens_has_the_shape_it_assumes():
+    from faust.transport.consumer import Consumer
+    from mode.services import Service, WaitResults
+
+    # Faust's drain hands each record on as (callback(message), an asyncio.Event's wait())
+    assert "self.wait_first(\n                                callback(message), self.suspend_flow.wait()\n" \
+        in inspect.getsource(Consumer._drain_messages)
+    assert "self.suspend_flow = Event()" in inspect.getsource(Consumer.__init__)
+    # mode's wait_first (kept aside when wrapped), its events and its result
+    original = Consumer.__dict__.get("_kmq_wait_first") or Service.wait_first
+    assert list(inspect.signature(original).parameters) == ["self", "coros", "timeout"]
+    source = inspect.getsource(original)
+    assert "stopped = self._stopped" in source and "crashed = self._crashed" in source
+    assert list(WaitResults._fields) == ["done", "results", "stopped"]
