@@ -81,7 +81,8 @@ class ChaosConfig:
     prefix: str = "chaos"
     # The first this many queues' consumers write STARTs and offset commits in one
     # transaction (each consumer slot with a stable transactional id); the rest plainly.
-    transactional_queues: int = 1
+    # None: 1 in partition mode, 0 in shared (a shared queue's consumers write no STARTs).
+    transactional_queues: int | None = None
     # > 0: a queue's consumer is killed only when its group is settled (every running
     # member joined, their shares cover the topic) and its last kill is this long ago.
     # The embedded broker can leave a group assigning a partition to a dead member forever
@@ -99,6 +100,8 @@ class ChaosConfig:
     def __post_init__(self) -> None:
         # A wrong size is refused here, before a broker starts (it was a traceback after
         # the start-up, or a run that meant nothing: no trackers, no messages).
+        if self.transactional_queues is None:
+            self.transactional_queues = 1 if self.dispatch == "partition" else 0
         whole = lambda v, low: isinstance(v, int) and not isinstance(v, bool) and v >= low  # noqa: E731
         wrong = next((f"{name}={getattr(self, name)!r} must be a whole number >= {low}"
                       for name, low in (("queues", 1), ("consumers_per_queue", 1), ("trackers", 1),
@@ -114,6 +117,10 @@ class ChaosConfig:
             wrong = f"dispatch={self.dispatch!r} must be 'partition' or 'shared'"
         if wrong is None and self.transactional_queues > self.queues:
             wrong = f"transactional_queues={self.transactional_queues} is more than queues={self.queues}"
+        if wrong is None and self.transactional_queues and self.dispatch == "shared":
+            # It was ignored: a shared queue's consumers write no STARTs to put in a transaction.
+            wrong = (f"transactional_queues={self.transactional_queues} needs dispatch='partition' "
+                     "(a shared queue's consumers write no STARTs): give 0 with dispatch='shared'")
         if wrong is None and self.ordered_queues > self.queues:
             wrong = f"ordered_queues={self.ordered_queues} is more than queues={self.queues}"
         if wrong is None and self.ordered_queues and self.dispatch != "shared":
@@ -615,8 +622,9 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Cha
     ap.add_argument("--seconds", type=float, default=240.0, help="length of the chaos phase")
     ap.add_argument("--trackers", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--transactional-queues", type=int, default=1,
-                    help="how many queues' consumers use transactional STARTs (partition mode)")
+    ap.add_argument("--transactional-queues", type=int, default=None,
+                    help="how many queues' consumers use transactional STARTs (partition mode only; "
+                         "default 1, 0 with --dispatch shared)")
     ap.add_argument("--dispatch", choices=("partition", "shared"), default="partition",
                     help="every queue's dispatch mode")
     ap.add_argument("--work-ms", type=float, default=0.0, help="time a consumer works on each batch")
@@ -662,7 +670,7 @@ def main() -> None:
     print(json.dumps({k: result[k] for k in ("ok", "chaos", "drain", "accounting", "by_mode")}, indent=1))
     cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
            f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
-           f"--transactional-queues {args.transactional_queues} --dispatch {args.dispatch} "
+           f"--transactional-queues {cfg.transactional_queues} --dispatch {args.dispatch} "
            f"--work-ms {args.work_ms:g} --ordered-queues {args.ordered_queues} --groups {args.groups}"
            + (f" --lanes {args.lanes}" if args.lanes else ""))
     name = "chaos" if args.dispatch == "partition" else "chaos_ordered" if args.ordered_queues else "chaos_shared"

@@ -5,7 +5,8 @@ receives up to 5000 at a time and acks them with one batch ack (no work). Prints
 ``{"ready": ...}`` once the consumer exists (and, in partition mode, with its group share),
 then ``{"acked": n, "at": epoch_s}`` every 0.2 s while it works. Ends on SIGTERM.
 ``BENCH_CONSUMER_GC_THRESHOLD=N`` in its environment: ``gc.set_threshold(N, ...)`` first
-(the consumer-side tuning docs/shared-queues.md measures).
+(the consumer-side tuning docs/shared-queues.md measures). ``BENCH_CONSUMER_PREFETCH=N``:
+the consumer's ``prefetch`` fixed at N (docs/shared-queues.md, "The read-ahead is not the bound").
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def main() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     client = kmq.Client()
+    prefetch = int(os.environ["BENCH_CONSUMER_PREFETCH"]) if os.environ.get("BENCH_CONSUMER_PREFETCH") else None
     c = client.consumer(queue, max_in_flight=max_in_flight, visibility_timeout_s=30,
-                        batch_size=5000 if batch else 1000)
+                        batch_size=5000 if batch else 1000, prefetch=prefetch)
     print(json.dumps({"ready": True, "mode": c.mode, "share": sorted(c.group_share)}), flush=True)
     acked, last_at, first_at, reported = 0, 0.0, 0.0, time.monotonic()
     share = sorted(c.group_share)

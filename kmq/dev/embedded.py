@@ -60,18 +60,19 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 15.0) -> "EmbeddedBroker":
-        for attempt in range(PORT_ATTEMPTS):
+        attempts = 1
+        while True:
             try:
                 return self._start_once(timeout_s)
             except _PortTaken:
                 # free_port's pick was free a moment before: another process (a client's
                 # outgoing connection, another test worker's server) may take it first.
-                if self._port_given or attempt == PORT_ATTEMPTS - 1:
+                if self._port_given or attempts == PORT_ATTEMPTS:
                     raise BrokerUnavailableError(
                         f"embedded broker could not bind {self.bootstrap_servers}: the port is in use; "
                         f"log: {self.log_path}") from None
+                attempts += 1
                 self.port = free_port()
-        raise AssertionError("unreachable")
 
     def _start_once(self, timeout_s: float) -> "EmbeddedBroker":
         url = f"tcp://{self.host}:{self.port}"

@@ -42,3 +42,13 @@ def test_clients_are_told_the_advertised_port(tmp_path):
     with embedded.EmbeddedBroker(log_path=tmp_path / "broker.log", advertised_port=12345) as broker:
         assert broker.port != 12345
     assert b"(advertised: tcp://127.0.0.1:12345)" in (tmp_path / "broker.log").read_bytes()
+
+
+def test_a_picked_port_taken_every_time_is_a_clear_error_after_the_last_attempt(held_port, tmp_path, monkeypatch):
+    picks = []
+    monkeypatch.setattr(embedded, "free_port", lambda host="127.0.0.1": picks.append(held_port) or held_port)
+    broker = embedded.EmbeddedBroker(log_path=tmp_path / "broker.log")
+    with pytest.raises(BrokerUnavailableError, match=f"could not bind 127.0.0.1:{held_port}"):
+        broker.start()
+    assert len(picks) == embedded.PORT_ATTEMPTS and broker.process is None  # the first pick, then two more
+    assert (tmp_path / "broker.log").read_bytes().count(b"listening on: ") == embedded.PORT_ATTEMPTS

@@ -108,3 +108,17 @@ def test_a_reject_reason_that_is_not_utf8_text_is_a_config_error_naming_it():
     with pytest.raises(ConfigError, match=r"reason=.* is not UTF-8 text"):
         m.reject("bad \ud800 surrogate")  # it raised UnicodeEncodeError from deep inside
     assert m.settled is None  # and the message is still held
+
+
+def test_transactional_queues_are_partition_mode_s_and_default_to_none_when_shared(capsys):
+    from bench.chaos import ChaosConfig, parse_config
+
+    # It was silently ignored with --dispatch shared (a shared consumer writes no STARTs).
+    with pytest.raises(SystemExit) as done:
+        parse_config(["--dispatch", "shared", "--transactional-queues", "1"])
+    assert done.value.code == 2 and "error: --transactional-queues " in capsys.readouterr().err
+    assert parse_config(["--dispatch", "shared"])[1].transactional_queues == 0
+    assert parse_config([])[1].transactional_queues == 1
+    assert ChaosConfig(dispatch="shared").transactional_queues == 0
+    with pytest.raises(ConfigError, match="transactional_queues=1 needs dispatch='partition'"):
+        ChaosConfig(dispatch="shared", transactional_queues=1)
