@@ -27,6 +27,8 @@ import asyncio
 from collections.abc import Coroutine, Generator
 from typing import Any
 
+from mode.services import WaitResults
+
 _EVENT_WAIT = asyncio.Event.wait.__code__
 
 
@@ -70,10 +72,7 @@ async def wait_first(original: Any, service: Any, coros: tuple, timeout: Any) ->
     call when the callback finishes in one step; a drain call's record cut short is noted."""
     if not is_drain_call(coros, timeout):
         return await original(service, *coros, timeout=timeout)
-    from mode.services import WaitResults
-
     first, event_wait = coros
-    message = first.cr_frame.f_locals.get("message") if first.cr_frame is not None else None
     if (not event_wait.cr_frame.f_locals["self"].is_set()
             and not service._stopped.is_set() and not service._crashed.is_set()):
         try:
@@ -84,11 +83,20 @@ async def wait_first(original: Any, service: Any, coros: tuple, timeout: Any) ->
         except BaseException:
             event_wait.close()
             raise
+        message = _message_of(first)  # waiting: its frame still holds it
         first = go_on(first, pending)
+    else:
+        message = _message_of(first)
     result = await original(service, first, event_wait, timeout=timeout)
     if first not in result.done:
         note_cut(service, message)
     return result
+
+
+def _message_of(callback: Coroutine) -> Any:
+    """The record a drain callback hands on, read off its frame only on the slow path (a
+    frame's ``f_locals`` builds a dict: not per record)."""
+    return callback.cr_frame.f_locals.get("message") if callback.cr_frame is not None else None
 
 
 def note_cut(consumer: Any, message: Any) -> None:

@@ -81,7 +81,7 @@ class Client(QueueAdmin):
         self._sent_since_poll = 0
         self._configs: QueueConfigs | None = None
         # which partition each send goes to (the queue topic's partitions asked when needed)
-        self._placement = SendPlacement(lambda: self.queue_configs(),
+        self._placement = SendPlacement(self.queue_configs,
                                         lambda: self.partition_count(self.settings.queue_topic))
 
     # -- metadata ----------------------------------------------------------------
