@@ -42,9 +42,10 @@ import kmq
 from bench.chaos_deadlines import late_acks
 from bench.chaos_ledger import ProcessLog, account, read_log
 from bench.chaos_trace import trace
+from bench.chaos_unseen import Ended, held_by_the_dead, unseen_starts
 from bench.markers_diagnosis import diagnose
 from bench import tracker_status
-from bench.markers_dump import dump_markers
+from bench.markers_dump import dump_changelog, dump_markers, dump_queue_records
 from kmq.ops.deadletters import list_dead_letters
 from kmq.dev.devstack import TrackerProcess, settings_env
 from kmq.dev.embedded import free_port
@@ -294,6 +295,9 @@ class Harness:
         (self.work / "events.json").write_text(json.dumps(self.events, indent=1))
         if not result["ok"]:  # what the markers say, to read the violation by
             result["markers_diagnosis"] = self._diagnose()
+            # and which copy of a message is where on the queue topic (who wrote what, when)
+            dump_queue_records(self.s, self.work / "queue-records.jsonl", set(self.queues))
+            dump_changelog(self.s, self.work / "changelog.jsonl")  # what a restoring worker read
             result["trace"] = self._trace(result)
             if self.groups:  # an ordered queue's groups, to read rule 4 by
                 (self.work / "groups.json").write_text(json.dumps(self.groups))
@@ -313,6 +317,24 @@ class Harness:
                 if i not in first or log.acked[i] < first[i][0]:
                     first[i] = (log.acked[i], (c.queue, qp, offset))
         return {i for i, (_t, copy) in first.items() if copy in late}
+
+    def _held_unseen(self, parsed: dict[str, ProcessLog]) -> set[str]:
+        """Ids a killed consumer STARTed and never logged receiving (bench/chaos_unseen.py),
+        from the markers dump ``_acked_late`` wrote."""
+        received: dict[tuple[str, int, int], list[float]] = {}
+        id_of: dict[tuple[str, int, int], str] = {}
+        for c in self.children:
+            for t, i, qp, offset in parsed[c.name].copies:
+                received.setdefault((c.queue, qp, offset), []).append(t)
+                id_of[(c.queue, qp, offset)] = i
+        died = {e["name"]: e["t"] for e in self.events
+                if e["kind"] in ("consumer-kill", "consumer-crash")
+                or (e["kind"] == "consumer-stop" and e.get("ending") in ("killed", "crashed"))}
+        ended = [Ended(c.queue, died[c.name], tuple(parsed[c.name].assigned))
+                 for c in self.children if c.name in died]
+        with (self.work / "markers.jsonl").open() as f:
+            unseen = unseen_starts((json.loads(line) for line in f), received)
+        return held_by_the_dead(unseen, id_of, ended)
 
     def _trace(self, result: dict) -> dict:
         """What happened to a few ids a rule names (bench/chaos_trace.py), from the logs and
@@ -543,6 +565,7 @@ class Harness:
         dead = self._dead_letters(dead_at)
         parsed = {c.name: read_log(c.log_path, c.ending) for c in self.children}  # each log once
         late = self._acked_late(parsed)
+        unseen = self._held_unseen(parsed)
         groups = {f"{q}/{g}": ids for q in self.ordered for g, ids in self.groups[q].items()}
         if self._shared:  # consumers of a shared queue write no STARTs, in no transaction
             modes = {"ordered": list(self.ordered),
@@ -555,7 +578,7 @@ class Harness:
             if queues:
                 logs = [parsed[c.name] for c in self.children if c.queue in queues]
                 by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead,
-                                        groups if mode == "ordered" else None, dead_at, late)
+                                        groups if mode == "ordered" else None, dead_at, late, unseen)
         violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
         # Transactional STARTs close the START/commit window, and a shared queue has none
         # (the dispatcher acquires before it delivers): nothing acked comes back at all.
@@ -564,7 +587,8 @@ class Harness:
             if acc is not None and acc.redelivered_after_durable_ack:
                 violations.append(f"{strict}: {acc.redelivered_after_durable_ack} delivered after a durable ack")
         logs = list(parsed.values())
-        everything = account([i for ids in self.sent.values() for i in ids], logs, dead, groups, dead_at, late)
+        everything = account([i for ids in self.sent.values() for i in ids], logs, dead, groups, dead_at, late,
+                             unseen)
         total = everything.summary()
         queue_of = {i: q for q, ids in self.sent.items() for i in ids}
         total["lost_by_queue"] = {q: sum(1 for i in everything.lost if queue_of[i] == q) for q in self.queues}

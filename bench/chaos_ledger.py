@@ -13,7 +13,7 @@ Each consumer process appends JSON lines to its own file (``bench/chaos_consumer
 - ``{"e": "stop", "t": T}`` after a graceful close (SIGTERM);
 - ``{"e": "assigned", "p": [partitions], "g": [partitions], "t": T}`` when the consumer's
   share changes: ``p`` the queue's partitions it fetches, ``g`` everything the group gave it
-  (the harness paces kills by these; the ledger ignores them).
+  (the harness paces kills by these; ``bench.chaos_unseen`` reads ``p``).
 
 The harness adds how each process ended (``killed``, ``stopped``, ``crashed``) and
 the dead letters it read back. The rules (docs/reliability.md):
@@ -23,7 +23,8 @@ the dead letters it read back. The rules (docs/reliability.md):
    but died before logging that ``flush()`` returned; such an id never came back).
 2. **acked means gone**: a delivery logged after an id's durable ack is a violation,
    unless a process that was killed held that id unsettled (the plain START/commit
-   window: a re-fetch by the group and a redelivery by the tracker of one range), or
+   window: a re-fetch by the group and a redelivery by the tracker of one range; held
+   also when it STARTed the copy and died before logging it, ``bench.chaos_unseen``), or
    the ack reached the markers log behind a TICK past its copy's deadline
    (``acked_late``, from the markers dump: ``bench.chaos_deadlines``; the tracker
    took the copy back first, as the visibility timeout says).
@@ -67,6 +68,8 @@ class ProcessLog:
     # Which copy (queue partition, offset) of an id it acked: the one it received last.
     acked_copy: dict[str, tuple[int, int]] = field(default_factory=dict)
     last_copy: dict[str, tuple[int, int]] = field(default_factory=dict)
+    copies: list[tuple[float, str, int, int]] = field(default_factory=list)  # (t, id, partition, offset)
+    assigned: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)  # (t, partitions fetched)
 
     def unsettled(self) -> set[str]:
         """Ids of which it held a delivery it had not durably settled when it ended."""
@@ -87,6 +90,9 @@ def parse_log(name: str, lines: Iterable[str], ending: str = "running") -> Proce
             log.recv += [(ev["t"], m[0], m[1]) for m in ev["m"]]
             log.received.update(m[0] for m in ev["m"])
             log.last_copy.update((m[0], (m[2], m[3])) for m in ev["m"] if len(m) >= 4)
+            log.copies += [(ev["t"], m[0], m[2], m[3]) for m in ev["m"] if len(m) >= 4]
+        elif ev.get("e") == "assigned":
+            log.assigned.append((ev["t"], tuple(ev.get("p", ()))))
         elif ev.get("e") == "acking":
             log.acking.update(ev["ids"])
             for i in [*ev["ids"], *ev.get("rejecting", ())]:
@@ -169,19 +175,21 @@ class Accounting:
 def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str, str],
             groups: dict[str, list[str]] | None = None,
             dead_lettered_s: dict[str, float] | None = None,
-            acked_late: set[str] | None = None) -> Accounting:
+            acked_late: set[str] | None = None, held_unseen: set[str] | None = None) -> Accounting:
     """Apply the module's rules; ``dead_letters`` maps id -> reason (read from the DLQ topic).
 
     ``groups`` (ordered queues: group -> its ids in send order) and ``dead_lettered_s``
     (id -> when the tracker dead-lettered it, epoch seconds) add rule 4; ``acked_late``
-    (ids whose ack came behind a TICK past its copy's deadline) excuses rules 2 and 3."""
+    (ids whose ack came behind a TICK past its copy's deadline) excuses rules 2 and 3;
+    ``held_unseen`` (ids a killed process STARTed but never logged receiving,
+    ``bench.chaos_unseen``) count as held at a kill."""
     sent = set(sent)
     acked_late = acked_late or set()
     deliveries: dict[str, list[tuple[float, int, int]]] = defaultdict(list)  # id -> (t, log#, count)
     acked_at: dict[str, float] = {}
     attempted_ack: dict[str, set[int]] = defaultdict(set)  # id -> killed logs that sent its ack
     released: dict[str, int] = defaultdict(int)
-    held_at_kill: set[str] = set()
+    held_at_kill: set[str] = set(held_unseen or ())
     held_at_stop: set[str] = set()
     for n, log in enumerate(logs):
         for t, i, c in log.recv:

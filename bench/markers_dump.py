@@ -3,7 +3,9 @@
 Written next to the run's logs only when a run fails, and read by
 ``bench.markers_diagnosis``: the ACQUIREs, ACKs, BEGINs and TICKs of each markers
 partition in log order, with the offsets each covers (masks expanded; CREDITs left out
-unless asked for).
+unless asked for). Beside it the queue topic's records of the run's queues (kmq's headers,
+no payload: which copy of a message was written when) and the tracker's changelog as Faust
+stored it (what a worker restoring a partition's table read).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
+from kmq.kafka.acls import changelog_topic
 from kmq.kafka.offsets import read_to_end
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
@@ -69,6 +72,56 @@ def dump_markers(settings: Settings, path: Path, queues: set[str] | None = None,
                             continue
                         out.write(json.dumps({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1], **d}) + "\n")
                         lines += 1
+    finally:
+        c.close()
+    return lines
+
+
+def dump_queue_records(settings: Settings, path: Path, queues: set[str]) -> int:
+    """Write each record of ``queues`` on the queue topic to ``path``: partition, offset,
+    broker timestamp and kmq's headers (which message, which delivery, from which copy),
+    never the payload. With the markers dump it says which copy a tracker wrote when."""
+    topic, keys = settings.queue_topic, {q.encode() for q in queues}
+    c = Consumer({**settings.client_config(), "group.id": f"{settings.app_id}-queue-dump",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    lines = 0
+    try:
+        meta = c.list_topics(topic, timeout=10).topics[topic]
+        with path.open("w") as out:
+            for p in sorted(meta.partitions):
+                for _, rec in read_to_end(c, topic, p, 0):
+                    if rec.key() not in keys:
+                        continue
+                    kmq_headers = {k: (v or b"").decode(errors="replace") for k, v in rec.headers() or ()
+                                   if k.startswith("kmq.")}
+                    out.write(json.dumps({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1],
+                                          "q": rec.key().decode(errors="replace"), **kmq_headers}) + "\n")
+                    lines += 1
+    finally:
+        c.close()
+    return lines
+
+
+def dump_changelog(settings: Settings, path: Path) -> int:
+    """Write every record of the tracker's changelog to ``path`` as Faust stored it (key and
+    value in hex; a null value is a deletion): what a worker restoring a markers partition's
+    table read, to compare with what the markers log says it should hold."""
+    topic = changelog_topic(settings)
+    c = Consumer({**settings.client_config(), "group.id": f"{settings.app_id}-changelog-dump",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    lines = 0
+    try:
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return 0
+        with path.open("w") as out:
+            for p in sorted(meta.partitions):
+                for _, rec in read_to_end(c, topic, p, 0):
+                    value = rec.value()
+                    out.write(json.dumps({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1],
+                                          "key": (rec.key() or b"").hex(),
+                                          "value": None if value is None else value.hex()}) + "\n")
+                    lines += 1
     finally:
         c.close()
     return lines

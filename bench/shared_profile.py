@@ -1,13 +1,14 @@
 """Where a shared queue's drain spends its time: py-spy on the tracker and the consumers.
 
     python -m bench.shared_profile [--messages 300000] [--size 100] [--consumers 4] [--out DIR]
-                                   [--native] [--mode shared|partition]
+                                   [--native] [--idle | --gil] [--tracker-only] [--mode shared|partition]
 
 The throughput benchmark's drain (bench.shared throughput: 4 consumer processes, batch
 receive and ack, no work), with ``py-spy record`` (raw collapsed stacks, every thread)
 attached to the tracker worker and to each consumer for as long as the drain lasts.
 Writes ``DIR/tracker.txt``, ``DIR/consumer-N.txt`` and a summary of the CPU each
 process spent per message between the first ack and the last (sampled every 20 ms).
+``--gil`` samples only the thread holding the GIL (who keeps the others waiting).
 Needs py-spy in the venv (``pip install py-spy``) and ptrace rights.
 """
 
@@ -39,6 +40,8 @@ def main() -> None:
     ap.add_argument("--no-spy", action="store_true", help="only the CPU figures")
     ap.add_argument("--idle", action="store_true", help="py-spy --idle (waits too: where wall time goes)")
     ap.add_argument("--tracker-only", action="store_true", help="py-spy on the tracker only")
+    ap.add_argument("--gil", action="store_true", help="py-spy --gil (only the thread holding the GIL: who keeps "
+                    "the others waiting)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -65,7 +68,7 @@ def main() -> None:
                 for name, pid in targets:
                     cmd = [spy, "record", "--pid", str(pid), "--format", "raw", "--threads", "--rate", "200",
                            "--nonblocking", "-o", str(out / f"{name}.txt")] + (["--native"] if args.native else []) + (
-                        ["--idle"] if args.idle else [])
+                        ["--idle"] if args.idle else []) + (["--gil"] if args.gil else [])
                     spies.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             fleet.wait(lambda: sum(fleet.acked) >= args.messages, 600, "drained")
             sampler.stop()
