@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Iterable, Iterator
 
 from confluent_kafka import Consumer
 
@@ -49,79 +50,64 @@ def dump_markers(settings: Settings, path: Path, queues: set[str] | None = None,
                  credits: bool = False) -> int:
     """Write every marker of ``settings.markers_topic`` (of ``queues``, if given) to ``path``;
     returns how many lines were written."""
-    topic = settings.markers_topic
-    c = Consumer({**settings.client_config(), "group.id": f"{settings.app_id}-markers-dump",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
-    lines = 0
-    try:
-        meta = c.list_topics(topic, timeout=10).topics[topic]
-        with path.open("w") as out:
-            for p in sorted(meta.partitions):
-                for _, rec in read_to_end(c, topic, p, 0):
-                    try:
-                        got = marker_codec.decode_lenient(rec.value())
-                    except Exception as exc:  # a dump shows what it cannot read, and goes on
-                        out.write(json.dumps({"p": p, "off": rec.offset(), "error": str(exc)}) + "\n")
-                        continue
-                    for m in got.markers:
-                        if isinstance(m, M.Credit) and not credits:
-                            continue
-                        d = describe(m)
-                        if queues and d.get("q", d.get("queue")) not in queues and not isinstance(
-                                m, (M.Begin, M.Tick)):
-                            continue
-                        out.write(json.dumps({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1], **d}) + "\n")
-                        lines += 1
-    finally:
-        c.close()
-    return lines
+    def lines() -> Iterator[dict]:
+        for p, rec in _every_record(settings, settings.markers_topic):
+            try:
+                got = marker_codec.decode_lenient(rec.value())
+            except Exception as exc:  # a dump shows what it cannot read, and goes on
+                yield {"p": p, "off": rec.offset(), "error": str(exc)}
+                continue
+            for m in got.markers:
+                if isinstance(m, M.Credit) and not credits:
+                    continue
+                d = describe(m)
+                if queues and d.get("q", d.get("queue")) not in queues and not isinstance(m, (M.Begin, M.Tick)):
+                    continue
+                yield {"p": p, "off": rec.offset(), "ts": rec.timestamp()[1], **d}
+    return _write(path, lines())
 
 
 def dump_queue_records(settings: Settings, path: Path, queues: set[str]) -> int:
     """Write each record of ``queues`` on the queue topic to ``path``: partition, offset,
     broker timestamp and kmq's headers (which message, which delivery, from which copy),
     never the payload. With the markers dump it says which copy a tracker wrote when."""
-    topic, keys = settings.queue_topic, {q.encode() for q in queues}
-    c = Consumer({**settings.client_config(), "group.id": f"{settings.app_id}-queue-dump",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
-    lines = 0
-    try:
-        meta = c.list_topics(topic, timeout=10).topics[topic]
-        with path.open("w") as out:
-            for p in sorted(meta.partitions):
-                for _, rec in read_to_end(c, topic, p, 0):
-                    if rec.key() not in keys:
-                        continue
-                    kmq_headers = {k: (v or b"").decode(errors="replace") for k, v in rec.headers() or ()
-                                   if k.startswith("kmq.")}
-                    out.write(json.dumps({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1],
-                                          "q": rec.key().decode(errors="replace"), **kmq_headers}) + "\n")
-                    lines += 1
-    finally:
-        c.close()
-    return lines
+    keys = {q.encode() for q in queues}
+    return _write(path, ({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1],
+                          "q": rec.key().decode(errors="replace"),
+                          **{k: (v or b"").decode(errors="replace") for k, v in rec.headers() or ()
+                             if k.startswith("kmq.")}}
+                         for p, rec in _every_record(settings, settings.queue_topic) if rec.key() in keys))
 
 
 def dump_changelog(settings: Settings, path: Path) -> int:
     """Write every record of the tracker's changelog to ``path`` as Faust stored it (key and
     value in hex; a null value is a deletion): what a worker restoring a markers partition's
     table read, to compare with what the markers log says it should hold."""
-    topic = changelog_topic(settings)
-    c = Consumer({**settings.client_config(), "group.id": f"{settings.app_id}-changelog-dump",
+    return _write(path, ({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1], "key": (rec.key() or b"").hex(),
+                          "value": None if rec.value() is None else rec.value().hex()}
+                         for p, rec in _every_record(settings, changelog_topic(settings))))
+
+
+def _every_record(settings: Settings, topic: str) -> Iterator[tuple[int, Any]]:
+    """(partition, record) of every record of ``topic``, partition by partition, each read
+    to its true end; nothing if the topic does not exist."""
+    c = Consumer({**settings.client_config(), "group.id": f"{settings.app_id}-dump",
                   "enable.auto.commit": False, "enable.partition.eof": True})
-    lines = 0
     try:
         meta = c.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
-            return 0
-        with path.open("w") as out:
-            for p in sorted(meta.partitions):
-                for _, rec in read_to_end(c, topic, p, 0):
-                    value = rec.value()
-                    out.write(json.dumps({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1],
-                                          "key": (rec.key() or b"").hex(),
-                                          "value": None if value is None else value.hex()}) + "\n")
-                    lines += 1
+            return
+        for p in sorted(meta.partitions):
+            for _, rec in read_to_end(c, topic, p, 0):
+                yield p, rec
     finally:
         c.close()
-    return lines
+
+
+def _write(path: Path, lines: Iterable[dict]) -> int:
+    n = 0
+    with path.open("w") as out:
+        for d in lines:
+            out.write(json.dumps(d) + "\n")
+            n += 1
+    return n

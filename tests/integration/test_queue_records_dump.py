@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import kmq
-from bench.markers_dump import dump_changelog, dump_queue_records
+from bench.markers_dump import dump_changelog, dump_markers, dump_queue_records
 from tests.conftest import wait_for
 
 
@@ -41,3 +41,8 @@ def test_the_changelog_dump_holds_what_the_tracker_wrote_to_its_table(tracker, s
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert all({"p", "off", "ts", "key", "value"} <= d.keys() for d in lines)
     assert all(bytes.fromhex(d["key"]) is not None for d in lines)
+    # The markers dump names the delayed send, of this queue only.
+    markers = tmp_path / "markers.jsonl"
+    assert dump_markers(shared_settings, markers, {queue}) >= 1
+    named = [d for d in map(json.loads, markers.read_text().splitlines()) if "q" in d or "queue" in d]
+    assert named and {d.get("q", d.get("queue")) for d in named} == {queue}
