@@ -139,6 +139,7 @@ class Accounting:
     acked_late: int = 0  # ids acked behind a TICK past their copy's deadline (rule 2)
     duplicates_after_late_ack: int = 0
     redelivered_after_late_ack: int = 0  # not in redelivered_after_durable_ack
+    held_unseen: int = 0  # ids held at a kill only by a START their process never logged (rule 2)
 
     @property
     def violations(self) -> list[str]:
@@ -253,6 +254,7 @@ def account(sent: Iterable[str], logs: list[ProcessLog], dead_letters: dict[str,
         unexpected_ids=sorted(delivered - sent),
         reordered=out_of_order(groups, logs, dead_lettered_s or {}) if groups else [],
         acked_late=len(acked_late & set(acked_at)), duplicates_after_late_ack=dup_late,
+        held_unseen=len(set(held_unseen or ()) & delivered),
         redelivered_after_late_ack=after_late_ack)
 
 
