@@ -15,13 +15,15 @@ on; a partition with records dropped is sought back to the first of them, unless
 something moved it since (a rebalance's recovery seeks it itself). A record handed on can
 still be dropped: Faust's drain gives up a record's hand-over when the flow is suspended
 while it waits (room in a full buffer, a paused flow) and goes on past it;
-``app.drain_fast_path`` notes those (``_kmq_cut``), and they count as dropped too.
+``app.drain_fast_path`` notes those (``_kmq_cut``), and they count as dropped too, with
+every later record of that changelog partition in the fetch, held back (:func:`in_order`):
+recovery would ignore the cut record fetched again behind them.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, AsyncIterator, Container, Mapping
 
 log = logging.getLogger("kmq.tracker.tables")
 
@@ -48,6 +50,23 @@ def dropped(fetched: Mapping[Key, list[int]], handed: Mapping[Key, int],
     return out
 
 
+async def in_order(fetched: AsyncIterator[tuple[Any, Any]], cut: Mapping[Key, int], changelogs: Container[str],
+                   handed: dict[Key, int]) -> AsyncIterator[tuple[Any, Any]]:
+    """The fetch's records as Faust hands them on, noting in ``handed`` the last offset
+    yielded per partition; but no changelog record after one whose hand-over was cut short
+    (``cut``, noted while the record was being handed on). The flow can be resumed between
+    that cut and the fetch's next record, and then the rest of the batch went on: recovery
+    takes a changelog record only above the highest offset it has seen, and Faust's drain
+    only from its read offset, so the cut record, fetched again, was ignored by both and the
+    replica never had it. Held back, the rest is fetched again with it, in order."""
+    async for tp, message in fetched:
+        key = (tp.topic, tp.partition)
+        if cut and key in cut and tp.topic in changelogs:
+            continue
+        handed[key] = message.offset
+        yield tp, message
+
+
 def install() -> None:
     """Wrap Faust's ``Consumer.getmany`` (once per process)."""
     from faust.transport.consumer import Consumer
@@ -67,10 +86,9 @@ def install() -> None:
         self._kmq_fetched = None
         self._kmq_cut = {}  # app.drain_fast_path notes hand-overs given up here
         handed: dict[Key, int] = {}
-        async for tp, message in original_getmany(self, timeout):
-            handed[(tp.topic, tp.partition)] = message.offset
-            yield tp, message
         changelogs = self.app.tables.changelog_topics
+        async for tp, message in in_order(original_getmany(self, timeout), self._kmq_cut, changelogs, handed):
+            yield tp, message
         fetched = {(tp.topic, tp.partition): [r.offset for r in recs]
                    for tp, recs in (self._kmq_fetched or {}).items() if tp.topic in changelogs}
         self._kmq_fetched = None
