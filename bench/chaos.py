@@ -303,13 +303,17 @@ class Harness:
                 (self.work / "groups.json").write_text(json.dumps(self.groups))
         return result
 
-    def _acked_late(self, parsed: dict[str, ProcessLog]) -> set[str]:
-        """Ids whose first durable ack came behind a TICK past its copy's deadline
-        (bench/chaos_deadlines.py), from a dump of the markers topic (kept as markers.jsonl)."""
+    def _dump_markers(self) -> list[dict]:
+        """The markers topic of the run's queues, kept as markers.jsonl and read back once."""
         dump = self.work / "markers.jsonl"
         dump_markers(self.s, dump, set(self.queues))
         with dump.open() as f:
-            late = late_acks(json.loads(line) for line in f)
+            return [json.loads(line) for line in f]
+
+    def _acked_late(self, parsed: dict[str, ProcessLog], markers: list[dict]) -> set[str]:
+        """Ids whose first durable ack came behind a TICK past its copy's deadline
+        (bench/chaos_deadlines.py), from the markers dump."""
+        late = late_acks(markers)
         first: dict[str, tuple[float, tuple[str, int, int]]] = {}  # id -> its earliest durable ack
         for c in self.children:
             log = parsed[c.name]
@@ -318,9 +322,9 @@ class Harness:
                     first[i] = (log.acked[i], (c.queue, qp, offset))
         return {i for i, (_t, copy) in first.items() if copy in late}
 
-    def _held_unseen(self, parsed: dict[str, ProcessLog]) -> set[str]:
+    def _held_unseen(self, parsed: dict[str, ProcessLog], markers: list[dict]) -> set[str]:
         """Ids a killed consumer STARTed and never logged receiving (bench/chaos_unseen.py),
-        from the markers dump ``_acked_late`` wrote."""
+        from the markers dump."""
         received: dict[tuple[str, int, int], list[float]] = {}
         id_of: dict[tuple[str, int, int], str] = {}
         for c in self.children:
@@ -332,13 +336,11 @@ class Harness:
                 or (e["kind"] == "consumer-stop" and e.get("ending") in ("killed", "crashed"))}
         ended = [Ended(c.queue, died[c.name], tuple(parsed[c.name].assigned))
                  for c in self.children if c.name in died]
-        with (self.work / "markers.jsonl").open() as f:
-            unseen = unseen_starts((json.loads(line) for line in f), received)
-        return held_by_the_dead(unseen, id_of, ended)
+        return held_by_the_dead(unseen_starts(markers, received), id_of, ended)
 
     def _trace(self, result: dict) -> dict:
         """What happened to a few ids a rule names (bench/chaos_trace.py), from the logs and
-        the markers dump ``_acked_late`` wrote."""
+        the markers dump ``_dump_markers`` wrote."""
         acc = result["accounting"]
         ids = {i for key in ("unexplained_after_ack_examples", "unexplained_duplicates_examples",
                              "lost_examples", "reordered_examples") for i in acc.get(key, ())[:3]}
@@ -350,7 +352,7 @@ class Harness:
                          {c.name: c.ending for c in self.children})
 
     def _diagnose(self) -> dict:
-        dump = self.work / "markers.jsonl"  # written by _acked_late
+        dump = self.work / "markers.jsonl"  # written by _dump_markers
         resumes = [line for log in sorted(self.work.glob("tracker*.log"))
                    for line in log.read_text(errors="replace").splitlines() if "resuming at" in line]
         with dump.open() as f:
@@ -564,8 +566,9 @@ class Harness:
         dead_at: dict[str, float] = {}
         dead = self._dead_letters(dead_at)
         parsed = {c.name: read_log(c.log_path, c.ending) for c in self.children}  # each log once
-        late = self._acked_late(parsed)
-        unseen = self._held_unseen(parsed)
+        markers = self._dump_markers()
+        late = self._acked_late(parsed, markers)
+        unseen = self._held_unseen(parsed, markers)
         groups = {f"{q}/{g}": ids for q in self.ordered for g, ids in self.groups[q].items()}
         if self._shared:  # consumers of a shared queue write no STARTs, in no transaction
             modes = {"ordered": list(self.ordered),

@@ -84,8 +84,12 @@ def dump_changelog(settings: Settings, path: Path) -> int:
     value in hex; a null value is a deletion): what a worker restoring a markers partition's
     table read, to compare with what the markers log says it should hold."""
     return _write(path, ({"p": p, "off": rec.offset(), "ts": rec.timestamp()[1], "key": (rec.key() or b"").hex(),
-                          "value": None if rec.value() is None else rec.value().hex()}
+                          "value": _hex(rec.value())}
                          for p, rec in _every_record(settings, changelog_topic(settings))))
+
+
+def _hex(value: bytes | None) -> str | None:
+    return None if value is None else value.hex()
 
 
 def _every_record(settings: Settings, topic: str) -> Iterator[tuple[int, Any]]:
