@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+from bench.report_format import _k, _met, _runs, _source
+
 # What each recorded invocation measured, where its result file cannot say (older files
 # carry no commit). Keyed by result name; rendered under its table.
 WORKER_NOTES = {
@@ -43,8 +45,6 @@ LOAD_NOTE = ("Why the shared rows move with the machine's load and the partition
 
 def section(results: dict[str, dict]) -> list[str]:
     """Every bench/worker.py invocation (worker*.json), oldest first: each run is kept."""
-    from bench.report import _k, _met, _runs, _source  # (bench.report imports this module)
-
     named = sorted(((name, r) for name, r in results.items() if name == "worker" or name.startswith("worker-")),
                    key=lambda nr: nr[1]["when"])
     invocations = [r for _, r in named]
@@ -92,8 +92,6 @@ def section(results: dict[str, dict]) -> list[str]:
 
 def worker_probes(results: dict[str, dict]) -> list[str]:
     """bench/worker_probe.py: where a busy worker's idle slots come from."""
-    from bench.report import _source
-
     named = sorted(((name, r) for name, r in results.items() if name.startswith("worker_probe")),
                    key=lambda nr: nr[1]["when"])
     if not named:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.chaos import ChaosConfig
+from bench.chaos_config import ChaosConfig
 from tests.chaos.conftest import run_chaos_in_ci
 
 

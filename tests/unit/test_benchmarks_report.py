@@ -1,6 +1,6 @@
 """BENCHMARKS.md states only what the result files of benchmark runs hold."""
 
-from bench import report
+from bench import report, report_format
 
 
 def test_benchmarks_page_is_the_rendering_of_the_measured_results():
@@ -17,10 +17,10 @@ def test_every_section_names_the_command_that_measured_it():
 
 def test_a_run_with_random_payloads_or_compression_says_so():
     lz4 = {"command": "python -m bench.shared throughput --messages 300000 --payload random --compression lz4"}
-    assert report._payload(report._options(lz4)) == " (random, lz4)"
-    assert report._payload(report._options({"command": "python -m bench.shared throughput --runs 3"})) == ""
-    assert report._payload({"payload": "random", "compression": "none"}) == " (random)"
-    assert report._payload({"size": 100}) == ""  # runs saved before these options
+    assert report_format._payload(report_format._options(lz4)) == " (random, lz4)"
+    assert report_format._payload(report_format._options({"command": "python -m bench.shared throughput --runs 3"})) == ""
+    assert report_format._payload({"payload": "random", "compression": "none"}) == " (random)"
+    assert report_format._payload({"size": 100}) == ""  # runs saved before these options
 
 
 def test_a_lateness_change_shows_every_run_and_the_ratio_of_the_medians():

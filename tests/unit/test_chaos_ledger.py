@@ -103,7 +103,9 @@ def test_the_workload_fate_is_deterministic_and_releases_only_a_first_delivery()
 
 
 def test_paced_kills_wait_for_a_settled_group_and_for_the_gap(tmp_path):
-    from bench.chaos import ChaosConfig, Child, Harness
+    from bench.chaos import Harness
+    from bench.chaos_config import ChaosConfig
+    from bench.chaos_processes import Child
     from kmq.protocol.placement import queue_partitions
     from kmq.settings import Settings
 

@@ -69,7 +69,7 @@ def test_a_config_that_is_not_a_dict_of_property_names_is_refused_by_name(config
     (["--lanes", "-1"], "--lanes"),
 ])
 def test_a_bad_chaos_option_is_a_usage_error_naming_it_before_anything_starts(args, named, capsys):
-    from bench.chaos import parse_config  # parses only: nothing starts here
+    from bench.chaos_config import parse_config  # parses only: nothing starts here
 
     with pytest.raises(SystemExit) as done:
         parse_config(args)
@@ -78,7 +78,7 @@ def test_a_bad_chaos_option_is_a_usage_error_naming_it_before_anything_starts(ar
 
 
 def test_the_doc_s_chaos_commands_parse():
-    from bench.chaos import parse_config
+    from bench.chaos_config import parse_config
 
     for line in ("--kills 100 --messages 5000 --queues 3 --seconds 90 --trackers 3 --seed 1 --transactional-queues 1",
                  "--kills 100 --messages 3000 --queues 3 --seconds 90 --trackers 3 --seed 1 "
@@ -90,7 +90,7 @@ def test_the_doc_s_chaos_commands_parse():
 
 
 def test_a_chaos_config_out_of_range_is_refused_naming_the_field():
-    from bench.chaos import ChaosConfig
+    from bench.chaos_config import ChaosConfig
 
     with pytest.raises(ConfigError, match="ordered_queues=2 needs dispatch='shared'"):
         ChaosConfig(queues=2, ordered_queues=2)
@@ -111,7 +111,7 @@ def test_a_reject_reason_that_is_not_utf8_text_is_a_config_error_naming_it():
 
 
 def test_transactional_queues_are_partition_mode_s_and_default_to_none_when_shared(capsys):
-    from bench.chaos import ChaosConfig, parse_config
+    from bench.chaos_config import ChaosConfig, parse_config
 
     # It was silently ignored with --dispatch shared (a shared consumer writes no STARTs).
     with pytest.raises(SystemExit) as done:
