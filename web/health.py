@@ -10,6 +10,7 @@ The queue views are :mod:`web.api`, which imports this module.
 from __future__ import annotations
 
 import asyncio
+import os
 import logging
 
 from web.read_models import scanner
@@ -47,7 +48,7 @@ async def start_views() -> None:
 async def health(web, request):
     """Liveness and what this worker owns (open: no queue names or counts)."""
     owned = runtime().owned
-    return web.json({"status": "ok", "partitions": sorted(owned), "ready": _ready(), "waiting_for": _waiting_for(),
+    return web.json({"status": "ok", "pid": os.getpid(), "partitions": sorted(owned), "ready": _ready(), "waiting_for": _waiting_for(),
                      "malformed_markers": sum(p.malformed for p in owned.values()),
                      "set_aside": owned.set_aside(),
                      "replayed_markers": sum(p.replayed for p in owned.values()),

@@ -4,6 +4,12 @@
 with ``KMQ_*`` settings, waits until its web view answers with every markers
 partition assigned, and stops it by its own pid (SIGTERM, then SIGKILL after
 a grace period: Faust's shutdown can hang).
+
+A web port picked free (``free_port``) may be taken by another process before
+the worker binds it, seconds later: the worker then exits, and is started again
+on a new free port (``PORT_ATTEMPTS`` picks in all; ``url`` follows). Only our
+own worker's answers count: ``/kmq/health`` says the worker's pid, so a stranger
+on the port (another test's worker) is never taken for ours.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
+from kmq.dev.embedded import free_port
 from kmq.dev.processes import terminate
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.settings import Settings
@@ -42,40 +49,74 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+PORT_ATTEMPTS = 3  # web ports picked for a worker whose port was taken before it bound
+# Faust's words when its web server cannot bind (aiohttp's OSError, errno 98).
+PORT_TAKEN = b"address already in use"
+
+
 class TrackerProcess:
     """One tracker worker subprocess."""
 
     def __init__(self, settings: Settings, log_path: str | os.PathLike,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, port_attempts: int = PORT_ATTEMPTS) -> None:
         self.settings = settings
         self.log_path = Path(log_path)
         self.extra_env = extra_env or {}
         self.process: subprocess.Popen | None = None
+        # 1: the port is the caller's choice (kmq dev's --web-port), never changed here.
+        self.port_attempts = port_attempts
+        self._attempts = 0
+        self._log_at = 0  # where this start's lines begin in the log
 
     @property
     def url(self) -> str:
         return f"http://{self.settings.web_host}:{self.settings.web_port}"
 
     def start(self, timeout_s: float = 90.0, wait: bool = True) -> "TrackerProcess":
+        self._attempts = 0
+        self._spawn()
+        if wait:
+            self.wait_ready(timeout_s)
+        return self
+
+    def _spawn(self) -> None:
+        self._attempts += 1
         env = {**os.environ, **settings_env(self.settings), **self.extra_env,
                "PYTHONUNBUFFERED": "1"}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
+        self._log_at = log.tell()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "faust", "-A", "app", "worker", "-l", "info"],
             cwd=service_root(), env=env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
-        if wait:
-            self.wait_ready(timeout_s)
-        return self
+
+    def _respawned(self) -> bool:
+        """Our worker exited because its web port was taken: started again on a new free
+        port (attempts left). True if it was."""
+        p = self.process
+        if p is None or p.poll() is None or self._attempts >= self.port_attempts:
+            return False
+        with open(self.log_path, "rb") as f:
+            f.seek(self._log_at)
+            if PORT_TAKEN not in f.read().lower():
+                return False
+        self.settings = self.settings.replace(web_port=free_port())
+        self._spawn()
+        return True
 
     def health(self) -> dict | None:
+        """``/kmq/health`` of our worker; None while it does not answer (or another process
+        answers on its port). A worker whose port was taken is started again (see above)."""
+        self._respawned()
+        pid = self.process.pid if self.process is not None else None
         try:
             with urllib.request.urlopen(self.url + "/kmq/health", timeout=2) as resp:
-                return json.loads(resp.read())
+                h = json.loads(resp.read())
         except (OSError, ValueError):
             return None
+        return h if isinstance(h, dict) and h.get("pid") == pid else None
 
     def wait_ready(self, timeout_s: float = 90.0, partitions: int | None = None) -> dict:
         """Wait until the web view answers and owns ``partitions`` markers partitions.
@@ -85,6 +126,8 @@ class TrackerProcess:
         want = self.settings.markers_partitions if partitions is None else partitions
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if self._respawned():
+                continue
             if self.process is None or self.process.poll() is not None:
                 raise BrokerUnavailableError(
                     f"tracker worker exited ({self.process and self.process.returncode}); "
