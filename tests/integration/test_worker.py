@@ -328,7 +328,6 @@ def test_two_processes_drain_the_queue_and_stop_on_one_sigterm_and_metrics_count
     ids = client.send_batch(queue, [b"m%d" % i for i in range(n)])
     client.flush()
     ledger = tmp_path / "ledger"
-    port = free_port()
     p = start_worker(settings, queue, ledger, kind="sync", extra=("--processes", "2"))
     try:
         wait_for(lambda: len(set(ledger_ids(ledger))) >= n, 120, what="every message handled")
@@ -343,7 +342,14 @@ def test_two_processes_drain_the_queue_and_stop_on_one_sigterm_and_metrics_count
     more = client.send_batch(queue, [b"x%d" % i for i in range(20)])
     client.flush()
     ledger2 = tmp_path / "ledger2"
-    q = start_worker(settings, queue, ledger2, kind="sync", extra=("--metrics-port", str(port)))
+    for attempt in range(3):  # a port picked free can be taken before the worker binds it
+        port = free_port()
+        try:
+            q = start_worker(settings, queue, ledger2, kind="sync", extra=("--metrics-port", str(port)))
+            break
+        except AssertionError:  # it did not start ("error: ... port"): another pick
+            if attempt == 2:
+                raise
     try:
         wait_for(lambda: len(ledger_ids(ledger2)) >= 20, 60, what="20 more handled")
 
