@@ -7,7 +7,8 @@ The throughput benchmark's drain (bench.shared throughput: 4 consumer processes,
 receive and ack, no work), with ``py-spy record`` (raw collapsed stacks, every thread)
 attached to the tracker worker and to each consumer for as long as the drain lasts.
 Writes ``DIR/tracker.txt``, ``DIR/consumer-N.txt`` and a summary of the CPU each
-process spent per message between the first ack and the last (sampled every 20 ms).
+process spent per message between the first ack and the last (sampled every 20 ms), and
+each of the tracker's threads in that time (``tracker_threads_us_per_msg``, bench.thread_cpu).
 ``--gil`` samples only the thread holding the GIL (who keeps the others waiting).
 Needs py-spy in the venv (``pip install py-spy``) and ptrace rights.
 """
@@ -27,6 +28,7 @@ import kmq
 from bench.common import stack
 from bench.shared import Fleet, wait_handover
 from bench.shared_cpu import CpuSampler
+from bench.thread_cpu import by_name, py_spy_names, thread_cpu_s
 
 
 def main() -> None:
@@ -70,7 +72,11 @@ def main() -> None:
                            "--nonblocking", "-o", str(out / f"{name}.txt")] + (["--native"] if args.native else []) + (
                         ["--idle"] if args.idle else []) + (["--gil"] if args.gil else [])
                     spies.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            # The tracker's threads from the first ack to the last (bench.thread_cpu).
+            fleet.wait(lambda: any(fleet.first_at), 600, "a first ack")
+            threads_before = thread_cpu_s(tracker.process.pid)
             fleet.wait(lambda: sum(fleet.acked) >= args.messages, 600, "drained")
+            threads_after = thread_cpu_s(tracker.process.pid)
             sampler.stop()
             first = min(f for f in fleet.first_at if f)
             last = max(fleet.last_at)
@@ -79,7 +85,11 @@ def main() -> None:
                        "msgs_s": round(args.messages / (last - first)), "seconds": round(last - first, 3),
                        "cpu_us_per_msg": {k: round(v / args.messages * 1e6, 2) for k, v in cpu.items()},
                        "cpu_cores": {k: round(v / (last - first), 2) for k, v in cpu.items()},
-                       "per_consumer": fleet.acked}
+                       "per_consumer": fleet.acked,
+                       "tracker_threads_us_per_msg": {
+                           name: round(v / args.messages * 1e6, 2) for name, v in sorted(
+                               by_name(threads_before, threads_after, py_spy_names(spy, tracker.process.pid)).items(),
+                               key=lambda kv: -kv[1]) if v >= 0.005}}
             print(json.dumps(summary), flush=True)
             (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         finally:
