@@ -76,7 +76,13 @@ class TrackerProcess:
         self._attempts = 0
         self._spawn()
         if wait:
-            self.wait_ready(timeout_s)
+            try:
+                self.wait_ready(timeout_s)
+            except BaseException:
+                # Not ready, or interrupted (Ctrl-C; a test run's SIGTERM): the caller never
+                # got the handle, so the worker is ours to end (it was left running).
+                self.stop()
+                raise
         return self
 
     def _spawn(self) -> None:

@@ -86,17 +86,21 @@ class EmbeddedBroker:
             start_new_session=True)  # Ctrl-C in a terminal goes to us; we stop it by pid
         log.close()
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            # Its own words, not a connect: a connect succeeds to whatever else listens there.
-            said = self._log_since(start_at)
-            if self.process.poll() is not None:
-                code, self.process = self.process.returncode, None
-                if b"Address in use" in self._log_since(start_at):
-                    raise _PortTaken()
-                raise BrokerUnavailableError(f"embedded broker exited with {code}; log: {self.log_path}")
-            if b"ready in" in said:
-                return self
-            time.sleep(0.02)
+        try:
+            while time.monotonic() < deadline:
+                # Its own words, not a connect: a connect succeeds to whatever else listens there.
+                said = self._log_since(start_at)
+                if self.process.poll() is not None:
+                    code, self.process = self.process.returncode, None
+                    if b"Address in use" in self._log_since(start_at):
+                        raise _PortTaken()
+                    raise BrokerUnavailableError(f"embedded broker exited with {code}; log: {self.log_path}")
+                if b"ready in" in said:
+                    return self
+                time.sleep(0.02)
+        except BaseException:  # interrupted (Ctrl-C; a test run's SIGTERM): not left running
+            self.stop()
+            raise
         self.stop()
         raise BrokerUnavailableError(
             f"embedded broker did not listen on {self.bootstrap_servers} within {timeout_s}s; "

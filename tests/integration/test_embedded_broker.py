@@ -52,3 +52,24 @@ def test_a_picked_port_taken_every_time_is_a_clear_error_after_the_last_attempt(
         broker.start()
     assert len(picks) == embedded.PORT_ATTEMPTS and broker.process is None  # the first pick, then two more
     assert (tmp_path / "broker.log").read_bytes().count(b"listening on: ") == embedded.PORT_ATTEMPTS
+
+
+def test_a_start_interrupted_while_waiting_leaves_no_broker_running(tmp_path, monkeypatch):
+    broker = embedded.EmbeddedBroker(log_path=tmp_path / "broker.log")
+    spawned = []
+    popen = embedded.subprocess.Popen
+
+    def popen_and_note(*args, **kwargs):
+        spawned.append(popen(*args, **kwargs))
+        return spawned[-1]
+
+    def interrupted(offset: int) -> bytes:
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(embedded.subprocess, "Popen", popen_and_note)
+    monkeypatch.setattr(broker, "_log_since", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        broker.start()
+    (process,) = spawned
+    assert process.poll() is not None, "the broker was left running"
+    assert broker.process is None

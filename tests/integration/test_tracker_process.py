@@ -75,3 +75,27 @@ def test_a_port_the_caller_chose_is_kept_and_its_loss_is_an_error(make_settings,
             assert t.settings.web_port == port
         finally:
             t.stop()
+
+
+@pytest.mark.slow
+def test_a_start_interrupted_while_waiting_leaves_no_worker_running(make_settings, artifacts):
+    # A test run's SIGTERM (turned into KeyboardInterrupt) while start() waits: the caller
+    # never gets the handle, so nothing else could end the worker (it was left running).
+    t = TrackerProcess(make_settings(), artifacts / "tracker-interrupted.log")
+    spawned = []
+    spawn = t._spawn
+
+    def spawn_and_note() -> None:
+        spawn()
+        spawned.append(t.process)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt("signal 15")
+
+    t._spawn = spawn_and_note
+    t.health = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        t.start(timeout_s=120)
+    (worker,) = spawned
+    assert worker.poll() is not None, "the worker was left running"
+    assert t.process is None
