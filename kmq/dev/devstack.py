@@ -63,7 +63,7 @@ class TrackerProcess:
         self.log_path = Path(log_path)
         self.extra_env = extra_env or {}
         self.process: subprocess.Popen | None = None
-        # 1: the port is the caller's choice (kmq dev's --web-port), never changed here.
+        # 1: the port the settings name is kept, taken or not (the start fails instead).
         self.port_attempts = port_attempts
         self._attempts = 0
         self._log_at = 0  # where this start's lines begin in the log
