@@ -59,3 +59,8 @@ def every_run(prefix: str, fn):
             out += part
         return out
     return section
+
+
+def table_head(*columns: str) -> list[str]:
+    """A Markdown table's header and rule lines."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]

