@@ -16,6 +16,9 @@ in any order. Whatever the interleaving:
   held one), and state is kept only for groups with something waiting or in flight;
 - a purge below a point drops every message whose record lies below it (never handed out
   after, never holding its group) and keeps the order of what was sent after it.
+
+Then the hand-out case by case; runs, purges and deduplication case by case are in
+test_ordering_runs.py, test_ordering_purge.py and test_ordering_dedup.py.
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kmq.protocol.ordering import (MAX_GROUP_BYTES, Dedup, GroupOrder, dedup_message_id,
-                                   valid_dedup_id, valid_group)
+from kmq.protocol.ordering import MAX_GROUP_BYTES, GroupOrder, valid_dedup_id, valid_group
 
 GROUPS = [b"a", b"b", b"c", b"hot", b"x" * MAX_GROUP_BYTES]
 
@@ -273,165 +275,8 @@ def test_gauges_of_waiting_groups_and_head_age():
     assert order.gauges(1100) == {"groups_waiting": 1, "groups_in_flight": 1, "oldest_head_age_ms": 1000}
 
 
-def test_a_purge_drops_waiting_records_and_frees_groups_of_purged_heads():
-    order = GroupOrder()
-    for offset, (msg_id, group) in enumerate([("a0", b"a"), ("a1", b"a"), ("b0", b"b"), ("c0", b"c")]):
-        order.offer(offset, msg_id, group, 0)
-    assert sorted(order.take(2, 0)) == [(0, b"a"), (2, b"b")]  # a0, b0 in flight
-    assert order.dead_lettered(2, hold=True)                   # b waits for a redrive
-    # When: the queue is purged below 4 (the log's end)
-    assert order.purge_below(4) == 4  # a1, c0 waiting; a0 in flight; b0 held
-    # Then: nothing is left, and a late ack of the purged head is ignored
-    assert len(order) == 0 and order.waiting_records() == 0 and order.in_flight() == {}
-    assert order.gauges(10) == {"groups_waiting": 0, "groups_in_flight": 0, "oldest_head_age_ms": 0}
-    assert not order.settled(0)
-    # and the groups' next sends go out at once
-    order.offer(4, "a2", b"a", 5)
-    order.offer(5, "b1", b"b", 5)
-    assert sorted(order.take(5, 5)) == [(4, b"a"), (5, b"b")]
-
-
-def test_a_purge_keeps_what_was_sent_after_its_point_in_order():
-    order = GroupOrder()
-    order.offer(0, "a0", b"a", 0)
-    order.offer(1, "a1", b"a", 0)  # sent after the purge point (1), read before the purge
-    order.offer(2, "a2", b"a", 0)
-    order.offer(3, "b0", b"b", 0)
-    assert sorted(order.take(5, 0)) == [(0, b"a"), (3, b"b")]
-    assert order.purge_below(1) == 1   # only a0, the head in flight
-    assert order.in_flight() == {3: b"b"}  # b0 is above the point: still in flight
-    assert order.take(5, 0) == [(1, b"a")]
-    assert order.take(5, 0) == []      # a2 waits for a1
-    assert order.settled(1) and order.take(5, 0) == [(2, b"a")]
-
-
-def test_a_purge_drops_a_returned_head_below_its_point():
-    order = GroupOrder()
-    order.offer(0, "a0", b"a", 0)
-    order.offer(1, "a1", b"a", 0)
-    assert order.take(1, 0) == [(0, b"a")]
-    assert order.offer(2, "a0", b"a", 0) == "returned"  # republished (released), read
-    assert order.purge_below(3) == 2   # the returned a0 and a1
-    assert len(order) == 0
-    order.offer(3, "a2", b"a", 0)
-    assert order.take(5, 0) == [(3, b"a")]
-
-
 def test_bad_groups_and_dedup_ids_are_refused():
     assert valid_group(b"") is None and valid_group(None) is None
     assert valid_group(b"x" * (MAX_GROUP_BYTES + 1)) is None
     assert valid_group(b"acct-42") == b"acct-42"
     assert valid_dedup_id(b"y" * 129) is None and valid_dedup_id(b"txn") == b"txn"
-
-
-# -- deduplication -------------------------------------------------------------------------
-
-
-@settings(max_examples=300, deadline=None)
-@given(sends=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 400)), max_size=300),
-       window=st.integers(1, 500), cap=st.integers(1, 8))
-def test_dedup_keeps_the_first_of_each_window_and_stays_bounded(sends, window, cap):
-    dedup = Dedup(window, max_entries=cap)
-    ts = 0
-    accepted: dict[int, int] = {}  # id -> timestamp of the window's first
-    for i, (key, step) in enumerate(sends):
-        ts += step
-        first = dedup.check(str(key).encode(), f"m{i}", i, ts)
-        assert dedup.check(str(key).encode(), f"m{i}", i, ts) == first  # read again: the same
-        if first is not None:
-            # a duplicate only within the window of an accepted first of the same id
-            assert key in accepted and ts - accepted[key] < window
-            assert first.startswith("m")
-        else:
-            accepted[key] = ts
-        assert len(dedup) <= cap
-
-
-def test_dedup_across_senders_by_log_time():
-    dedup = Dedup(300_000)
-    assert dedup.check(b"txn-991", "first", 10, 1_000) is None
-    assert dedup.check(b"txn-991", "second", 11, 200_000) == "first"   # another process, same window
-    assert dedup.check(b"txn-991", "first", 10, 1_000) is None         # the first, read again
-    assert dedup.check(b"txn-991", "third", 12, 301_000) is None       # window passed: a new message
-    assert dedup.check(b"other", "x", 13, 301_000) is None
-    assert len(dedup) == 2
-
-
-def test_an_id_stamped_far_in_the_future_does_not_keep_the_others():
-    # A producer's clock years ahead: its id is remembered until the reader's wall clock is
-    # a window past it, not years, and the ids behind it still expire (they left by the cap)
-    dedup = Dedup(1_000)
-    assert dedup.check(b"future", "f", 0, 10**13, now_ms=1_000) is None
-    for i in range(1, 6):
-        assert dedup.check(b"id-%d" % i, f"m{i}", i, 1_000 + i, now_ms=1_000 + i) is None
-    assert dedup.check(b"late", "l", 9, 5_000, now_ms=5_000) is None
-    assert len(dedup) == 1
-
-
-@settings(max_examples=300, deadline=None)
-@given(stamps=st.lists(st.integers(0, 1 << 62), max_size=60), window=st.integers(1, 10_000))
-def test_after_a_window_of_wall_time_only_the_newest_id_is_kept_whatever_the_timestamps(stamps, window):
-    dedup = Dedup(window)
-    wall = 1_000
-    for i, ts in enumerate(stamps):
-        wall += i % 3
-        dedup.check(b"id-%d" % i, f"m{i}", i, ts, now_ms=wall)
-    later = wall + window + 1
-    assert dedup.check(b"last", "z", len(stamps), later, now_ms=later) is None
-    assert len(dedup) == 1
-
-
-def test_a_changed_window_keeps_the_ids_seen():
-    dedup = Dedup(300_000)
-    assert dedup.check(b"txn", "first", 10, 1_000) is None
-    dedup.set_window(600_000)  # a longer window: the first is still remembered
-    assert dedup.check(b"txn", "second", 11, 500_000) == "first"
-    dedup.set_window(100_000)  # a shorter one drops what is already past it
-    assert len(dedup) == 0 and dedup.check(b"txn", "third", 12, 500_000) is None
-
-
-def test_dedup_message_id_is_the_same_for_every_send():
-    a = dedup_message_id("payments", b"txn-991")
-    assert a == dedup_message_id("payments", b"txn-991")
-    assert a != dedup_message_id("payments2", b"txn-991") and a.startswith("d-")
-
-
-def test_a_run_goes_to_one_consumer_and_its_group_waits_for_all_of_it():
-    order = GroupOrder()
-    for o in range(6):
-        order.offer(o, f"a{o}", b"a", 0)
-    order.offer(6, "b0", b"b", 0)
-    # Given: one consumer takes a run of a's first four, and b's head
-    assert order.take(8, 0, run=4) == [(0, b"a"), (1, b"a"), (2, b"a"), (3, b"a"), (6, b"b")]
-    # Then: nothing more of a goes out until all four are settled
-    for o in (0, 1, 2):
-        assert order.settled(o) and order.take(8, 0, run=4) == []
-    assert order.settled(3) and order.take(8, 0, run=4) == [(4, b"a"), (5, b"a")]
-
-
-def test_a_run_given_back_comes_again_one_at_a_time_in_run_order():
-    order = GroupOrder()
-    for o in range(4):
-        order.offer(o, f"a{o}", b"a", 0)
-    order.offer(4, "a4", b"a", 0)
-    assert [o for o, _ in order.take(8, 0, run=4)] == [0, 1, 2, 3]
-    assert order.settled(0)
-    # a1 released, a2 and a3 given back by the consumer: copies read in another order
-    assert order.offer(10, "a3", b"a", 0) == "returned"
-    assert order.offer(11, "a1", b"a", 0) == "returned"
-    assert order.take(8, 0, run=4) == []          # a2 is neither at a consumer nor back
-    assert order.offer(12, "a2", b"a", 0) == "returned"
-    assert order.offer(13, "a2", b"a", 0) == "known"  # a second copy never goes out
-    assert order.take(8, 0, run=4) == [(11, b"a")]   # the run's first, alone
-    assert order.take(8, 0, run=4) == []
-    assert order.settled(11) and order.take(8, 0, run=4) == [(12, b"a")]
-    assert order.settled(12) and order.take(8, 0, run=4) == [(10, b"a")]
-    assert order.settled(10) and order.take(8, 0, run=4) == [(4, b"a")]
-    assert order.lowest_handed() == 4
-
-
-def test_a_run_stops_at_a_wide_gap():
-    order = GroupOrder()
-    for o in (0, 1, 300, 301):
-        order.offer(o, f"a{o}", b"a", 0)
-    assert order.take(8, 0, run=8, max_gap=256) == [(0, b"a"), (1, b"a")]
