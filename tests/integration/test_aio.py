@@ -76,7 +76,7 @@ def test_32_tasks_drain_a_queue_and_a_consumer_cancelled_mid_run_loses_nothing_a
     """The worker test's shape with kmq.aio by hand: tasks under a semaphore of 32, stopped
     by cancelling the consuming task (a service's shutdown), then a second consumer.
     Shared mode only: partition mode's two group joins make it 10 s, and what differs there
-    is the sync consumer underneath (test_worker.py's SIGTERM test runs it in both modes;
+    is the sync consumer underneath (test_worker_process.py's SIGTERM test runs it in both modes;
     the aio verbs run in both above)."""
     mode = "shared"
     n = 300
@@ -120,7 +120,7 @@ def test_32_tasks_drain_a_queue_and_a_consumer_cancelled_mid_run_loses_nothing_a
                 await asyncio.gather(*tasks)
 
     # 30 s, not the suite's 2 s: a consumer stalled for 2 s on a loaded machine would let a
-    # prefetched message lapse and come back, handled twice (test_worker.py saw 8 of 600).
+    # prefetched message lapse and come back, handled twice (test_worker_process.py saw 8 of 600).
     settings = default_settings.replace(visibility_timeout_s=30.0)
 
     async def main():

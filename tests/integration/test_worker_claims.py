@@ -1,4 +1,4 @@
-"""docs/workers.md, "What a handler's result does", the row tests/integration/test_worker.py
+"""docs/workers.md, "What a handler's result does", the row tests/integration/test_worker_handlers.py
 leaves out: a handler that settles its message itself. Its verb stands; the return or the
 exception then only counts in the metrics and the `handler_failed` log line."""
 
