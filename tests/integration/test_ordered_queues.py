@@ -18,7 +18,7 @@ import pytest
 import kmq
 from kmq.dev.devstack import settings_env
 from tests.conftest import wait_for
-from tests.integration.test_web import browse, parse
+from tests.integration.browser import browse, parse
 from tests.integration.views import queue_detail, tracker_sees
 
 pytestmark = pytest.mark.usefixtures("tracker")

@@ -1,5 +1,5 @@
 """docs/security.md's route table with auth on: what answers without a token, and what Faust
-endpoints stay off (the others are in test_web.py and test_web_routing.py)."""
+endpoints stay off (the others are in test_web_access.py and test_web_routing.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """docs/web.md read as a black box, against one real tracker worker with auth on: the list's
 parameters, the token's refusals, and the fields the doc names in /kmq/health, /kmq/stats
-and a queue's detail (tests/integration/test_web.py has the numbers of a workload).
+and a queue's detail (tests/integration/test_web_numbers.py has the numbers of a workload).
 """
 
 from __future__ import annotations
