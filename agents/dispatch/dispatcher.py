@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from bisect import bisect_left
 from typing import Callable
 
 from agents.dispatch import modes
@@ -32,14 +33,17 @@ from agents.dispatch.events import DispatcherEvents
 from agents.dispatch.handover import hand_over_switched
 from agents.dispatch.inbox import DispatcherInbox
 from agents.dispatch.lanes import Batch, LaneWriter, delivery_of
-from agents.dispatch.reader import QueueReader
+from agents.dispatch.reader import NO_END, QueueReader
 from agents.dispatch.views import DispatcherViews
 from agents.dispatch.ordered import OrderedQueues
+from agents.dispatch.ordered_dedup import header_names
 from kmq.protocol import deliveries as D
+from kmq.protocol import envelope
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Want, hand_out
 from kmq.protocol.lookahead import Lookahead
 from kmq.protocol.placement import queue_partitions
+from kmq.protocol.view_freshness import ViewFreshness
 from kmq.queue_config import QueueConfig
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.settings import Settings
@@ -71,11 +75,13 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "bad-credits": 0, "credits-refused": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
                       "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
-                      "dedup-replays": 0, "dedup-ids-read-back": 0}
+                      "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
         self._next_config_scan = 0.0
+        self._freshness = ViewFreshness()  # what was read the settings are known current for
+        self._overdue_logged_s = -math.inf  # when a view stuck behind was last logged
         self._lanes: LaneWriter | None = None  # the thread's clients (_set_up)
         self._reader: QueueReader | None = None
 
@@ -225,11 +231,17 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                     self._floors.setdefault(m, []).append(M.Floor(w.queue, p, floor, part.epoch))
             else:
                 dropped = False
+                names = header_names(w.taken)
+                if envelope.GROUP in names:  # sent right after ordering="group" was set?
+                    self._hold_uncovered(w, part, p, self._settings_cover(w.queue, p, cfg, w.taken[-1].offset()))
+                    if not w.taken:
+                        continue
                 if self._ordered.waiting((m, w.queue, p)):  # set back from ordering="group"
                     w.taken[:0] = self._ordered.release((m, w.queue, p), roster.demand())  # those first
+                    names = None
                 if w.taken:  # sends repeated within the dedup window are never handed out
                     kept = self._ordered.drop_duplicates((m, w.queue, p), w.taken,
-                                                         int(cfg.dedup_window_s * 1000))
+                                                         int(cfg.dedup_window_s * 1000), names)
                     dropped, w.taken = len(kept) < len(w.taken), kept
                 runs = hand_out(w, roster)
                 if dropped:
@@ -242,3 +254,44 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                 out.setdefault(m, []).append(batch)
                 self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor
+
+    def _settings_cover(self, queue: str, p: int, cfg: QueueConfig, last: int) -> int:
+        """Records carrying a group were taken for ``queue`` as an unordered queue's, up to
+        offset ``last``: the offset of queue partition ``p`` below which the view of the
+        queues topic is known to hold every change made before they were sent, and still
+        says ``cfg`` (0: none; kmq.protocol.view_freshness: ``configure_queue(q,
+        ordering="group")`` and sends right after it)."""
+        view, fresh, now_s = self._configs, self._freshness, time.monotonic()
+        below = fresh.covered_below(p, view.applied())
+        if below <= last:
+            if self._view_overdue(fresh, now_s):
+                below = NO_END
+            elif fresh.may_ask():
+                read_to = self._reader.read_to()  # before the ask: all of it was in the log
+                ends = self._reader.ends_of(self.settings.queues_topic, view.partitions)
+                self.stats["settings-checks"] += 1
+                if ends is not None:
+                    fresh.asked(read_to, ends, now_s)
+                    below = fresh.covered_below(p, view.applied())
+        return below if self._dispatchable(queue) == cfg else 0
+
+    def _view_overdue(self, fresh: ViewFreshness, now_s: float) -> bool:
+        """The view stays behind (its follower cannot read the topic): say so, hold nothing."""
+        if not fresh.overdue(now_s):
+            return False
+        if now_s - self._overdue_logged_s >= LAPSE_LOG_S:
+            self._overdue_logged_s = now_s
+            log.warning("the queues topic view has not caught up for %.0f s: records carrying a group "
+                        "go out as the view's settings say", now_s - fresh.behind_since_s)
+        return True
+
+    def _hold_uncovered(self, w: Want, part: OwnedPartition, p: int, below: int) -> None:
+        """What ``w`` took at or above ``below`` is not handed out: it stays read ahead (the
+        trim keeps it) and is taken again next round, as the settings say then."""
+        if w.taken[-1].offset() < below:
+            return
+        k = bisect_left([r.offset() for r in w.taken], below)
+        w.cursor = w.taken[k].offset()
+        part.cursors[(w.queue, p)] = w.cursor  # past only other queues' records
+        w.taken = w.taken[:k]
+        self.stats["held-for-settings"] += 1

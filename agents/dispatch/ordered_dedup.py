@@ -20,15 +20,21 @@ _ID_ONLY = {envelope.ID}
 _ABSENT = object()  # no kmq.dedup-id header (one without a value is None)
 
 
-def _with_dedup_ids(records: list) -> Iterator[tuple[Any, bytes, list]]:
-    """(record, its ``kmq.dedup-id``, its headers) of the records that carry one, in order."""
+def header_names(records: list) -> set:
+    """Every header name the records carry, asked of all of them at once (in C)."""
+    if not records:
+        return set()
+    return set(map(_FIRST, chain.from_iterable(filter(None, map(type(records[0]).headers, records)))))
+
+
+def _with_dedup_ids(records: list, names: set | None = None) -> Iterator[tuple[Any, bytes, list]]:
+    """(record, its ``kmq.dedup-id``, its headers) of the records that carry one, in order.
+    ``names``: :func:`header_names` of the records, if known."""
     if not records:
         return
-    # Most records carry only kmq.id: every header's name, asked of all at once (in C),
-    # says there is nothing to look into. (A plain producer's record may carry
-    # kmq.dedup-id alone.)
-    headers = chain.from_iterable(filter(None, map(type(records[0]).headers, records)))
-    if set(map(_FIRST, headers)) <= _ID_ONLY:
+    # Most records carry only kmq.id: their header names say there is nothing to look
+    # into. (A plain producer's record may carry kmq.dedup-id alone.)
+    if (header_names(records) if names is None else names) <= _ID_ONLY:
         return
     for rec in records:
         hs = rec.headers()
@@ -42,12 +48,14 @@ class Deduplicating:
     """:meth:`drop_duplicates` and :meth:`remember_sends` of
     :class:`~agents.dispatch.ordered.OrderedQueues`."""
 
-    def drop_duplicates(self: "OrderedQueues", key: "Key", records: list, dedup_window_ms: int) -> list:
+    def drop_duplicates(self: "OrderedQueues", key: "Key", records: list, dedup_window_ms: int,
+                        names: set | None = None) -> list:
         """An unordered queue's records without the duplicates of a send inside the window.
-        Records with no header but ``kmq.id`` (an SDK send without headers) are not looked into."""
+        Records with no header but ``kmq.id`` (an SDK send without headers) are not looked into.
+        ``names``: :func:`header_names` of the records, if known."""
         dropped = set()
         q = None
-        for rec, raw, hs in _with_dedup_ids(records):
+        for rec, raw, hs in _with_dedup_ids(records, names):
             q = q or self._get(key, dedup_window_ms)
             if self._duplicate(q, key[2], rec, raw, hs):
                 dropped.add(rec.offset())

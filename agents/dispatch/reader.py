@@ -191,6 +191,21 @@ class QueueReader:
             log.warning("queue partition %d: end not known (%s); reading to %d first", p, exc, default)
             return default
 
+    def read_to(self) -> dict[int, int]:
+        """Queue partition -> the offset below which every record was in the log when read
+        (the highest read + 1, or the end the broker said)."""
+        return dict(self._ends)
+
+    def ends_of(self, topic: str, partitions: list[int]) -> dict[int, int] | None:
+        """Each partition's end as ListOffsets says it now (a broker round trip each), or
+        None if the broker does not answer."""
+        try:
+            return {p: max(0, self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=2,
+                                                                   cached=False)[1]) for p in partitions}
+        except Exception as exc:  # KafkaException: a broker blip; asked again next round
+            log.warning("%s: ends not known (%s)", topic, exc)
+            return None
+
     def offset_at(self, p: int, wall_ms: int) -> int:
         """Partition ``p``'s first offset stamped at or after ``wall_ms`` (``NO_END`` if
         none is); 0 if the broker does not say (the embedded one always says 0)."""

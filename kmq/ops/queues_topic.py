@@ -115,6 +115,16 @@ class QueueConfigs:
             if offset > self._positions.get(partition, 0):
                 self._positions[partition] = offset
 
+    @property
+    def partitions(self) -> list[int]:
+        """The queues topic's partitions this view reads."""
+        return list(getattr(self, "_parts", []))
+
+    def applied(self) -> dict[int, int]:
+        """Partition -> the offset below which this view has applied the queues topic."""
+        with self._lock:
+            return dict(self._positions)
+
     def catch_up(self, timeout_s: float = 5.0) -> bool:
         """Wait until this view has applied every record the topic holds now; False if it
         has not within ``timeout_s`` (the view is then as current as it got).
