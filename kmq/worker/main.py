@@ -81,9 +81,10 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
     shutdown = ShutdownSignal(grace_s)
 
     def on_signal(signum: int, _frame: object) -> None:
-        state = shutdown.signal(time.monotonic())
+        state = shutdown.signal(time.monotonic(), announce_force=False)
         if state.phase == "forced":
-            # Exit at once: what was running comes back after its visibility timeout.
+            # Exit at once: what was running comes back after its visibility timeout. (Were
+            # ``forced`` set, a runner could log grace_over and flush before the exit.)
             os.write(2, b'{"event": "forced_exit"}\n')
             os._exit(1)
         log.info("%s", json.dumps({"event": "draining", "signal": signal.Signals(signum).name,

@@ -59,11 +59,13 @@ class ShutdownSignal:
             self._state = self._state.on_signal(now)
         self.stopping.set()
 
-    def signal(self, now: float) -> Shutdown:
+    def signal(self, now: float, announce_force: bool = True) -> Shutdown:
+        """A signal came. ``announce_force=False``: a caller that exits the process itself at
+        a second signal; ``forced`` is not set, so no thread wakes to log or flush first."""
         with self._lock:
             self._state = self._state.on_signal(now)
             state = self._state
         self.stopping.set()
-        if state.phase == "forced":
+        if state.phase == "forced" and announce_force:
             self.forced.set()
         return state

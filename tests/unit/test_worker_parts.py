@@ -12,7 +12,7 @@ from kmq.errors import ConfigError
 from kmq.worker.main import select
 from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.outcome import REASON_MAX_BYTES, Reject, decide, failure_reason, truncate_utf8
-from kmq.worker.shutdown import Shutdown
+from kmq.worker.shutdown import Shutdown, ShutdownSignal
 
 
 class Fatal(Exception):
@@ -60,6 +60,18 @@ def test_first_signal_drains_within_the_grace_second_forces(grace_s, t1, dt, mor
     for _ in range(more):
         s = s.on_signal(t1 + dt)
         assert s.phase == "forced" and s.grace_left_s(t1 + dt) == 0.0
+
+
+def test_a_second_signal_the_process_exits_on_wakes_no_thread_first():
+    """``kmq worker``'s signal handler exits at the second signal itself: were ``forced`` set
+    first, a runner woke and logged grace_over (and flushed) before the exit, which
+    docs/workers.md rules out."""
+    s = ShutdownSignal(30.0)
+    assert s.signal(1.0, announce_force=False).phase == "draining" and s.stopping.is_set()
+    assert s.signal(2.0, announce_force=False).phase == "forced" and not s.forced.is_set()
+    other = ShutdownSignal(30.0)  # a runner that failed stops the others: they are told
+    other.signal(1.0)
+    assert other.signal(2.0).phase == "forced" and other.forced.is_set()
 
 
 def test_a_decorated_function_stays_callable_and_says_how_it_runs():
