@@ -26,7 +26,7 @@ OTHER_VARIABLES = (
     ("KMQ_DISPATCH_TRACE", "the tracker worker (agents/dispatch/dispatcher.py), at import", "(empty)",
      "Any non-empty value: the shared-queue dispatcher logs its reads, busy rounds, CREDITs, "
      "ACQUIREs and lane writes at INFO (`TRACE ...` lines; diagnosis only, a line per marker)"),
-    ("KMQ_TEST_WORKERS", "`scripts/test`", "`4`",
+    ("KMQ_TEST_WORKERS", "`scripts/test`", "`6`",
      "pytest-xdist workers of the whole suite (0: serially)"),
 )
 

@@ -72,13 +72,13 @@ def check_values(s: Settings) -> None:
             raise ConfigError(f"KMQ_{name.upper()}={getattr(s, name)} is above {limit:,}, "
                               f"librdkafka's bound of {what}: give at most {limit:,}")
     if s.max_delay_s * 1000 > MAX_DELAY_MS:
-        raise ConfigError(f"KMQ_MAX_DELAY_S={s.max_delay_s:g} is above the marker codec's limit "
+        raise ConfigError(f"KMQ_MAX_DELAY_S={s.max_delay_s:.15g} is above the marker codec's limit "
                           f"of {MAX_DELAY_MS // 1000} s (365 days): lower it")
     if s.visibility_timeout_s * 1000 > MAX_TIMEOUT_MS:
-        raise ConfigError(f"KMQ_VISIBILITY_TIMEOUT_S={s.visibility_timeout_s:g} is above the "
+        raise ConfigError(f"KMQ_VISIBILITY_TIMEOUT_S={s.visibility_timeout_s:.15g} is above the "
                           f"limit of {MAX_TIMEOUT_MS // 1000} s (12 h): lower it")
     if s.max_processing_s > MAX_PROCESSING_S:
-        raise ConfigError(f"KMQ_MAX_PROCESSING_S={s.max_processing_s:g} is above the limit of "
+        raise ConfigError(f"KMQ_MAX_PROCESSING_S={s.max_processing_s:.15g} is above the limit of "
                           f"{MAX_PROCESSING_S:g} s (7 days): lower it")
     if s.auth not in ("on", "off"):
         raise ConfigError(f"KMQ_AUTH={s.auth!r}: use on or off")

@@ -75,6 +75,13 @@ def test_other_variables_are_read_somewhere_and_are_not_settings():
         assert name not in settings_names, f"{name} is a setting: list it once, in Settings"
 
 
+def test_the_test_workers_default_is_the_one_scripts_test_uses():
+    """The reference said 4 while scripts/test ran six."""
+    (used,) = re.findall(r"KMQ_TEST_WORKERS:-(\d+)", (ROOT / "scripts" / "test").read_text())
+    (listed,) = [default for name, _, default, _ in OTHER_VARIABLES if name == "KMQ_TEST_WORKERS"]
+    assert listed == f"`{used}`"
+
+
 def test_the_committed_configuration_reference_is_current():
     doc = ROOT / "docs" / "configuration.md"
     assert doc.read_text() == reference_markdown(), "run: kmq config-reference --out docs/configuration.md"
@@ -115,3 +122,11 @@ def test_the_retention_error_names_the_sum_it_compared_in_seconds_below_a_day():
     with pytest.raises(ConfigError, match=r"^KMQ_QUEUE_RETENTION_MS=301000 \(301 s\) does not exceed "
                                           r"KMQ_MAX_PROCESSING_S=300 \+ KMQ_VISIBILITY_TIMEOUT_S=30 \(330 s\): "):
         Settings(max_delay_s=100, max_processing_s=300, visibility_timeout_s=30, queue_retention_ms=301_000)
+
+
+@pytest.mark.parametrize("name, value", [("KMQ_MAX_DELAY_S", "31536001"), ("KMQ_VISIBILITY_TIMEOUT_S", "43201"),
+                                         ("KMQ_MAX_PROCESSING_S", "604801")])
+def test_a_value_above_its_limit_is_quoted_as_given_not_in_exponent_form(name, value):
+    # KMQ_MAX_DELAY_S=31536001 was quoted back as 3.1536e+07.
+    with pytest.raises(ConfigError, match=rf"{name}={value} is above"):
+        Settings.from_env({name: value})
