@@ -5,9 +5,6 @@ and a queue's detail (tests/integration/test_web_numbers.py has the numbers of a
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -15,21 +12,14 @@ import pytest
 import kmq
 from kmq.dev.devstack import TrackerProcess
 from tests.conftest import wait_for
+from tests.integration.web_deployment import get as web_get
 
 ADMIN = "admin-token-for-claims-0123456789"
 
 
 def get(url: str, token: str | None = ADMIN) -> tuple[int, dict | str]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            body, status = r.read().decode(), r.status
-    except urllib.error.HTTPError as e:
-        body, status = e.read().decode(), e.code
-    try:
-        return status, json.loads(body)
-    except ValueError:
-        return status, body
+    """(status, JSON or text) of a view, as the admin unless told otherwise."""
+    return web_get(url, token)
 
 
 @pytest.fixture(scope="module")
