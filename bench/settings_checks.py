@@ -38,11 +38,13 @@ def run(n: int, size: int, mode: str) -> dict:
             queue = f"settings-checks-{int(time.time() * 1000)}"
             with client.consumer(queue, max_in_flight=2000) as consumer:
                 assert consumer.receive(timeout_s=1) is None  # its credit is at the dispatcher
-                sender = threading.Thread(target=send, args=(client, queue, n, size, True))
+                sender = None
                 if mode == "drain":
                     send(client, queue, n, size, pace=False)
+                else:
+                    sender = threading.Thread(target=send, args=(client, queue, n, size, True))
                 started = time.perf_counter()
-                if mode == "flow":
+                if sender is not None:
                     sender.start()
                 got, deadline = 0, time.monotonic() + 300
                 while got < n and time.monotonic() < deadline:
@@ -51,7 +53,7 @@ def run(n: int, size: int, mode: str) -> dict:
                     batch.ack()
                 consumer.flush()
                 elapsed = time.perf_counter() - started
-                if mode == "flow":
+                if sender is not None:
                     sender.join()
         with urllib.request.urlopen(tracker.url + "/kmq/stats", timeout=10) as r:
             stats = json.load(r)["dispatcher"]

@@ -23,6 +23,7 @@ import logging
 import math
 import time
 from bisect import bisect_left
+from operator import methodcaller
 from typing import Callable
 
 from agents.dispatch import modes
@@ -56,6 +57,7 @@ IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be don
 ACQUIRE_POLL_S = 0.005    # ... and how long it waits for an ACQUIRE's acknowledgement
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
+_OFFSET = methodcaller("offset")
 
 
 class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, DispatcherViews):
@@ -290,7 +292,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
         trim keeps it) and is taken again next round, as the settings say then."""
         if w.taken[-1].offset() < below:
             return
-        k = bisect_left([r.offset() for r in w.taken], below)
+        k = bisect_left(w.taken, below, key=_OFFSET)
         w.cursor = w.taken[k].offset()
         part.cursors[(w.queue, p)] = w.cursor  # past only other queues' records
         w.taken = w.taken[:k]

@@ -182,25 +182,21 @@ class QueueReader:
                 ahead.trim(key, w.cursor)
 
     def end_offset(self, p: int, default: int) -> int:
-        """Partition ``p``'s end now (a broker round trip), or ``default`` if not known."""
-        try:
-            _low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.settings.queue_topic, p), timeout=5, cached=False)
-            return max(high, default)
-        except Exception as exc:  # KafkaException: a broker blip; read what is known at least
-            log.warning("queue partition %d: end not known (%s); reading to %d first", p, exc, default)
-            return default
+        """Partition ``p``'s end now (a broker round trip), or ``default`` if not known
+        (a broker blip: what is known is read at least)."""
+        ends = self.ends_of(self.settings.queue_topic, [p], timeout_s=5)
+        return default if ends is None else max(ends[p], default)
 
     def read_to(self) -> dict[int, int]:
         """Queue partition -> the offset below which every record was in the log when read
         (the highest read + 1, or the end the broker said)."""
         return dict(self._ends)
 
-    def ends_of(self, topic: str, partitions: list[int]) -> dict[int, int] | None:
+    def ends_of(self, topic: str, partitions: list[int], timeout_s: float = 2) -> dict[int, int] | None:
         """Each partition's end as ListOffsets says it now (a broker round trip each), or
         None if the broker does not answer."""
         try:
-            return {p: max(0, self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=2,
+            return {p: max(0, self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s,
                                                                    cached=False)[1]) for p in partitions}
         except Exception as exc:  # KafkaException: a broker blip; asked again next round
             log.warning("%s: ends not known (%s)", topic, exc)
