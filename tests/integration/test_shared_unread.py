@@ -1,0 +1,54 @@
+"""A shared consumer whose user code is busy does not read its lane: what the dispatcher
+sent it meanwhile must wait there invisible, not time out and come back with its delivery
+count spent (agents/dispatch/unread.py; docs/shared-queues.md, step 3)."""
+
+from __future__ import annotations
+
+import time
+
+import kmq
+from tests.conftest import wait_for
+from tests.integration.test_lane_moves import dispatcher_stats
+
+import pytest
+
+VISIBILITY_S = 1.0
+
+
+@pytest.fixture
+def client(shared_settings, tracker):
+    with kmq.Client(settings=shared_settings) as c:
+        yield c
+
+
+def receive(c, n: int, what: str) -> list:
+    got: list = []
+    wait_for(lambda: got.extend(c.receive_batch(n - len(got), timeout_s=0.2)) or len(got) >= n, 60, what=what)
+    return got
+
+
+def test_what_reaches_a_busy_consumer_waits_for_it_with_its_delivery_count(client, queue, tracker):
+    client.configure_queue(queue, dispatch="shared", max_deliveries=10)
+    # max_processing_s: user code may hold b"busy" (the suite's default 0 lets it time out).
+    with client.consumer(queue, visibility_timeout_s=VISIBILITY_S, max_processing_s=60, max_in_flight=4,
+                         prefetch=4) as c:
+        client.send(queue, b"busy")
+        client.send(queue, b"retry")
+        client.flush()
+        first = {m.value: m for m in receive(c, 2, "the first two")}
+        first[b"retry"].release(0)  # comes again as delivery 2, while b"busy" is worked on
+        c.flush()
+        client.send(queue, b"new")
+        client.flush()
+        # User code busy with b"busy" for three visibility timeouts: nobody reads the lane.
+        began = time.monotonic()
+        extends = dispatcher_stats(tracker)["unread-extends"]
+        wait_for(lambda: time.monotonic() - began >= 3 * VISIBILITY_S
+                 and dispatcher_stats(tracker)["unread-extends"] > extends, 60,
+                 what="three visibility timeouts, and the dispatcher extending what is unread")
+        got = receive(c, 2, "what was sent meanwhile")
+        assert sorted((m.value, m.delivery_count) for m in got) == [(b"new", 1), (b"retry", 2)]
+        for m in got + [first[b"busy"]]:
+            m.ack()
+        c.flush()
+        assert c.receive_batch(10, timeout_s=2 * VISIBILITY_S) == [], "a copy came back"
