@@ -39,13 +39,20 @@ RELEASE = Outcome("release")
 
 
 def failure_reason(exc: BaseException, limit_bytes: int = REASON_MAX_BYTES) -> str:
-    """``"Type: message"`` of ``exc``, cut to ``limit_bytes`` of UTF-8 (single line)."""
+    """``"Type: message"`` of ``exc`` (a :class:`Reject`: its reason) on one line, cut to
+    ``limit_bytes`` of UTF-8."""
     if isinstance(exc, Reject):
-        text = exc.reason
+        text = one_line(exc.reason)
     else:
-        message = str(exc).replace("\n", " ").strip()
+        message = one_line(str(exc))
         text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return truncate_utf8(text, limit_bytes)
+
+
+def one_line(text: str) -> str:
+    """``text``'s lines joined by a space: every line break ``str.splitlines`` knows (``\\r``,
+    ``\\r\\n``, U+2028, ...), not only ``\\n``; blank lines dropped."""
+    return " ".join(filter(None, map(str.strip, text.splitlines())))
 
 
 def truncate_utf8(text: str, limit_bytes: int) -> str:

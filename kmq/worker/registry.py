@@ -46,8 +46,10 @@ class Handler:
 
     @property
     def name(self) -> str:
-        """``module.function``: the handler's label in logs and metrics."""
-        return f"{getattr(self.fn, '__module__', '?')}.{getattr(self.fn, '__qualname__', repr(self.fn))}"
+        """``module.function``: the handler's label in logs and metrics (of a callable object,
+        ``module.Class``: the same every run, not its repr with an address)."""
+        fn = self.fn if hasattr(self.fn, "__qualname__") else type(self.fn)
+        return f"{getattr(fn, '__module__', '?')}.{fn.__qualname__}"
 
     @property
     def is_async(self) -> bool:

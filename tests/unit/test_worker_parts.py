@@ -42,6 +42,17 @@ def test_the_reason_is_type_and_message_on_one_line_truncated():
     assert len(long.encode()) <= REASON_MAX_BYTES and long.endswith("...")
 
 
+@example(text="line1\r\nline2\rline3\u2028end")
+@given(text=st.text())
+def test_the_reason_is_one_line_whatever_the_line_breaks(text):
+    # A Reject's reason too: "on one line" (docs/workers.md), and a log line's `error`.
+    for exc in (Reject(text), RuntimeError(text)):
+        reason = failure_reason(exc)
+        assert len(reason.splitlines()) <= 1, reason
+    assert failure_reason(RuntimeError("a\nb\r\nc")) == "RuntimeError: a b c"
+    assert failure_reason(Reject("line1\nline2")) == "line1 line2"
+
+
 @given(text=st.text(), limit=st.integers(3, 600))
 def test_truncation_keeps_valid_utf8_within_the_limit(text, limit):
     out = truncate_utf8(text, limit)
@@ -98,6 +109,16 @@ def test_a_decorated_function_stays_callable_and_says_how_it_runs():
 def test_bad_handler_arguments_name_the_argument(kwargs, field):
     with pytest.raises(ConfigError, match=field):
         kmq.handler("q", **kwargs)(lambda m: None)
+
+
+class Sender:
+    def __call__(self, msg):
+        pass
+
+
+def test_a_handler_is_labelled_module_and_name_an_object_by_its_class():
+    assert kmq.handler("q")(Sender()).name == f"{__name__}.Sender"  # no repr with an address
+    assert kmq.handler("q")(Sender.__call__).name == f"{__name__}.Sender.__call__"
 
 
 def test_selecting_a_queue_without_a_handler_names_it():
