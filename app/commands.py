@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from app import app, settings
+from kmq.errors import KmqError
 from kmq.kafka.admin import ensure_topics
 
 
 @app.command()
 async def create_topics(self) -> None:
-    """Create the queue, markers and dead-letter topics (idempotent)."""
-    created = ensure_topics(settings)
+    """Create kmq's topics: queue, markers, dead letters, queue settings, deliveries (idempotent)."""
+    try:
+        created = ensure_topics(settings)
+    except KmqError as exc:  # a settings mismatch or no broker: one line, exit status 1
+        raise SystemExit(f"error: {exc}") from None
     t = settings.topics
     for name, parts in ((t.queue, settings.queue_partitions), (t.markers, settings.markers_partitions),
                         (t.dlq, settings.dlq_partitions), (t.queues, settings.queues_partitions)):

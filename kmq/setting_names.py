@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import difflib
 import logging
-from typing import Any, Mapping, Sequence
+import re
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Sequence
 
 from kmq.errors import ConfigError
 
@@ -29,6 +31,20 @@ def check_keywords(given: Mapping[str, Any], names: Sequence[str]) -> None:
         hint = f"did you mean {near[0]!r}? " if near else ""
         raise ConfigError(f"no setting {unknown[0]!r}; {hint}a setting's keyword is its KMQ_* "
                           "variable's name in lower case without KMQ_ (docs/configuration.md)")
+
+
+@contextmanager
+def keywords_named(given: Mapping[str, Any]) -> Iterator[None]:
+    """A ConfigError about a variable that was given as a keyword (``kmq.Client(
+    visibility_timeout_s=0)``) names the keyword too: the caller set no ``KMQ_*`` variable."""
+    try:
+        yield
+    except ConfigError as exc:
+        text = str(exc)
+        named = [k for k in given if re.search(rf"\bKMQ_{k.upper()}\b", text) and not text.startswith(f"{k}=")]
+        if not named:
+            raise
+        raise type(exc)(f"{text} (given as the keyword {', '.join(named)} of Settings / kmq.Client)") from None
 
 
 def warn_unknown_variables(env: Mapping[str, str], setting_variables: Sequence[str]) -> None:

@@ -24,7 +24,10 @@ def parse_value(f: dataclasses.Field, env_name: str, raw: str) -> Any:
     if kind is str:
         return raw
     try:
-        value = kind(raw)
+        # Python's int() and float() also read "6_066" and other scripts' digits: not ours.
+        if "_" in raw or not raw.isascii():
+            raise ValueError(raw)
+        value = kind(raw)  # spaces around the number are ignored
     except ValueError as exc:
         raise ConfigError(f"{env_name}={raw!r} is not a "
                           + ("whole number: give digits only" if kind is int else "number: give one, e.g. 30")

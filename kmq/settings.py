@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from kmq.kafka import security
-from kmq.setting_names import check_keywords, warn_unknown_variables
+from kmq.setting_names import check_keywords, keywords_named, warn_unknown_variables
 from kmq.setting_values import SECRET_FIELDS, check_type, parse_value
 from kmq.protocol.lane_layout import LaneLayout, planned
 from kmq.setting_checks import check_values
@@ -195,8 +195,9 @@ class Settings:
         "as queue=\"~other\" (at most 2**63-1)")
     log_format: str = _setting(
         "text", "KMQ_LOG_FORMAT",
-        "Tracker worker's log lines: `text` (Faust's) or `json` (one object a line: ts, level, "
-        "logger, message, exc)")
+        "Tracker worker's log lines: `text` (Faust's, on stderr) or `json` (one object a line on "
+        "stdout: ts, level, logger, message, and exc when an exception is logged; start the worker "
+        "as `faust --quiet -A app worker` to keep Faust's start banner off stdout)")
 
     # Shown as "***" when set (logs and tracebacks print settings).
     SECRETS = SECRET_FIELDS
@@ -228,13 +229,16 @@ class Settings:
             if name in env and env[name] != "":
                 values[f.name] = parse_value(f, name, env[name])
         check_keywords(overrides, [f.name for f in dataclasses.fields(cls)])
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
+        with keywords_named(given):
+            return cls(**values)
 
     def replace(self, **changes: Any) -> "Settings":
         """A copy with some fields changed (validated again)."""
         check_keywords(changes, [f.name for f in dataclasses.fields(Settings)])
-        return dataclasses.replace(self, **changes)
+        with keywords_named(changes):
+            return dataclasses.replace(self, **changes)
 
     # -- derived values -----------------------------------------------------
 

@@ -96,6 +96,17 @@ def check_changelog_partitions(settings: Settings, counts: Mapping[str, int]) ->
             "and new topics (docs/scaling.md, 'More partitions: migrate, never alter')")
 
 
+def _count_variables(settings: Settings) -> dict[str, tuple[str, str]]:
+    """Topic name -> (the variable of its partition count, the variable of its name)."""
+    out = {settings.queue_topic: ("KMQ_QUEUE_PARTITIONS", "KMQ_QUEUE_TOPIC"),
+           settings.markers_topic: ("KMQ_MARKERS_PARTITIONS", "KMQ_MARKERS_TOPIC"),
+           settings.dlq_topic: ("KMQ_DLQ_PARTITIONS", "KMQ_DLQ_TOPIC"),
+           settings.queues_topic: ("KMQ_QUEUES_PARTITIONS", "KMQ_QUEUES_TOPIC")}
+    for name in settings.lane_layout.names():
+        out[name] = ("KMQ_DELIVERIES_TOPIC_PARTITIONS", "KMQ_DELIVERIES_TOPIC")
+    return out
+
+
 def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
     """Create missing kmq topics; check existing ones. Returns the names created."""
     existing = topic_partition_counts(settings, timeout_s)
@@ -103,9 +114,11 @@ def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
     for spec in specs:
         have = existing.get(spec.topic)
         if have is not None and have != spec.num_partitions:
+            count, topic = _count_variables(settings).get(spec.topic, ("KMQ_*_PARTITIONS", "its KMQ_*_TOPIC"))
             raise ConfigError(
-                f"topic {spec.topic} has {have} partitions but the settings say "
-                f"{spec.num_partitions}: set the matching KMQ_*_PARTITIONS or use another topic name")
+                f"topic {spec.topic} has {have} partitions but {count}={spec.num_partitions}: set "
+                f"{count}={have} to use it, or name another topic with {topic} (a topic's partition "
+                "count is never altered: docs/scaling.md)")
     check_changelog_partitions(settings, existing)
     missing = [s for s in specs if s.topic not in existing]
     created = []

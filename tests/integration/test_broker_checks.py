@@ -92,7 +92,8 @@ def test_a_worker_whose_start_up_check_fails_exits_with_the_fix_in_its_log(make_
     finally:
         worker.stop()
     assert process.returncode == 1
-    assert "ConfigError: topic " + s.queue_topic + " has 4 partitions but the settings say 2" in log.read_text()
+    assert "ConfigError: topic " + s.queue_topic + " has 4 partitions but KMQ_QUEUE_PARTITIONS=2: set " \
+        "KMQ_QUEUE_PARTITIONS=4" in log.read_text()
 
 
 def test_a_missing_queues_topic_names_both_causes_and_the_acl_fix(make_settings):

@@ -84,3 +84,10 @@ def test_faust_create_topics_creates_the_three_topics(make_settings):
     again = subprocess.run([sys.executable, "-m", "faust", "-A", "app", "create-topics"], env=env,
                            cwd=service_root(), capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "(exists)" in again.stdout + again.stderr
+    # The settings disagree with an existing topic: one line naming the variable, no traceback.
+    env["KMQ_DLQ_PARTITIONS"] = "2"
+    bad = subprocess.run([sys.executable, "-m", "faust", "-A", "app", "create-topics"], env=env,
+                         cwd=service_root(), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1
+    assert f"error: topic {fresh.dlq_topic} has 3 partitions but KMQ_DLQ_PARTITIONS=2: set KMQ_DLQ_PARTITIONS=3" \
+        in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]

@@ -130,3 +130,25 @@ def test_a_value_above_its_limit_is_quoted_as_given_not_in_exponent_form(name, v
     # KMQ_MAX_DELAY_S=31536001 was quoted back as 3.1536e+07.
     with pytest.raises(ConfigError, match=rf"{name}={value} is above"):
         Settings.from_env({name: value})
+
+
+@pytest.mark.parametrize("keyword, value", [("visibility_timeout_s", 0), ("max_deliveries", 0), ("auth", "ON"),
+                                            ("max_delay_s", 10**9)])
+def test_a_bad_keyword_value_names_the_keyword_and_its_variable(keyword, value):
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({}, **{keyword: value})
+    assert f"KMQ_{keyword.upper()}" in str(err.value) and f"keyword {keyword} " in str(err.value)
+    with pytest.raises(ConfigError, match=f"keyword {keyword} "):
+        Settings.from_env({}).replace(**{keyword: value})
+    with pytest.raises(ConfigError) as from_env:  # set as a variable, it names only the variable
+        Settings.from_env({f"KMQ_{keyword.upper()}": str(value)})
+    assert "keyword" not in str(from_env.value)
+
+
+@pytest.mark.parametrize("raw", ["6_066", "６０６６", "60.66"])
+def test_a_whole_number_is_ascii_digits(raw):
+    with pytest.raises(ConfigError, match="KMQ_WEB_PORT=.* is not a whole number: give digits only"):
+        Settings.from_env({"KMQ_WEB_PORT": raw})
+    assert Settings.from_env({"KMQ_WEB_PORT": " 6066 "}).web_port == 6066  # spaces around: ignored
+    with pytest.raises(ConfigError, match="KMQ_VISIBILITY_TIMEOUT_S='1_0' is not a number"):
+        Settings.from_env({"KMQ_VISIBILITY_TIMEOUT_S": "1_0"})
