@@ -79,7 +79,8 @@ def test_the_tracker_fetch_wait_stays_below_its_request_timeout(profile, session
     most = group_timeouts(s).request_ms - 1000  # aiokafka gives up on a fetch after request_ms
     assert s.replace(tracker_fetch_wait_ms=most).tracker_fetch_wait_ms == most
     with pytest.raises(ConfigError, match=rf"^KMQ_TRACKER_FETCH_WAIT_MS={most + 1} .* request timeout of "
-                                          rf"{most + 1000:,} ms .*give at most {most:,}$"):
+                                          rf"{most + 1000:,} ms .*give at most {most:,} \(given as the keyword "
+                                          r"tracker_fetch_wait_ms of Settings / kmq.Client\)$"):
         s.replace(tracker_fetch_wait_ms=most + 1)
 
 
