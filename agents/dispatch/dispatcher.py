@@ -35,7 +35,6 @@ from agents.dispatch.handover import hand_over_switched
 from agents.dispatch.inbox import DispatcherInbox
 from agents.dispatch.lanes import Batch, LaneWriter, delivery_of
 from agents.dispatch.reader import NO_END, QueueReader
-from agents.dispatch.unread import DispatcherUnread
 from agents.dispatch.views import DispatcherViews
 from agents.dispatch.ordered import OrderedQueues
 from agents.dispatch.ordered_dedup import header_names
@@ -61,7 +60,7 @@ ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at mo
 _OFFSET = methodcaller("offset")
 
 
-class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, DispatcherViews, DispatcherUnread):
+class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, DispatcherViews):
     """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
 
     def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs],
@@ -78,8 +77,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "bad-credits": 0, "credits-refused": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
                       "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
-                      "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0,
-                      "unread-extends": 0, "extend-errors": 0}
+                      "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
@@ -122,9 +120,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
         if self._lanes.fatal:
             self._replace_writer()
         busy = self._drain_inbox()
-        now_s = time.monotonic()
-        self._expire_consumers(int(now_s * 1000))
-        self._extend_unread(now_s)
+        self._expire_consumers(int(time.monotonic() * 1000))
         if time.monotonic() >= self._next_config_scan:
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
             hand_over_switched(self.settings, self._configs, self._epochs, self._lanes, self._queue_parts)
@@ -258,7 +254,6 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                 batch = delivery_of(run, w.queue, p, part.epoch, slot, seq, ahead, cfg.ordering == "group",
                                     len(roster.slots), max_copy_bytes=self.settings.max_message_bytes)
                 out.setdefault(m, []).append(batch)
-                roster.note(slot, seq, batch.delivery.range, batch.delivery.mask, now_ms)
                 self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor
 

@@ -40,7 +40,6 @@ from kmq.settings import Settings
 log = logging.getLogger("kmq.tracker.dispatcher")
 
 MAX_ACQUIRES_PER_RECORD = 1000
-EXTENDS_PER_RECORD = 1000      # as a consumer's marker records
 LANES_REREAD_S = 10.0  # how often a CREDIT for an unknown lane may make us read the topics again
 
 
@@ -183,20 +182,6 @@ class LaneWriter:
             produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
                               on_delivery=done)
             self._acquires_in_flight += 1
-
-    def extend(self, m: int, extends: list[M.Extend]) -> None:
-        """EXTENDs of unread deliveries (agents.dispatch.unread) on markers partition ``m``, after
-        their ACQUIREs (one producer, one partition: in order). One that fails loses nothing:
-        its messages time out, as without it."""
-        for i in range(0, len(extends), EXTENDS_PER_RECORD):
-            produce_when_room(self.producer, self.settings.markers_topic,
-                              marker_codec.encode(extends[i:i + EXTENDS_PER_RECORD]), None, partition=m,
-                              on_delivery=self._extend_written)
-
-    def _extend_written(self, err: Any, _msg: Any) -> None:
-        if err is not None:
-            self.stats["extend-errors"] += 1
-            self._note(err)
 
     def write_lanes(self, epochs: set[int]) -> bool:
         """Write the deliveries of acknowledged ACQUIREs of ``epochs`` (still this worker's)."""

@@ -241,7 +241,8 @@ class Consumer(LiveSettings, Flusher, GatedReceive, Closing):
             room = min(self.batch_size, self.max_in_flight - self._in_flight)
             got = self._source.fetch(room, max(0.0, min(remaining, 0.5)))
             if got:
-                self.stats["received"] += got
+                with self._lock:  # the flusher counts what it reads in the background
+                    self.stats["received"] += got
                 return got
             if deadline is not None and time.monotonic() >= deadline - POLL_RESOLUTION_S:
                 return 0

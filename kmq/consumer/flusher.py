@@ -128,6 +128,8 @@ class Flusher:
                     if now >= next_keepalive:
                         next_keepalive = now + self.keepalive_interval_s
                         self._keepalive()
+                # Outside the lock: the receiving thread takes it while it reads.
+                self._source.read_in_background()
             except Exception as exc:  # surface to the user thread, never die silently
                 log.exception("queue %s: flusher failed", self.queue)
                 self._error = exc

@@ -149,7 +149,9 @@ class GatedReceive:
         run of one group handled for 4 s left a delivery unread past its visibility, and
         its message came again after its ack)."""
         self._lane_read_at = now
-        self.stats["received"] += self._source.fetch(self.batch_size, 0.0)
+        got = self._source.fetch(self.batch_size, 0.0)
+        with self._lock:  # the flusher counts what it reads in the background
+            self.stats["received"] += got
 
     def _return_message(self: "Consumer", m: Message) -> bool:
         """Give ``m`` back uncounted (it never reached user code); False if it was settled

@@ -164,6 +164,9 @@ class PartitionSource(GroupMembership):
 
     # -- committing -------------------------------------------------------------------
 
+    def read_in_background(self) -> None:
+        """Nothing: records wait in librdkafka's queue, not STARTed (not in flight) until fetched."""
+
     def on_receiving_thread(self) -> None:
         """Commit what the confirmed STARTs cover (only the polling thread may)."""
         if self._commit_due:

@@ -27,11 +27,18 @@ asked for: fast consumers soon ask for thousands, slow ones keep a few.
 
 A consumer never holds more than it asked for: a delivery beyond its free room (possible
 for a moment after a tracker failover) is given back at once, uncounted.
+
+What reaches the lane while user code is busy (it asked ahead; it receives when done) is
+read by the flusher thread (:meth:`SharedSource.read_in_background`) and held like the
+rest of the read-ahead, so the keepalive keeps it invisible: left on the lane, it timed
+out unread and came back with its delivery count spent (a docs audit found a worker's
+retried message dead-lettered for ``max-deliveries`` while its copies were all handled).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -52,6 +59,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from kmq.consumer.facade import Consumer
 
 log = logging.getLogger("kmq.consumer")
+
+# The flusher reads the lane when the receiving thread has not for this long (user code busy).
+BACKGROUND_READ_AFTER_S = 0.25
 
 
 
@@ -82,6 +92,10 @@ class SharedSource(CreditAsking):
         self.refs = ReferenceReader(s, f"{s.group_id(c.queue)}.refs", config)
         self._leaving = False
         self._farewell: D.Farewell | None = None
+        # One thread at a time reads the lane and the references: the receiving thread, or
+        # the flusher while user code is busy (a librdkafka consumer takes one thread at once).
+        self._reading = threading.Lock()
+        self._read_at = time.monotonic()  # when a read last ended
         self.lanes = ConsumerLanes(self._lane_reader, lanes, c.queue, c._lock)
         c._log.wake_at = self._refill_at()
         c._log.wake.set()  # the flusher asks for work at once, not after its first idle wait
@@ -108,18 +122,43 @@ class SharedSource(CreditAsking):
 
     def fetch(self, room: int, timeout_s: float) -> int:
         """Read the lane (and referred ranges); hold complete deliveries. Returns how many."""
-        fresh = self._read_lanes(0.0 if self.refs else timeout_s)
-        if self.refs:
-            for d, got in self.refs.read(timeout_s):
-                fresh += self._hold_ref(d, got)
-        else:
-            self.refs.rest_if_idle()
+        with self._reading:
+            try:
+                fresh = self._read_lanes(0.0 if self.refs else timeout_s)
+                if self.refs:
+                    for d, got in self.refs.read(timeout_s):
+                        fresh += self._hold_ref(d, got)
+                else:
+                    self.refs.rest_if_idle()
+            finally:
+                self._read_at = time.monotonic()
         return fresh
 
-    def _read_lanes(self, timeout_s: float) -> int:
+    def read_in_background(self) -> None:
+        """On the flusher thread, the consumer's lock not held: take in what reached the lane
+        (and the references' records) if user code has not read for a while, without waiting."""
+        if self._leaving or time.monotonic() - self._read_at < BACKGROUND_READ_AFTER_S:
+            return
+        if not self._reading.acquire(blocking=False):
+            return  # the receiving thread is reading
+        try:
+            if self._leaving:  # looked at again under the lock: a leave() closes the readers next
+                return
+            fresh = self._read_lanes(0.0, may_move=False)  # a move is the receiving thread's to make
+            if self.refs:
+                for d, got in self.refs.read(0.0):
+                    fresh += self._hold_ref(d, got)
+            if fresh:
+                with self._c._lock:
+                    self._c.stats["received"] += fresh
+        finally:
+            self._read_at = time.monotonic()
+            self._reading.release()
+
+    def _read_lanes(self, timeout_s: float, may_move: bool = True) -> int:
         c = self._c
         moves = self.lanes.moves
-        got, fatal = self.lanes.read(timeout_s, may_move=not self._leaving)
+        got, fatal = self.lanes.read(timeout_s, may_move=may_move and not self._leaving)
         fresh = 0
         for g in got:
             if isinstance(g, D.Farewell):

@@ -14,10 +14,6 @@ the queue's partitions once for every consumer and hands each what it asked for.
   it) while it has demand, and advances the cursors.
 - :meth:`Roster.share` splits what was taken fairly (round robin, rotating start) among
   the consumers that have credit; each share becomes one delivery (one ACQUIRE).
-- :meth:`Roster.extensions`: a delivery a live consumer has not said it received is on
-  its lane, unread (its user code is busy): the dispatcher keeps it invisible with
-  EXTENDs, as the consumer keeps what it read ahead, so it does not time out and come
-  back with its delivery count spent while nobody could work on it.
 
 Time is an argument (``now_ms``, the dispatcher's monotonic milliseconds).
 """
@@ -31,7 +27,7 @@ from typing import Any, Iterable, Protocol
 
 from kmq.protocol.chunk import Chunk
 from kmq.protocol.limits import MAX_CONSUMERS_PER_PARTITION, MAX_CONSUMERS_PER_QUEUE, MAX_RANGE_LEN
-from kmq.protocol.markers import Credit, Extend, RangeRef
+from kmq.protocol.markers import Credit
 
 
 class Record(Protocol):
@@ -53,17 +49,9 @@ class ConsumerSlot:
     next_seq: int = 1
     # (seq, count) of deliveries sent in this epoch that the consumer has not said it received
     unconfirmed: deque = field(default_factory=deque)
-    # seq -> the unconfirmed delivery's range, mask and when it is next extended (ms)
-    unread: dict = field(default_factory=dict)
 
     def outstanding(self) -> int:
         return sum(n for _, n in self.unconfirmed)
-
-
-def extend_every_ms(timeout_ms: int) -> int:
-    """How often an unread delivery is extended: a quarter of its visibility timeout, 50 ms
-    to 5 s (the consumer's own keepalive interval, kmq.consumer.live_settings)."""
-    return max(50, min(timeout_ms // 4, 5000))
 
 
 class Roster:
@@ -87,7 +75,7 @@ class Roster:
         slot.lease_until_ms = now_ms + c.lease_ms
         if c.epoch == self.epoch:
             while slot.unconfirmed and slot.unconfirmed[0][0] <= c.seq:
-                slot.unread.pop(slot.unconfirmed.popleft()[0], None)
+                slot.unconfirmed.popleft()
         slot.available = max(0, c.free - slot.outstanding())
         return slot
 
@@ -128,26 +116,6 @@ class Roster:
                 if left == 0:
                     break
         return [(takers[i], k) for i, k in given.items() if k]
-
-    def note(self, slot: ConsumerSlot, seq: int, ref: RangeRef, mask: int, now_ms: int) -> None:
-        """Delivery ``seq`` to ``slot`` is ``mask`` of ``ref``, ACQUIREd now: extended from
-        one interval on while the consumer has not said it received it."""
-        slot.unread[seq] = [ref, mask, now_ms + extend_every_ms(slot.timeout_ms)]
-
-    def extensions(self, now_ms: int) -> list[Extend]:
-        """EXTENDs for the deliveries live consumers have not read yet, each due one
-        interval after its last (a consumer whose lease ran out gets none: what it was
-        sent times out)."""
-        out: list[Extend] = []
-        for slot in self.slots.values():
-            if slot.lease_until_ms <= now_ms or not slot.unread:
-                continue
-            every = extend_every_ms(slot.timeout_ms)
-            for u in slot.unread.values():
-                if u[2] <= now_ms:
-                    out.append(Extend(u[0], u[1], slot.timeout_ms))
-                    u[2] = now_ms + every
-        return out
 
     def sent(self, slot: ConsumerSlot, count: int) -> int:
         """Record a delivery of ``count`` messages to ``slot``; returns its sequence number."""
