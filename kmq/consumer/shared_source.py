@@ -123,16 +123,20 @@ class SharedSource(CreditAsking):
     def fetch(self, room: int, timeout_s: float) -> int:
         """Read the lane (and referred ranges); hold complete deliveries. Returns how many."""
         with self._reading:
-            try:
-                fresh = self._read_lanes(0.0 if self.refs else timeout_s)
-                if self.refs:
-                    for d, got in self.refs.read(timeout_s):
-                        fresh += self._hold_ref(d, got)
-                else:
-                    self.refs.rest_if_idle()
-            finally:
-                self._read_at = time.monotonic()
-        return fresh
+            return self._read(timeout_s, may_move=True)
+
+    def _read(self, timeout_s: float, may_move: bool) -> int:
+        """Read the lane, then referred ranges (``_reading`` held); returns how many were held."""
+        try:
+            fresh = self._read_lanes(0.0 if self.refs else timeout_s, may_move)
+            if self.refs:
+                for d, got in self.refs.read(timeout_s):
+                    fresh += self._hold_ref(d, got)
+            else:
+                self.refs.rest_if_idle()
+            return fresh
+        finally:
+            self._read_at = time.monotonic()
 
     def read_in_background(self) -> None:
         """On the flusher thread, the consumer's lock not held: take in what reached the lane
@@ -144,18 +148,14 @@ class SharedSource(CreditAsking):
         try:
             if self._leaving:  # looked at again under the lock: a leave() closes the readers next
                 return
-            fresh = self._read_lanes(0.0, may_move=False)  # a move is the receiving thread's to make
-            if self.refs:
-                for d, got in self.refs.read(0.0):
-                    fresh += self._hold_ref(d, got)
+            fresh = self._read(0.0, may_move=False)  # a move is the receiving thread's to make
             if fresh:
                 with self._c._lock:
                     self._c.stats["received"] += fresh
         finally:
-            self._read_at = time.monotonic()
             self._reading.release()
 
-    def _read_lanes(self, timeout_s: float, may_move: bool = True) -> int:
+    def _read_lanes(self, timeout_s: float, may_move: bool) -> int:
         c = self._c
         moves = self.lanes.moves
         got, fatal = self.lanes.read(timeout_s, may_move=may_move and not self._leaving)
