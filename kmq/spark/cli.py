@@ -88,13 +88,21 @@ def spark() -> None:
             f"kmq spark needs {', '.join(missing)}: pip install 'kmq[spark]' (and Java 17+)")
 
 
-_LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]")
+# Spark's own forms: whitespace may stand around the commas; local[0] starts no thread.
+_LOCAL_MASTER = re.compile(r"local(\[(?P<threads>\d+|\*)(\s*,\s*\d+)?\])?"
+                           r"|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]")
 
 
 def _check_master(ctx: click.Context, param: click.Parameter, value: str) -> str:
     # Spark's own refusal comes after the broker check and the JVM's start, as
     # "Java gateway process exited before sending its port number".
-    if value == "yarn" or value.startswith(("spark://", "k8s://")) or _LOCAL_MASTER.fullmatch(value):
+    if value == "yarn" or value.startswith(("spark://", "k8s://")):
+        return value
+    local = _LOCAL_MASTER.fullmatch(value)
+    if local and local["threads"] not in (None, "*") and int(local["threads"]) == 0:
+        raise click.BadParameter(f"{value!r} runs no thread: use local[N] with N of 1 or more, "
+                                 "or local[*]")
+    if local:
         return value
     raise click.BadParameter(f"{value!r} is not a Spark master URL: use local[N], local[*], "
                              "spark://HOST:PORT, k8s://HOST:PORT or yarn")

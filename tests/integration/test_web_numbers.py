@@ -37,6 +37,7 @@ def test_queue_list_has_the_numbers_of_the_workload(deployment, workload):
     assert body["total"] == 4 and body["workers"] == 1 and not body["partial"]
     assert 0 <= by_name[A]["oldest_in_flight_age_s"] < 120 and by_name[A]["tenant"] == "acme"
     assert by_name[B]["depth"] == 5 and by_name[B]["in_flight"] == 0
+    assert by_name[B]["oldest_in_flight_age_s"] is None  # docs/web.md: null when nothing is in flight
     assert by_name[D]["depth"] == 1
     g = by_name[C]
     assert (g["depth"], g["in_flight"]) == (0, 0)
@@ -118,6 +119,9 @@ def test_prometheus_metrics_with_bounded_queue_labels(deployment, workload):
     depth_sum = sum(v for k, v in metrics.items() if k.startswith("kmq_queue_depth{"))
     assert depth_sum == 26
     assert metrics["kmq_metrics_other_queues"] == 2
+    # The age series is there only for labels with messages in flight (docs/web.md).
+    ages = {m.group(1) for m in re.finditer(r'kmq_queue_oldest_in_flight_age_seconds\{queue="([^"]+)"\}', text)}
+    assert ages == {q for q in labels if metrics[f'kmq_queue_in_flight{{queue="{q}"}}'] > 0} == {"q-alpha"}
     assert {f'kmq_tracker_gc_seconds_total{{generation="{g}"}}' for g in "012"} <= set(metrics)
     assert metrics["kmq_dispatcher_held_bytes"] >= 0  # there (this deployment is in partition mode)
 

@@ -45,6 +45,9 @@ def test_assign_takes_partition_numbers_only(assign):
     # its port number", naming neither --master nor what it takes.
     (["--master", "bogus"], "--master"),
     (["--master", "localhost"], "--master"),
+    # Spark: "Asked to run locally with 0 threads", after the JVM started.
+    (["--master", "local[0]"], "runs no thread"),
+    (["--master", "local[00,3]"], "runs no thread"),
 ])
 def test_job_flags_out_of_range_are_usage_errors_before_any_broker_check(args, words):
     # --connect-timeout-s -1 waited for a broker forever (librdkafka: a negative timeout is none).
@@ -86,3 +89,23 @@ def test_java_client_credentials_are_refused_naming_the_librdkafka_option_to_giv
     # naming neither the option nor what to give instead
     with pytest.raises(ConfigError, match=rf"option {name} is not one .*{fix}"):
         parse({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", name: "x"})
+
+
+@pytest.mark.parametrize("master", ["local", "local[1]", "local[*]", "local[2,3]", "local[2 , 3]",
+                                    "local[*,1]", "local-cluster[2, 1, 1024]", "yarn",
+                                    "spark://h:7077", "k8s://https://h:6443"])
+def test_spark_master_forms_spark_takes_pass_the_check(master):
+    from kmq.spark.cli import _check_master
+
+    assert _check_master(None, None, master) == master
+
+
+def test_the_printschema_sample_in_the_docs_is_the_schema_spark_prints():
+    # The sample showed headers flat and no "(nullable = true)": not what a user sees.
+    from pathlib import Path
+
+    from kmq.spark.source import kafka_schema
+
+    doc = (Path(__file__).parents[2] / "docs" / "spark.md").read_text()
+    sample = doc.split("df.printSchema()\n```\n\n```\n", 1)[1].split("```", 1)[0]
+    assert sample == kafka_schema(include_headers=True).treeString()
