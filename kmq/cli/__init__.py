@@ -35,9 +35,8 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
     """Embedded broker + tracker worker + web view (+ demo workload)."""
     from kmq.kafka.admin import ensure_topics
     from kmq.client import Client
-    from kmq.dev.devstack import TrackerProcess
+    from kmq.dev.devstack import TrackerProcess, dev_settings
     from kmq.dev.embedded import EmbeddedBroker, free_port
-    from kmq.settings import Settings
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -50,10 +49,8 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
     tracker = None
     try:
         broker.start()
-        settings = Settings.from_env(
-            {}, bootstrap_servers=broker.bootstrap_servers, profile="embedded",
-            data_dir=data_dir or str(work / "tracker-data"), web_port=web_port or free_port(),
-            max_deliveries=3)
+        settings = dev_settings(broker.bootstrap_servers, data_dir or str(work / "tracker-data"),
+                                web_port or free_port())
         click.echo(f"broker     {broker.bootstrap_servers} (Tansu, in memory; pid {broker.process.pid}; "
                    f"log {broker.log_path})")
         ensure_topics(settings)

@@ -15,6 +15,7 @@ from kmq.client import Client
 from kmq.kafka import profiles
 
 QUEUES = ("orders", "emails", "payments")
+DEMO_MAX_DELIVERIES = 3  # poison is dead-lettered sooner than at the default 5
 
 
 @dataclass
@@ -39,10 +40,12 @@ class DemoReport:
 def run_demo(client: Client, per_queue: int = 100, visibility_timeout_s: float = 1.5,
              timeout_s: float = 90.0) -> DemoReport:
     """Per queue: 80% acked at once, 15% left to time out (redelivered, then acked),
-    5% poison (never acked: dead-lettered after max_deliveries)."""
+    5% poison (never acked: dead-lettered after ``DEMO_MAX_DELIVERIES``)."""
     report = DemoReport()
     t0 = time.monotonic()
     kinds: dict[str, str] = {}
+    for q in QUEUES:  # a queue setting, so `kmq queue show` and the web view say it too
+        client.configure_queue(q, max_deliveries=DEMO_MAX_DELIVERIES)
     for q in QUEUES:
         for i in range(per_queue):
             kind = "poison" if i % 20 == 0 else ("slow" if i % 7 == 0 else "ok")

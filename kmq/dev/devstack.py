@@ -41,6 +41,13 @@ def service_root() -> Path:
         "or set KMQ_SERVICE_ROOT to one")
 
 
+def dev_settings(bootstrap_servers: str, data_dir: str, web_port: int) -> Settings:
+    """``kmq dev``'s settings: the defaults (whatever ``KMQ_*`` the shell has), embedded
+    profile, so a client given only the ``env`` line it prints agrees with its tracker."""
+    return Settings.from_env({}, bootstrap_servers=bootstrap_servers, profile="embedded",
+                             data_dir=data_dir, web_port=web_port)
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
     """``KMQ_*`` variables that reproduce ``settings`` in a child process."""
     env = {}

@@ -252,3 +252,17 @@ def test_a_number_may_be_0_exactly_where_the_reference_says_what_0_does():
         assert allowed == says, f.metadata["env"]
         with pytest.raises(ConfigError, match=f.metadata["env"]):
             Settings.from_env({f.metadata["env"]: "-1"})
+
+
+def test_kmq_devs_tracker_has_the_default_settings_a_client_given_its_env_line_has(monkeypatch):
+    # The dev stack's tracker dead-lettered at 3 deliveries while `kmq queue show` (a client
+    # with the printed env: KMQ_BOOTSTRAP_SERVERS, KMQ_PROFILE) said 5, the default.
+    from dataclasses import fields
+
+    from kmq.dev.devstack import dev_settings
+
+    monkeypatch.setenv("KMQ_MAX_DELIVERIES", "7")  # the shell's KMQ_* do not reach the stack
+    dev = dev_settings("127.0.0.1:9", "/tmp/d", 6066)
+    client = Settings.from_env({"KMQ_BOOTSTRAP_SERVERS": "127.0.0.1:9", "KMQ_PROFILE": "embedded"})
+    differ = {f.name for f in fields(Settings) if getattr(dev, f.name) != getattr(client, f.name)}
+    assert differ == {"data_dir"} and dev.max_deliveries == 5
