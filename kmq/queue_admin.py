@@ -25,7 +25,7 @@ from kmq.ops.deadletters import DeadLetter
 from kmq.kafka.offsets import true_end_offsets
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.protocol.placement import markers_partition, queue_partitions, validate_queue_name
-from kmq.queue_config import QueueConfig
+from kmq.queue_config import QueueConfig, check_spread
 from kmq.ops.control_sig import sign_queue_tenant, sign_tenant
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.ops.queues_writes import delete_tenant, write_config, write_tenant
@@ -141,6 +141,8 @@ class QueueAdmin:
                               f"partition(s) and a spread only grows; leave spread out to keep it, or give "
                               f"a number >= {cfg.spread}")
         spread = changes.pop("spread", None)
+        if spread is not None:
+            check_spread(spread)  # also when it equals the current one: True and 1.0 == 1 passed
         # None restores a setting's default, also of those without a KMQ_* one.
         for name, default in (("dead_letter", True), ("backoff", Backoff())):
             if name in changes and changes[name] is None:

@@ -81,7 +81,7 @@ class QueueConfig:
                               "Backoff.exponential(...) or Backoff.none())")
         if not isinstance(self.dead_letter, bool):
             raise ConfigError(f"dead_letter={self.dead_letter!r} must be True or False")
-        _check_spread(self.spread)
+        check_spread(self.spread)
         if self.tenant is not None:
             validate_tenant_name(self.tenant)
         if not isinstance(self.tenant_sig, str):
@@ -163,7 +163,7 @@ class QueueConfig:
 
     def spread_to(self, spread: int, starts: dict[int, int]) -> "QueueConfig":
         """A copy spread over ``spread`` partitions; ``starts``: where the added ones begin."""
-        _check_spread(spread)  # a number before it is compared ("4" < 1 was a TypeError)
+        check_spread(spread)  # a number before it is compared ("4" < 1 was a TypeError)
         if spread < self.spread:
             raise ConfigError(
                 f"spread={spread} is below the current {self.spread}: a spread only grows "
@@ -214,7 +214,7 @@ def _check_number(name: str, value: Any, low: float, high: float) -> None:
         raise ConfigError(f"{name}={value!r} must be a number of seconds from {low:g} to {high:g}")
 
 
-def _check_spread(spread: Any) -> None:
+def check_spread(spread: Any) -> None:
     if isinstance(spread, bool) or not isinstance(spread, int) or not 1 <= spread <= MAX_SPREAD:
         raise ConfigError(f"spread={spread!r} must be a whole number from 1 to {MAX_SPREAD}")
 
