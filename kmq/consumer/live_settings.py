@@ -32,13 +32,21 @@ LEAVE_TIMEOUT_S = 2.0  # how long a leaving shared consumer waits for the dispat
 class LiveSettings:
     """The queue's settings a consumer applies, and what it does when they change."""
 
-    def _apply_config(self, cfg: QueueConfig) -> None:
-        """Take the queue's settings where no explicit argument was given."""
+    def _apply_config(self, cfg: QueueConfig, live: bool = False) -> None:
+        """Take the queue's settings where no explicit argument was given. ``live``: a change
+        while the consumer runs, which may not fail (the flusher applies it)."""
         vis = self._explicit_vis if self._explicit_vis is not None else cfg.visibility_s(self._settings)
         if self._explicit_processing is not None:
             processing = self._explicit_processing
         else:  # unset: the queue's, else KMQ_MAX_PROCESSING_S (5 min), never below the visibility
             processing = max(vis, cfg.max_processing_s or self._settings.max_processing_s)
+        if processing < vis and live:
+            # The explicit argument wins: the queue's new visibility only up to it. Raising
+            # here left the consumer half on the old settings and the new ones unapplied.
+            log.warning("queue %s: visibility_timeout_s is now %g, above this consumer's "
+                        "max_processing_s=%g: it takes %g (give max_processing_s >= %g to take "
+                        "the queue's)", self.queue, vis, processing, processing, vis)
+            vis = processing
         if processing < vis:
             raise ConfigError(
                 f"max_processing_s={processing:g} is below visibility_timeout_s={vis:g}: "
@@ -76,7 +84,7 @@ class LiveSettings:
         cfg = self._configs.get(self.queue)
         if cfg.updated_at_ms != self._queue_config.updated_at_ms:
             self._queue_config = cfg
-            self._apply_config(cfg)
+            self._apply_config(cfg, live=True)
             self._attention = True  # the receiving thread looks at spread, purges and mode
 
     def _new_source(self, mode: str) -> PartitionSource | SharedSource:

@@ -126,6 +126,36 @@ def test_configure_queue_refuses_max_processing_below_the_visibility_timeout(sha
     assert client.configure_queue(queue, max_deliveries=3).max_processing_s == 10
 
 
+def test_a_queue_visibility_grown_past_a_consumers_own_max_processing_caps_at_it(shared_settings, make_client,
+                                                                                 queue):
+    # README: a consumer's own arguments win. The change raised in the flusher: the consumer
+    # stayed on the old visibility, raised the error from an unrelated receive(), and
+    # followed no later change of the same queue.
+    from tests.conftest import wait_for
+
+    client = make_client(shared_settings)
+    client.configure_queue(queue, visibility_timeout_s=30)
+    with client.consumer(queue, max_processing_s=40) as c:
+        client.send(queue, b"a")
+        c.receive(timeout_s=30).ack()
+        client.configure_queue(queue, visibility_timeout_s=60)
+        wait_for(lambda: c.config.visibility_timeout_s == 60, 30, what="the consumer to see the change")
+        assert (c.visibility_timeout_s, c.max_processing_s) == (40, 40)
+        client.send(queue, b"b")
+        assert c.receive(timeout_s=30).value == b"b"
+        client.configure_queue(queue, visibility_timeout_s=20)
+        wait_for(lambda: c.visibility_timeout_s == 20, 30, what="the next change to be followed")
+        assert c.max_processing_s == 40
+
+
+@pytest.mark.parametrize("spread", [True, 1.0])
+def test_a_spread_equal_to_the_current_one_but_not_a_whole_number_is_refused(shared_settings, make_client,
+                                                                            queue, spread):
+    # True == 1.0 == 1: the check ran only for a spread that differed, so these passed silently.
+    with pytest.raises(kmq.ConfigError, match=r"spread=.* must be a whole number from 1 to 1024"):
+        make_client(shared_settings).configure_queue(queue, spread=spread)
+
+
 def test_a_queue_is_assigned_only_to_a_tenant_that_exists(shared_settings, make_client, queue):
     # README: create_tenant("acme") returns a token; configure_queue(q, tenant="acme")
     # assigns a queue. A misspelt tenant was stored silently: no tenant's token reached it.
