@@ -234,10 +234,20 @@ class GroupOrder(PurgeAndGauges):
             self._ready.pop(group, None)
             return True
         if head:
-            first = g.run[0].back if g.run else g.waiting[0][0]
-            g.since_ms = self._offered_ms.get(first, 0)
+            g.since_ms = self._head_read_ms(g)
         self._update(group, g)
         return True
+
+    def _head_read_ms(self, g: _Group) -> int:
+        """When ``g``'s new head was read: its copy waiting, its record at a consumer, or its
+        first waiting record. A head away (its copy not read yet) keeps the age it had: the
+        run's next message at a consumer was read as 0, and the age was the machine's uptime."""
+        if g.run:
+            m = g.run[0]
+            at = m.back if m.back is not None else m.offset
+        else:
+            at = g.waiting[0][0]
+        return self._offered_ms.get(at, g.since_ms) if at is not None else g.since_ms
 
     def dead_lettered(self, offset: int, hold: bool) -> bool:
         """The message at ``offset`` went to the dead letters: it leaves its run (``hold``

@@ -31,6 +31,9 @@ from kmq.protocol.ordering import MAX_GROUP_BYTES, GroupOrder, valid_dedup_id, v
 GROUPS = [b"a", b"b", b"c", b"hot", b"x" * MAX_GROUP_BYTES]
 
 
+START_MS = 10**9  # the clock at the start: an age measured from 0 shows
+
+
 class OrderedQueue(RuleBasedStateMachine):
     """GroupOrder driven like a dispatcher drives it, against a model of each group."""
 
@@ -39,7 +42,7 @@ class OrderedQueue(RuleBasedStateMachine):
         self.order = GroupOrder()
         self.hold = hold
         self.groups = GROUPS[:n_groups]
-        self.now = 0
+        self.now = START_MS
         self.next_offset = 0
         self.next_id = 0
         self.sent: dict[bytes, list[str]] = {g: [] for g in self.groups}   # send order per group
@@ -199,6 +202,12 @@ class OrderedQueue(RuleBasedStateMachine):
         assert set(self.order.in_flight()) == set(self.in_flight) | {o for _, _, o, _ in self.away}
 
     @invariant()
+    def a_head_is_no_older_than_the_first_record(self):
+        # The age was now - 0 (the clock itself) once a run's head settled with the next at a consumer.
+        if hasattr(self, "order"):
+            assert self.order.gauges(self.now)["oldest_head_age_ms"] <= self.now - START_MS
+
+    @invariant()
     def state_only_for_active_groups(self):
         active = {g for g in self.groups
                   if any(m not in self.settled and m not in self.purged for m in self.sent[g])}
@@ -273,6 +282,15 @@ def test_gauges_of_waiting_groups_and_head_age():
     order.offer(1, "b0", b"b", 300)
     order.take(1, 400)  # a's head in flight
     assert order.gauges(1100) == {"groups_waiting": 1, "groups_in_flight": 1, "oldest_head_age_ms": 1000}
+
+
+def test_the_head_age_after_a_head_settles_is_the_next_heads_not_the_clock():
+    order = GroupOrder()
+    for i in range(3):
+        order.offer(i, f"a{i}", b"a", 1000 + i)
+    order.take(3, 1500, run=3, consumer="c")
+    order.settled(0)  # a1 is the head now, at the consumer: read at 1001
+    assert order.gauges(3000)["oldest_head_age_ms"] == 1999
 
 
 def test_bad_groups_and_dedup_ids_are_refused():
