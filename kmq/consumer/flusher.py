@@ -21,6 +21,7 @@ from typing import Callable
 
 from kmq.consumer.held import HeldRange
 from kmq.consumer.keepalive import keepalive_round
+from kmq.message import Message
 from kmq.protocol import markers as M
 
 log = logging.getLogger("kmq.consumer")
@@ -78,7 +79,7 @@ class Flusher:
         out, lapsed = keepalive_round(
             list(self._held.values()), now=time.monotonic(), visibility_s=self.visibility_timeout_s,
             max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s,
-            timeout_ms=self._timeout_ms)
+            timeout_ms=self._timeout_ms, group_of=_group_of if self._gate is not None else None)
         for held in list(self._held.values()):
             if held.outstanding <= 0:
                 self._held.pop(held.ref, None)
@@ -169,3 +170,8 @@ def flush_due(pending: bool, flush_at: float | None, now: float, interval_s: flo
 
 def _nothing() -> None:
     pass
+
+
+def _group_of(held: HeldRange, i: int) -> bytes | None:
+    """The ordered queue's group of ``held``'s ``i``-th message (keepalive's runs rule)."""
+    return Message((held.recs[i], held, held.rels[i])).group_bytes

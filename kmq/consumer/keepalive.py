@@ -7,10 +7,16 @@ ones in user code while a later round could still be needed, so a message's
 last extension lands at or after ``handed_at + max_processing_s`` (never
 early, at most one round late). Once that deadline has surely passed, the
 tracker has taken the message back: it has *lapsed* and stops counting
-against ``max_in_flight``. Pure: time is an argument.
+against ``max_in_flight``. On an ordered queue the prefetched rest of a group's
+run stops being extended once its message in user code is past its last
+extension: the group's next message may not go out before it, so it comes back
+with it (a timeout) instead of waiting in a hung consumer, and with it its whole
+group (docs/ordering.md). Pure: time is an argument.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from kmq.protocol import markers as M
 from kmq.consumer.held import HeldRange
@@ -18,12 +24,14 @@ from kmq.protocol.masks import mask_of as rels_mask
 
 
 def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: float,
-                    max_processing_s: float, interval_s: float,
-                    timeout_ms: int) -> tuple[list[M.Marker], int]:
+                    max_processing_s: float, interval_s: float, timeout_ms: int,
+                    group_of: Callable[[HeldRange, int], bytes | None] | None = None,
+                    ) -> tuple[list[M.Marker], int]:
     """EXTEND markers for what to keep invisible, and how many messages lapsed now.
 
     Lapsed messages are recorded on their range (``lapsed``, ``outstanding``), and an
-    extended range's ``extended_at`` set to ``now``.
+    extended range's ``extended_at`` set to ``now``. ``group_of(range, index)``: an
+    ordered queue's group of a message (None: none), for the runs' rule above.
     """
     budget = max_processing_s - visibility_s + interval_s
     lapse_after = max_processing_s + 2 * interval_s
@@ -32,11 +40,13 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
     for held in held_ranges:
         handed_at = held.handed_at()
         rels = []
+        overdue: set[bytes] = set()  # groups of this range with a message past its last extension
         for i, rel in enumerate(held.rels):
             if held.state[rel] or rel in held.lapsed:
                 continue
-            if i >= len(handed_at):
-                rels.append(rel)  # prefetched, not yet in user code
+            if i >= len(handed_at):  # prefetched, not yet in user code
+                if not overdue or group_of(held, i) not in overdue:
+                    rels.append(rel)
                 continue
             # An explicit extend() counts as a fresh hand-out at its end minus the visibility.
             hold = held.holds.get(rel, 0.0)
@@ -44,7 +54,10 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
             if age <= budget:
                 if hold <= now + visibility_s:
                     rels.append(rel)
-            elif age > lapse_after:
+                continue
+            if group_of is not None and (group := group_of(held, i)) is not None:
+                overdue.add(group)
+            if age > lapse_after:
                 # Same thread as the drain: a verb recorded before or after this
                 # point is counted exactly once (see Consumer._settled_in).
                 held.lapsed.add(rel)

@@ -120,6 +120,20 @@ def test_a_timed_out_head_comes_back_before_its_group_goes_on(client, ordered, t
             m.ack()
 
 
+def test_a_hung_handler_holds_its_group_no_longer_than_its_processing_time(client, ordered):
+    # docs/ordering.md: the rest of a head's run times out with it. The hung consumer's
+    # keepalive extended that rest for ever, so no copy of the group went anywhere else.
+    sent = send_groups(client, ordered, ["g"], 3)
+    with client.consumer(ordered, visibility_timeout_s=2, max_processing_s=2) as hung:
+        head = wait_for(lambda: hung.receive(0.2), 30, what="the head")
+        assert head.id == sent["g"][0]  # ... and its user code never returns
+        with client.consumer(ordered, visibility_timeout_s=30) as other:
+            for want in sent["g"]:
+                m = wait_for(lambda: other.receive(0.2), 60, what=f"{want} at the other consumer")
+                assert m.id == want
+                m.ack()
+
+
 def test_order_holds_when_a_consumer_is_killed_holding_heads(client, ordered, shared_settings):
     sent = send_groups(client, ordered, ["a", "b", "c"], 5)
     # The child takes heads, acks every second one, is SIGKILLed holding the others.

@@ -60,3 +60,22 @@ def test_an_explicit_extend_beyond_the_next_round_is_not_shortened():
     h.holds[0] = 60.0  # extend(60) at about t=0
     out, lapsed = round_at(h, now=0.1)
     assert out == [Extend(R, 0b110, 1000)] and lapsed == 0
+
+
+def test_an_ordered_runs_prefetched_rest_is_not_extended_once_its_message_in_user_code_is_overdue():
+    # A hung handler held its group: the rest of its run was extended for ever, and the
+    # group (its head's copy included) could not go to another consumer.
+    groups = {0: b"a", 1: b"a", 2: b"b"}  # a run of a; b is another group
+
+    def group_of(h, i):
+        return groups[i]
+
+    def round_(h, now):
+        return keepalive_round([h], now=now, visibility_s=1.0, max_processing_s=4.0, interval_s=0.25,
+                               timeout_ms=1000, group_of=group_of)
+
+    h = held(1, handed_at=0.0)
+    assert round_(h, now=2.0)[0] == [Extend(R, 0b111, 1000)]  # within max_processing_s
+    assert round_(h, now=3.5)[0] == [Extend(R, 0b100, 1000)]  # a's head overdue: only b's goes on
+    # Without groups (an unordered queue) the prefetched ones are kept as before.
+    assert round_at(held(1, handed_at=0.0), now=3.5, max_processing=4.0)[0] == [Extend(R, 0b110, 1000)]
