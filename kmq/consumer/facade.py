@@ -48,6 +48,7 @@ from kmq.consumer.options import check_client_config, refused_client_config
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.settlement import SettlementLog
 from kmq.consumer.shared_source import SharedSource
+from kmq.consumer.stale import StaleReadAhead
 from kmq.errors import ConfigError, ConsumerClosedError
 from kmq.message import Message
 from kmq.protocol import markers as M
@@ -67,7 +68,7 @@ FLUSH_TICK_S = 0.02    # how often a receive blocked by max_in_flight looks agai
 POLL_RESOLUTION_S = 0.001
 
 
-class Consumer(LiveSettings, Flusher, GatedReceive, Closing):
+class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
     """Receives messages of one queue; see the module docstring for the flow.
 
     Following the queue's settings is :class:`LiveSettings`'s part, the background
@@ -166,12 +167,15 @@ class Consumer(LiveSettings, Flusher, GatedReceive, Closing):
         if self._gate is not None:
             return self._receive_gated(1, timeout_s, None)
         ready = self._ready
+        self._drop_stale_front()
         if not ready and not self._receive_into_buffer(timeout_s):
             return None
         if self._attention:
             self._on_receiving_thread()
             if not ready and not self._receive_into_buffer(timeout_s):
                 return None
+        if self._gate is not None:  # what was read came in runs (SharedSource._hold)
+            return self._receive_gated(1, timeout_s, None)
         held = ready[0]
         (m,) = held.hand_out(1)
         if held.handed == len(held.recs):
@@ -196,13 +200,17 @@ class Consumer(LiveSettings, Flusher, GatedReceive, Closing):
         if self._gate is not None:
             self._receive_gated(max_messages, timeout_s, batch)
             return batch
+        self._drop_stale_front()
         if not ready and not self._receive_into_buffer(timeout_s):
             return batch
         if self._attention:
             self._on_receiving_thread()
             if not ready and not self._receive_into_buffer(timeout_s):
                 return batch
-        while ready and len(batch) < max_messages:
+        if self._gate is not None:  # what was read came in runs (SharedSource._hold)
+            self._receive_gated(max_messages, timeout_s, batch)
+            return batch
+        while ready and len(batch) < max_messages and self._gate is None:
             held = ready[0]
             i = held.handed
             batch += held.hand_out(max_messages - len(batch))

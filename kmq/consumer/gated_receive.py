@@ -39,9 +39,14 @@ class GatedReceive:
         if self._queue_config.ordering != "group":
             self._gate = None
         elif getattr(self, "_gate", None) is None:
-            self._gate = G.GroupGate()
-            self._only_group: dict = {}
-            self._lane_read_at = 0.0
+            self._gate_on()
+
+    def _gate_on(self: "Consumer") -> None:
+        """Gate from now on (the settings say so, or a delivery came in runs); the gate last,
+        as the receiving thread takes its presence as the sign."""
+        self._only_group: dict = {}
+        self._lane_read_at = 0.0
+        self._gate = G.GroupGate()
 
     def _receive_gated(self: "Consumer", max_messages: int, timeout_s: float | None,
                        batch: MessageBatch | None) -> Message | None:

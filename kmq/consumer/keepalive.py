@@ -7,7 +7,10 @@ ones in user code while a later round could still be needed, so a message's
 last extension lands at or after ``handed_at + max_processing_s`` (never
 early, at most one round late). Once that deadline has surely passed, the
 tracker has taken the message back: it has *lapsed* and stops counting
-against ``max_in_flight``. On an ordered queue the prefetched rest of a group's
+against ``max_in_flight``. A range not extended for longer than the visibility
+timeout (the process stalled: kmq.consumer.stale) is the tracker's already: its
+prefetched messages are not extended (the receiving thread drops them) and those
+in user code lapse at once, instead of late EXTENDs. On an ordered queue the prefetched rest of a group's
 run stops being extended once its message in user code is past its last
 extension: the group's next message may not go out before it, so it comes back
 with it (a timeout) instead of waiting in a hung consumer, and with it its whole
@@ -20,6 +23,7 @@ from typing import Callable
 
 from kmq.protocol import markers as M
 from kmq.consumer.held import HeldRange
+from kmq.consumer.stale import is_stale
 from kmq.protocol.masks import mask_of as rels_mask
 
 
@@ -41,15 +45,21 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
         handed_at = held.handed_at()
         rels = []
         overdue: set[bytes] = set()  # groups of this range with a message past its last extension
+        stalled = is_stale(held, now, visibility_s)
         for i, rel in enumerate(held.rels):
             if held.state[rel] or rel in held.lapsed:
                 continue
             if i >= len(handed_at):  # prefetched, not yet in user code
-                if not overdue or group_of(held, i) not in overdue:
+                if not stalled and (not overdue or group_of(held, i) not in overdue):
                     rels.append(rel)
                 continue
             # An explicit extend() counts as a fresh hand-out at its end minus the visibility.
             hold = held.holds.get(rel, 0.0)
+            if stalled and hold <= now:
+                held.lapsed.add(rel)
+                held.outstanding -= 1
+                lapsed += 1
+                continue
             age = now - max(handed_at[i], hold - visibility_s)
             if age <= budget:
                 if hold <= now + visibility_s:

@@ -52,6 +52,7 @@ from kmq.consumer import read_ahead, referred
 from kmq.consumer.reference_reader import ReferenceReader
 from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
+from kmq.protocol import envelope
 from kmq.protocol.lane_layout import LaneLayout
 from kmq.protocol import markers as M
 
@@ -248,6 +249,11 @@ class SharedSource(CreditAsking):
             if extra:
                 markers.append(M.Release(r, rels_mask(extra, r.length), 0, counted=False))
             if keep:
+                if c._gate is None and _in_a_run(copies[purged]):
+                    # The dispatcher hands this queue out in runs: it is ordered, though the
+                    # consumer has not read that change yet. Ungated, the rest of a run went
+                    # to user code past a released head (a configure_queue, then sends at once).
+                    c._gate_on()
                 c._hold(r, copies[purged:purged + len(keep)], keep)
                 self._received(len(keep))
             self._receipts.held(d.epoch, d.seq)
@@ -300,6 +306,11 @@ class SharedSource(CreditAsking):
                 reader.close()
             except Exception:  # pragma: no cover - closing twice
                 pass
+
+
+def _in_a_run(copy: Any) -> bool:
+    """Whether a lane copy carries its run's id (only an ordered queue's do)."""
+    return any(k == envelope.RUN for k, _ in copy.headers() or ())
 
 
 def _rels(mask: int) -> list[int]:

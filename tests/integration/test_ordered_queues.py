@@ -134,6 +134,28 @@ def test_a_hung_handler_holds_its_group_no_longer_than_its_processing_time(clien
                 m.ack()
 
 
+def test_a_consumer_that_has_not_read_the_ordering_change_yet_keeps_the_order(client, queue, tracker):
+    # docs/ordering.md: every message sent after configure_queue returned is ordered. A
+    # consumer that had not read the change (another Client's, a moment behind) handed the
+    # rest of a run past a released head: the dispatcher's runs came, ungated.
+    client.configure_queue(queue, dispatch="shared")
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        c._follow_config = lambda: None  # its view of the settings stays behind, for good
+        assert c.receive(0.1) is None
+        client.configure_queue(queue, ordering="group")
+        tracker_sees(tracker, queue, ordering="group")
+        sent = send_groups(client, queue, ["d"], 5)["d"]
+        head = wait_for(lambda: c.receive(0.2), 30, what="the head")
+        assert head.id == sent[0]
+        head.release(delay_s=1)
+        seen = []
+        while len(seen) < 5:
+            m = wait_for(lambda: c.receive(0.2), 30, what=f"the next after {seen}")
+            seen.append(m.id)
+            m.ack()
+        assert seen == sent
+
+
 def test_order_holds_when_a_consumer_is_killed_holding_heads(client, ordered, shared_settings):
     sent = send_groups(client, ordered, ["a", "b", "c"], 5)
     # The child takes heads, acks every second one, is SIGKILLed holding the others.

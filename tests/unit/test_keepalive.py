@@ -17,6 +17,7 @@ def held(handed: int, handed_at: float) -> HeldRange:
     h.outstanding = 3
     h.handed = handed
     h.handouts = [(handed, handed_at)] if handed else []
+    h.extended_at = float("inf")  # never stalled, unless a test says when it was last extended
     return h
 
 
@@ -71,11 +72,24 @@ def test_an_ordered_runs_prefetched_rest_is_not_extended_once_its_message_in_use
         return groups[i]
 
     def round_(h, now):
-        return keepalive_round([h], now=now, visibility_s=1.0, max_processing_s=4.0, interval_s=0.25,
+        return keepalive_round([h], now=now, visibility_s=2.0, max_processing_s=4.0, interval_s=0.25,
                                timeout_ms=1000, group_of=group_of)
 
     h = held(1, handed_at=0.0)
     assert round_(h, now=2.0)[0] == [Extend(R, 0b111, 1000)]  # within max_processing_s
-    assert round_(h, now=3.5)[0] == [Extend(R, 0b100, 1000)]  # a's head overdue: only b's goes on
+    assert round_(h, now=2.5)[0] == [Extend(R, 0b100, 1000)]  # a's head overdue: only b's goes on
     # Without groups (an unordered queue) the prefetched ones are kept as before.
     assert round_at(held(1, handed_at=0.0), now=3.5, max_processing=4.0)[0] == [Extend(R, 0b110, 1000)]
+
+
+def test_a_range_not_extended_for_a_visibility_timeout_is_the_trackers_already():
+    # A stalled process (SIGSTOP): its EXTENDs after the stall were all late, and what it
+    # had read ahead reached user code though acked elsewhere (kmq.consumer.stale).
+    h = held(1, handed_at=0.0)
+    h.extended_at = 10.0
+    out, lapsed = round_at(h, now=11.5)  # 1.5 s unextended, visibility 1 s
+    assert out == [] and lapsed == 1 and h.lapsed == {0} and h.outstanding == 2
+    h = held(1, handed_at=0.0)
+    h.extended_at, h.holds[0] = 10.0, 30.0  # extend(20) at 10: its own deadline is later
+    out, lapsed = round_at(h, now=11.5)
+    assert lapsed == 0 and 0 not in h.lapsed
