@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Any
 
 from kmq.protocol import envelope
+from kmq.protocol.limits import MAX_TIMEOUT_MS
 from kmq.protocol.ordering import valid_group
 from kmq.errors import ConfigError, MessageSettledError
 
@@ -184,7 +185,7 @@ class Message(tuple):
         """
         held = self[1]
         delay_ms = -1 if delay_s is None else _seconds_to_ms("delay_s", delay_s, held.consumer.max_delay_s,
-                                                             "KMQ_MAX_DELAY_S")
+                                                             "KMQ_MAX_DELAY_S", "or raise the limit")
         self._settle(RELEASED)
         held.log.add(self, Verb.RELEASE, delay_ms)
 
@@ -203,10 +204,15 @@ class Message(tuple):
 
     def extend(self, seconds: float) -> None:
         """Keep this message invisible for ``seconds`` from now (it stays held); at most the
-        queue's ``max_processing_s`` where one is set, else 12 hours."""
+        queue's ``max_processing_s`` where one is set, and never more than 12 hours at once
+        (one EXTEND's limit: call it again later for more)."""
         held = self[1]
-        timeout_ms = _seconds_to_ms("seconds", seconds, held.consumer.max_extend_s,
-                                    "the queue's max_processing_s (configure_queue), or 12 h without one")
+        limit_s = held.consumer.max_extend_s
+        if limit_s < MAX_TIMEOUT_MS / 1000:
+            source, fix = "the queue's max_processing_s", "or raise it (configure_queue)"
+        else:  # a queue's max_processing_s may be up to 7 days; one extension is not
+            source, fix = "12 h, the most one extend() asks", "and extend() again later for more"
+        timeout_ms = _seconds_to_ms("seconds", seconds, limit_s, source, fix)
         if held.state[self[2]]:
             raise MessageSettledError(
                 f"message {self.id} of queue {self.queue!r} was already {self.settled}; "
@@ -215,12 +221,12 @@ class Message(tuple):
         held.log.add(self, Verb.EXTEND, timeout_ms)
 
 
-def _seconds_to_ms(name: str, value: Any, limit_s: float, limit_source: str) -> int:
+def _seconds_to_ms(name: str, value: Any, limit_s: float, limit_source: str, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name}={value!r} must be a number of seconds")
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"{name}={value!r} must be a finite number >= 0")
     if value > limit_s:
         raise ConfigError(f"{name}={value!r} is above the limit of {limit_s:g} s ({limit_source}): "
-                          f"give at most {limit_s:g}, or raise the limit")
+                          f"give at most {limit_s:g}, {fix}")
     return int(round(value * 1000))

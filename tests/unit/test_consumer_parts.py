@@ -177,3 +177,13 @@ def test_an_extend_above_its_limit_names_the_setting_behind_the_limit():
         Message((h.recs[0], h, 0)).extend(7200)
     with pytest.raises(Exception, match=r"delay_s=7200 is above the limit of 3600 s \(KMQ_MAX_DELAY_S\)"):
         Message((h.recs[1], h, 1)).release(7200)
+
+
+def test_an_extend_above_12_hours_on_a_queue_allowing_longer_says_to_extend_again():
+    # A queue's max_processing_s of 13 h: "give at most 43200, or raise the limit" - raising
+    # it could not help, one EXTEND carries at most 12 h.
+    h = held_range(SettlementLog())
+    h.consumer.max_extend_s = 43200.0
+    with pytest.raises(Exception, match=r"seconds=46800 is above the limit of 43200 s \(12 h, the most one "
+                                        r"extend\(\) asks\): give at most 43200, and extend\(\) again later"):
+        Message((h.recs[0], h, 0)).extend(46800)
