@@ -45,7 +45,8 @@ class CreditAsking:
         delivery carries many messages, not one), or user code has nothing left and some
         room was freed, or the lease needs renewing, or ``force``."""
         c = self._c
-        unhanded = sum(len(h.recs) - h.handed for h in c._ready)
+        unhanded = sum(len(h.recs) - h.handed for h in c._ready
+                       if c._gate is None or not _behind_its_head(h))
         free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded,
                                                  M.MAX_CREDIT))
         due = now_s - self._last_credit_s >= HEARTBEAT_S or self.lanes.unsaid
@@ -88,6 +89,15 @@ class CreditAsking:
                 writer.commit(lambda: ([], nothing), None)
             except RetryTransaction:
                 pass
+
+
+def _behind_its_head(held) -> bool:
+    """An ordered queue's run whose message before the next is still in user code: the rest
+    waits for it, and is not read-ahead user code could take. Counted, a hot group's run
+    filled the read-ahead and the consumer asked for nothing more while its user code held
+    the head: no other group reached it (docs/ordering.md)."""
+    i = held.handed
+    return 0 < i < len(held.recs) and not held.state[held.rels[i - 1]] and held.rels[i - 1] not in held.lapsed
 
 
 def nothing() -> None:

@@ -160,12 +160,16 @@ class GroupOrder(PurgeAndGauges):
         back, alone, or up to ``run`` of its waiting records, no two more than
         ``max_gap`` offsets apart (one delivery holds a run whole)."""
         out: list[tuple[int, bytes]] = []
+        # Runs going on take half the room when other groups wait: a consumer whose user code
+        # holds a hot group's head gets other groups too (their messages can be handled
+        # meanwhile), not only more of the one that waits.
+        owned_room = n if not self._ready else max(1, n // 2)
         for group in list(self._owned.get(consumer, ())) if consumer is not None else ():
             g = self._groups[group]
-            if len(out) >= n:
+            if len(out) >= owned_room:
                 break
             if g.waiting and all(m.offset is not None for m in g.run):
-                self._take_waiting(group, g, min(run, n - len(out)), max_gap, out)
+                self._take_waiting(group, g, min(run, owned_room - len(out)), max_gap, out)
         while len(out) < n and self._ready:
             group = next(iter(self._ready))
             del self._ready[group]

@@ -156,6 +156,26 @@ def test_a_consumer_that_has_not_read_the_ordering_change_yet_keeps_the_order(cl
         assert seen == sent
 
 
+def test_a_consumer_holding_a_hot_groups_head_still_gets_other_groups(client, ordered):
+    # README: different groups run in parallel on every consumer. A run of the hot group
+    # filled the read-ahead behind the head in user code, the consumer asked for nothing
+    # more, and b's message waited as long as the head was held.
+    hot = [client.send(ordered, f"a-{i}".encode(), group="a") for i in range(40)]
+    other = client.send(ordered, b"b-0", group="b")
+    client.flush()
+    with client.consumer(ordered, visibility_timeout_s=30) as c:
+        head = wait_for(lambda: c.receive(0.2), 30, what="the hot group's head")
+        assert head.id == hot[0]
+        m = wait_for(lambda: c.receive(0.2), 30, what="b's message while a's head is held")
+        assert m.id == other
+        m.ack()
+        head.ack()
+        for want in hot[1:]:
+            got = wait_for(lambda: c.receive(0.2), 30, what=f"{want}")
+            assert got.id == want
+            got.ack()
+
+
 def test_order_holds_when_a_consumer_is_killed_holding_heads(client, ordered, shared_settings):
     sent = send_groups(client, ordered, ["a", "b", "c"], 5)
     # The child takes heads, acks every second one, is SIGKILLed holding the others.
