@@ -1,0 +1,70 @@
+"""An ordered queue's consumers (docs/ordering.md, "What a consumer of an ordered queue
+sees"), on the embedded broker with a real tracker: a hung handler holds its group no
+longer than its processing time; a consumer whose view of the settings is behind still
+keeps the order; a consumer holding a hot group's head still gets other groups."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.integration.test_ordered_queues import client, ordered, send_groups  # noqa: F401 - fixtures
+from tests.integration.views import tracker_sees
+
+pytestmark = pytest.mark.usefixtures("tracker")
+
+
+def test_a_hung_handler_holds_its_group_no_longer_than_its_processing_time(client, ordered):
+    # docs/ordering.md: the rest of a head's run times out with it. The hung consumer's
+    # keepalive extended that rest for ever, so no copy of the group went anywhere else.
+    sent = send_groups(client, ordered, ["g"], 3)
+    with client.consumer(ordered, visibility_timeout_s=2, max_processing_s=2) as hung:
+        head = wait_for(lambda: hung.receive(0.2), 30, what="the head")
+        assert head.id == sent["g"][0]  # ... and its user code never returns
+        with client.consumer(ordered, visibility_timeout_s=30) as other:
+            for want in sent["g"]:
+                m = wait_for(lambda: other.receive(0.2), 60, what=f"{want} at the other consumer")
+                assert m.id == want
+                m.ack()
+
+
+def test_a_consumer_that_has_not_read_the_ordering_change_yet_keeps_the_order(client, queue, tracker):
+    # docs/ordering.md: every message sent after configure_queue returned is ordered. A
+    # consumer that had not read the change (another Client's, a moment behind) handed the
+    # rest of a run past a released head: the dispatcher's runs came, ungated.
+    client.configure_queue(queue, dispatch="shared")
+    with client.consumer(queue, visibility_timeout_s=30) as c:
+        c._follow_config = lambda: None  # its view of the settings stays behind, for good
+        assert c.receive(0.1) is None
+        client.configure_queue(queue, ordering="group")
+        tracker_sees(tracker, queue, ordering="group")
+        sent = send_groups(client, queue, ["d"], 5)["d"]
+        head = wait_for(lambda: c.receive(0.2), 30, what="the head")
+        assert head.id == sent[0]
+        head.release(delay_s=1)
+        seen = []
+        while len(seen) < 5:
+            m = wait_for(lambda: c.receive(0.2), 30, what=f"the next after {seen}")
+            seen.append(m.id)
+            m.ack()
+        assert seen == sent
+
+
+def test_a_consumer_holding_a_hot_groups_head_still_gets_other_groups(client, ordered):
+    # README: different groups run in parallel on every consumer. A run of the hot group
+    # filled the read-ahead behind the head in user code, the consumer asked for nothing
+    # more, and b's message waited as long as the head was held.
+    hot = [client.send(ordered, f"a-{i}".encode(), group="a") for i in range(40)]
+    other = client.send(ordered, b"b-0", group="b")
+    client.flush()
+    with client.consumer(ordered, visibility_timeout_s=30) as c:
+        head = wait_for(lambda: c.receive(0.2), 30, what="the hot group's head")
+        assert head.id == hot[0]
+        m = wait_for(lambda: c.receive(0.2), 30, what="b's message while a's head is held")
+        assert m.id == other
+        m.ack()
+        head.ack()
+        for want in hot[1:]:
+            got = wait_for(lambda: c.receive(0.2), 30, what=f"{want}")
+            assert got.id == want
+            got.ack()
