@@ -153,6 +153,9 @@ class SharedSource(CreditAsking):
             if fresh:
                 with self._c._lock:
                     self._c.stats["received"] += fresh
+                    # Extended now, not at the next round: its deadline began at the dispatch,
+                    # and a 1 s visibility timeout ran out before the round's EXTEND arrived.
+                    self._c._keepalive()
         finally:
             self._reading.release()
 
