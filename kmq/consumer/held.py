@@ -73,6 +73,15 @@ class HeldRange:
             h.append((j, now))
         return out
 
+    def drop_unhanded(self, upto: int) -> int:
+        """Messages ``handed:upto`` never reach user code and are no longer ours to settle or
+        extend (a purge, a stall): they lapse. Returns how many (lock held)."""
+        dropped = self.rels[self.handed:upto]
+        self.lapsed.update(dropped)
+        self.handed = upto
+        self.outstanding -= len(dropped)
+        return len(dropped)
+
     def take_acks(self) -> int:
         """The mask of offsets acked since the last call (the drain's, lock held).
 

@@ -151,12 +151,8 @@ class LiveSettings:
                 k = held.handed
                 while k < len(held.recs) and held.ref.start + held.rels[k] < floor:
                     k += 1
-                dropped = held.rels[held.handed:k]
-                if dropped:
-                    held.lapsed.update(dropped)  # no longer ours to settle or extend
-                    held.handed = k
-                    held.outstanding -= len(dropped)
-                    self._in_flight -= len(dropped)
+                if k > held.handed:
+                    self._in_flight -= held.drop_unhanded(k)
                     if held.outstanding <= 0:
                         self._held.pop(held.ref, None)
             while self._ready and self._ready[0].handed == len(self._ready[0].recs):

@@ -32,20 +32,14 @@ class StaleReadAhead:
     def _drop_stale_front(self: "Consumer") -> None:
         """Drop the not yet handed messages of stale ranges at the front of ``_ready``: ranges
         arrive and are extended in order, so a fresh one at the front ends the look."""
-        ready = self._ready
-        if not ready or not is_stale(ready[0], time.monotonic(), self.visibility_timeout_s):
+        ready, now = self._ready, time.monotonic()
+        if not ready or not is_stale(ready[0], now, self.visibility_timeout_s):
             return
-        now = time.monotonic()
         dropped = 0
         with self._lock:  # the flusher's keepalive counts lapses under it
             while ready and is_stale(ready[0], now, self.visibility_timeout_s):
                 held = ready.popleft()
-                rest = [rel for rel in held.rels[held.handed:]
-                        if not held.state[rel] and rel not in held.lapsed]
-                held.lapsed.update(rest)  # no longer ours to settle or extend
-                held.handed = len(held.recs)
-                held.outstanding -= len(rest)
-                dropped += len(rest)
+                dropped += held.drop_unhanded(len(held.recs))
                 if held.outstanding <= 0:
                     self._held.pop(held.ref, None)
             self._in_flight -= dropped
