@@ -41,10 +41,10 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
     lapse_after = max_processing_s + 2 * interval_s
     out: list[M.Marker] = []
     lapsed = 0
+    overdue = set() if group_of is None else _overdue_groups(held_ranges, now, visibility_s, budget, group_of)
     for held in held_ranges:
         handed_at = held.handed_at()
         rels = []
-        overdue: set[bytes] = set()  # groups of this range with a message past its last extension
         stalled = is_stale(held, now, visibility_s)
         for i, rel in enumerate(held.rels):
             if held.state[rel] or rel in held.lapsed:
@@ -65,8 +65,6 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
                 if hold <= now + visibility_s:
                     rels.append(rel)
                 continue
-            if group_of is not None and (group := group_of(held, i)) is not None:
-                overdue.add(group)
             if age > lapse_after:
                 # Same thread as the drain: a verb recorded before or after this
                 # point is counted exactly once (see Consumer._settled_in).
@@ -77,3 +75,22 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
             out.append(M.Extend(held.ref, rels_mask(rels, held.ref.length), timeout_ms))
             held.extended_at = now
     return out, lapsed
+
+
+def _overdue_groups(held_ranges: list[HeldRange], now: float, visibility_s: float, budget: float,
+                    group_of: Callable[[HeldRange, int], bytes | None]) -> set[bytes]:
+    """Groups with a message in user code past its last extension (lapsed, or past the
+    budget): the rest of their runs, in whichever range, is not extended. A run that goes
+    on at its consumer comes in more than one range; a lapsed message stays in user code."""
+    out: set[bytes] = set()
+    for held in held_ranges:
+        for i, t in enumerate(held.handed_at()):
+            rel = held.rels[i]
+            if held.state[rel]:
+                continue
+            hold = held.holds.get(rel, 0.0)
+            if rel in held.lapsed or now - max(t, hold - visibility_s) > budget:
+                group = group_of(held, i)
+                if group is not None:
+                    out.add(group)
+    return out

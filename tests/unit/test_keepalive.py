@@ -93,3 +93,23 @@ def test_a_range_not_extended_for_a_visibility_timeout_is_the_trackers_already()
     h.extended_at, h.holds[0] = 10.0, 30.0  # extend(20) at 10: its own deadline is later
     out, lapsed = round_at(h, now=11.5)
     assert lapsed == 0 and 0 not in h.lapsed
+
+
+def test_an_overdue_runs_rest_in_another_range_and_after_the_lapse_is_not_extended_either():
+    # CI: the run went on at its consumer in a second delivery (range), extended for ever;
+    # and once the head lapsed it no longer counted as overdue, so its rest was extended again.
+    def round_(ranges, now):
+        return keepalive_round(ranges, now=now, visibility_s=2.0, max_processing_s=4.0, interval_s=0.25,
+                               timeout_ms=1000, group_of=lambda h, i: b"a")
+
+    head = held(1, handed_at=0.0)
+    head.recs, head.rels, head.outstanding = [object()], range(1), 1
+    rest = HeldRange(RangeRef("q", 0, 20, 22), SimpleNamespace(), SettlementLog())
+    rest.recs, rest.rels, rest.outstanding, rest.handed = [object()] * 2, range(2), 2, 0
+    rest.extended_at = head.extended_at = float("inf")
+    assert round_([head, rest], now=2.0)[0] == [Extend(R, 0b1, 1000), Extend(rest.ref, 0b11, 1000)]
+    assert round_([head, rest], now=2.5)[0] == []   # the head is overdue: neither is extended
+    head.extended_at = rest.extended_at = 4.9
+    out, lapsed = round_([head, rest], now=5.0)     # the head lapses (still in user code) ...
+    assert lapsed == 1 and out == []
+    assert round_([head, rest], now=5.25)[0] == []  # ... and its run's rest stays unextended
