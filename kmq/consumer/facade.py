@@ -168,7 +168,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
             return self._receive_gated(1, timeout_s, None)
         ready = self._ready
         self._drop_stale_front()
-        if not ready and not self._receive_into_buffer(timeout_s):
+        if not ready and not self._read_fresh(timeout_s):
             return None
         if self._attention:
             self._on_receiving_thread()
@@ -201,7 +201,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
             self._receive_gated(max_messages, timeout_s, batch)
             return batch
         self._drop_stale_front()
-        if not ready and not self._receive_into_buffer(timeout_s):
+        if not ready and not self._read_fresh(timeout_s):
             return batch
         if self._attention:
             self._on_receiving_thread()
@@ -217,6 +217,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
             batch._runs.append((held, i, held.handed))
             if held.handed == len(held.recs):
                 ready.popleft()
+                self._drop_stale_front()
         return batch
 
     def __iter__(self):
@@ -225,6 +226,14 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
             m = self.receive(1.0)
             if m is not None:
                 yield m
+
+    def _read_fresh(self, timeout_s: float | None) -> bool:
+        """Read more; whether what is ready now is fresh (what was read may have waited out
+        a stall on its lane: kmq.consumer.lane_age)."""
+        if not self._receive_into_buffer(timeout_s):
+            return False
+        self._drop_stale_front()
+        return bool(self._ready)
 
     def _receive_into_buffer(self, timeout_s: float | None) -> int:
         if self._closed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Callable
 
 from kmq.consumer.held import HeldRange
@@ -69,15 +70,19 @@ class Flusher:
         if markers:
             self._send(markers)
 
-    def _send(self, markers: list[M.Marker]) -> None:
+    def _send(self, markers: list[M.Marker],
+              on_written: Callable[[list[M.Marker]], None] | None = None) -> None:
         for i in range(0, len(markers), 1000):
-            self._writer.send(markers[i:i + 1000], [], on_confirmed=_nothing)
+            chunk = markers[i:i + 1000]
+            self._writer.send(chunk, [], on_confirmed=_nothing,
+                              on_written=None if on_written is None else partial(on_written, chunk))
             self.stats["markers"] += 1
 
     def _keepalive(self) -> None:
         """Extend what this consumer still holds; count what lapsed (see kmq.consumer.keepalive)."""
+        now, held_ranges = time.monotonic(), list(self._held.values())
         out, lapsed = keepalive_round(
-            list(self._held.values()), now=time.monotonic(), visibility_s=self.visibility_timeout_s,
+            held_ranges, now=now, visibility_s=self.visibility_timeout_s,
             max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s,
             timeout_ms=self._timeout_ms, group_of=_group_of if self._gate is not None else None)
         for held in list(self._held.values()):
@@ -88,7 +93,7 @@ class Flusher:
             self._source.on_settled(lapsed)
         self.stats["lapsed"] = self.stats.get("lapsed", 0) + lapsed
         if out:
-            self._send(out)
+            self._send(out, on_written=partial(_extended, {h.ref: h for h in held_ranges}, now))
 
     def _flush_loop(self) -> None:
         """Send settlements within ``flush_interval_s`` of the first one, at once when a shared
@@ -170,6 +175,16 @@ def flush_due(pending: bool, flush_at: float | None, now: float, interval_s: flo
 
 def _nothing() -> None:
     pass
+
+
+def _extended(held_by_ref: dict[M.RangeRef, HeldRange], decided_at: float, written: list[M.Marker]) -> None:
+    """The EXTENDs ``written`` (decided at ``decided_at``) reached the broker: the tracker keeps
+    their ranges invisible for a visibility timeout from then at least (kmq.consumer.stale).
+    Set here, not when decided: a stall between the two kept nothing invisible."""
+    for m in written:
+        held = held_by_ref.get(m.range)
+        if held is not None and decided_at > held.extended_at:
+            held.extended_at = decided_at
 
 
 def _group_of(held: HeldRange, i: int) -> bytes | None:

@@ -59,7 +59,8 @@ def remaining_s(now: float, *, extended_at: float, visibility_s: float,
     """The consumer's estimate of a message's visibility left at ``now`` (monotonic s).
 
     The tracker keeps it invisible ``visibility_s`` past the last EXTEND covering it
-    (its range's ``extended_at``: its arrival, then each keepalive round). Once handed
+    (its range's ``extended_at``: its arrival, then each keepalive round's EXTEND once
+    written). Once handed
     out, the keepalive stops extending it at ``handed_at + max_processing_s``
     (kmq.consumer.keepalive), so that bounds it too.
     """

@@ -55,7 +55,8 @@ class HeldRange:
         self.holds: dict[int, float] = {}
         self.meta: dict[int, Any] = {}
         # When the tracker last heard to keep what is not handed out invisible (monotonic s):
-        # its arrival, then each keepalive round (the group gate's visibility estimate).
+        # its arrival, then each keepalive round's EXTEND once written (kmq.consumer.flusher;
+        # the stale read-ahead check and the group gate's visibility estimate).
         self.extended_at = time.monotonic()
         self.acks_sent = 0  # mask of the acks already turned into markers (take_acks)
 

@@ -33,9 +33,11 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
                     ) -> tuple[list[M.Marker], int]:
     """EXTEND markers for what to keep invisible, and how many messages lapsed now.
 
-    Lapsed messages are recorded on their range (``lapsed``, ``outstanding``), and an
-    extended range's ``extended_at`` set to ``now``. ``group_of(range, index)``: an
-    ordered queue's group of a message (None: none), for the runs' rule above.
+    Lapsed messages are recorded on their range (``lapsed``, ``outstanding``). An extended
+    range's ``extended_at`` is the caller's to set, to ``now``, once its EXTEND is written:
+    an EXTEND decided and never sent (the process stalled between) kept nothing invisible.
+    ``group_of(range, index)``: an ordered queue's group of a message (None: none), for
+    the runs' rule above.
     """
     budget = max_processing_s - visibility_s + interval_s
     lapse_after = max_processing_s + 2 * interval_s
@@ -73,7 +75,6 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
                 lapsed += 1
         if rels:
             out.append(M.Extend(held.ref, rels_mask(rels, held.ref.length), timeout_ms))
-            held.extended_at = now
     return out, lapsed
 
 

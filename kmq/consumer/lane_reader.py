@@ -11,11 +11,13 @@ the consumer can leave a lane others fill (kmq.consumer.lane_choice).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 
+from kmq.consumer.lane_age import LaneAge
 from kmq.kafka import profiles
 from kmq.kafka.batch_skips import BatchSkips, unreadable_at
 from kmq.kafka.patient_reader import PatientReader
@@ -32,6 +34,7 @@ class Got:
 
     delivery: D.Delivery
     copies: list | None
+    age_s: float = 0.0  # how long it waited before its header was read (kmq.consumer.lane_age)
 
 
 class LaneRecords:
@@ -43,7 +46,9 @@ class LaneRecords:
         self._key = consumer_id.encode()
         self._header_key = D.header_key(consumer_id)
         self._pending: D.Delivery | None = None  # a header whose copies are still arriving
+        self._pending_age_s = 0.0
         self._copies: list = []
+        self._age = LaneAge()
         self.own_bytes = 0  # key + value bytes read: this consumer's records ...
         self.other_bytes = 0  # ... and every other consumer's
         self.fatal: Any = None  # a fatal KafkaError read from the lane
@@ -54,8 +59,9 @@ class LaneRecords:
         """Whether a delivery's copies are still on their way."""
         return self._pending is not None
 
-    def take(self, records: list) -> list[Got | D.Farewell]:
-        """What ``records`` (in lane order) complete, in lane order."""
+    def take(self, records: list, wall_ms: int | None = None) -> list[Got | D.Farewell]:
+        """What ``records`` (in lane order, read at ``wall_ms``: our wall clock; None: the
+        deliveries' ages are not measured) complete, in lane order."""
         out: list[Got | D.Farewell] = []
         key, header_key = self._key, self._header_key
         own = other = 0
@@ -83,10 +89,12 @@ class LaneRecords:
                     out.append(self._complete())
                 if isinstance(d, D.Farewell):
                     out.append(d)
-                elif d.kind == D.REFERENCE:
-                    out.append(Got(d, None))
+                    continue
+                age_s = 0.0 if wall_ms is None else self._age.age_s(wall_ms, _stamp_ms(rec))
+                if d.kind == D.REFERENCE:
+                    out.append(Got(d, None, age_s))
                 else:
-                    self._pending, self._copies = d, []
+                    self._pending, self._pending_age_s, self._copies = d, age_s, []
             elif rec.error() is not None:
                 err = rec.error()
                 if err.fatal():
@@ -102,7 +110,7 @@ class LaneRecords:
         return out
 
     def _complete(self) -> Got:
-        got = Got(self._pending, self._copies)
+        got = Got(self._pending, self._copies, self._pending_age_s)
         self._pending, self._copies = None, []
         return got
 
@@ -156,7 +164,7 @@ class LaneReader(LaneRecords):
             self._seek(self.skips.step(p, failed, any(r.error() is None for r in records)))
             return []
         self.unreadable = None
-        got = self.take(records)
+        got = self.take(records, int(time.time() * 1000))
         if self.unreadable is not None:  # fetched again forever: skipped whole (kmq.kafka.batch_skips)
             self._seek(self.skips.step(p, self.unreadable, False, "a batch that cannot be read"))
         return got
@@ -167,3 +175,9 @@ class LaneReader(LaneRecords):
 
     def close(self) -> None:
         self._kc.close()
+
+
+def _stamp_ms(rec: Any) -> int | None:
+    """A record's timestamp (ms), None when it has none."""
+    kind, ms = rec.timestamp()
+    return None if kind == TIMESTAMP_NOT_AVAILABLE else ms

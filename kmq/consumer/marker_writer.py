@@ -71,6 +71,7 @@ class MarkerWriter:
             self.producer.init_transactions(TRANSACTION_TIMEOUT_S)
         self._pending: list[M.Marker] = []
         self._pending_confirm: list[list] = []
+        self._pending_written: list[Callable[[], None]] = []
         self.records = 0
         self._settings = settings
         self._soft: Producer | None = None  # CREDITs (shared queues), made at the first one
@@ -99,11 +100,15 @@ class MarkerWriter:
     # -- plain ---------------------------------------------------------------------
 
     def send(self, markers: list[M.Marker], confirm: list[list],
-             on_confirmed: Callable[[], None]) -> None:
-        """Write ``markers``; mark ``confirm`` durable once they are (now, or at the next commit)."""
+             on_confirmed: Callable[[], None],
+             on_written: Callable[[], None] | None = None) -> None:
+        """Write ``markers``; mark ``confirm`` durable once they are (now, or at the next
+        commit), and call ``on_written`` then (the keepalive's EXTENDs: kmq.consumer.flusher)."""
         if self.transactional:
             self._pending += markers
             self._pending_confirm += confirm
+            if on_written is not None:
+                self._pending_written.append(on_written)
             return
         # Usually one record; more when the markers exceed a record's limits (kmq.protocol.limits).
         *earlier, last = marker_codec.encode_records(markers)
@@ -122,6 +127,8 @@ class MarkerWriter:
                 entry[1] = True
             if confirm:
                 on_confirmed()
+            if on_written is not None:
+                on_written()
 
         for value in earlier:
             self._produce(value, failed)
@@ -161,8 +168,8 @@ class MarkerWriter:
         abortable error the transaction is aborted and everything stays
         pending for the next one. Returns the offsets committed.
         """
-        markers, confirm = self._pending, self._pending_confirm
-        self._pending, self._pending_confirm = [], []
+        markers, confirm, written = self._pending, self._pending_confirm, self._pending_written
+        self._pending, self._pending_confirm, self._pending_written = [], [], []
         for entry in confirm:
             entry[1] = True
         offsets, forget = offsets_for()
@@ -177,6 +184,8 @@ class MarkerWriter:
                                                           TRANSACTION_TIMEOUT_S)
             self.producer.commit_transaction(TRANSACTION_TIMEOUT_S)
             forget()
+            for call in written:
+                call()
             return offsets
         except KafkaException as exc:
             err = exc.args[0]
@@ -184,6 +193,7 @@ class MarkerWriter:
                 entry[1] = False
             self._pending = markers + self._pending
             self._pending_confirm = confirm + self._pending_confirm
+            self._pending_written = written + self._pending_written
             if err.txn_requires_abort():
                 log.warning("queue %s: marker transaction aborted, will retry: %s", self._queue, err)
                 self.producer.abort_transaction(TRANSACTION_TIMEOUT_S)

@@ -37,7 +37,7 @@ class ReferenceReader:
         self._settings = settings
         self._group_id = group_id
         self._config = config  # the caller's librdkafka settings apply to this reader too
-        self._waiting: deque[D.Delivery] = deque()
+        self._waiting: deque[tuple[D.Delivery, float]] = deque()
         self._got: list = []  # the oldest range's records read so far
         self._at: tuple[int, int] | None = None  # (partition, next offset) the reader returns
         self._carry: list = []  # records read past a range, for the next one
@@ -46,19 +46,19 @@ class ReferenceReader:
         self._assigned = False
         self.kc: PatientReader | None = None
 
-    def add(self, d: D.Delivery) -> None:
-        """A delivery by reference, in lane order."""
-        self._waiting.append(d)
+    def add(self, d: D.Delivery, sent_at: float) -> None:
+        """A delivery by reference, in lane order, dispatched at ``sent_at`` (monotonic s)."""
+        self._waiting.append((d, sent_at))
 
     def __bool__(self) -> bool:
         """Whether a referred range waits to be read."""
         return bool(self._waiting)
 
-    def read(self, timeout_s: float) -> Iterator[tuple[D.Delivery, list]]:
+    def read(self, timeout_s: float) -> Iterator[tuple[D.Delivery, list, float]]:
         """The oldest ranges that are complete (or past their visibility timeout), each with
-        its records, in delivery order; stops at the first still on its way."""
+        its records and dispatch time, in delivery order; stops at the first still on its way."""
         while self._waiting:
-            d = self._waiting[0]
+            d, sent_at = self._waiting[0]
             r = d.range
             if not self._since:  # a new range: read on where the last ended, or seek
                 if self._at != (r.partition, r.start):
@@ -80,7 +80,7 @@ class ReferenceReader:
             self._at = (r.partition, r.end) if complete else None
             self._since = 0.0
             self._done_at = time.monotonic()
-            yield d, got
+            yield d, got, sent_at
 
     def rest_if_idle(self) -> None:
         """Stop fetching once no range came for ``IDLE_S`` (the next one assigns it again)."""

@@ -131,8 +131,8 @@ class SharedSource(CreditAsking):
         try:
             fresh = self._read_lanes(0.0 if self.refs else timeout_s, may_move)
             if self.refs:
-                for d, got in self.refs.read(timeout_s):
-                    fresh += self._hold_ref(d, got)
+                for d, got, sent_at in self.refs.read(timeout_s):
+                    fresh += self._hold_ref(d, got, sent_at)
             else:
                 self.refs.rest_if_idle()
             return fresh
@@ -178,16 +178,19 @@ class SharedSource(CreditAsking):
     def _take(self, got: Got) -> int:
         """A delivery read from a lane: a reference waits for its range, copies are held."""
         d = got.delivery
+        # Its deadline runs from its dispatch: counted from now, a delivery that waited out a
+        # stall on the lane looked fresh (kmq.consumer.lane_age, kmq.consumer.stale).
+        sent_at = time.monotonic() - got.age_s
         with self._c._lock:  # a CREDIT claims it only once its messages are held
             self._receipts.header(d.epoch, d.seq)
         if got.copies is None:
-            self.refs.add(d)
+            self.refs.add(d, sent_at)
             return 0
-        return self._hold(d, got.copies)
+        return self._hold(d, got.copies, sent_at)
 
     # -- references: ranges read from the queue topic ------------------------------------
 
-    def _hold_ref(self, d: D.Delivery, got: list) -> int:
+    def _hold_ref(self, d: D.Delivery, got: list, sent_at: float) -> int:
         """Hold a referred range's records that are ours, at most the free room (the rest
         is given back at once, uncounted, as in :meth:`_hold`); return how many."""
         c, r = self._c, d.range
@@ -199,7 +202,7 @@ class SharedSource(CreditAsking):
                                on_confirmed=_nothing)
                 keep, rels = keep[:room], rels[:room]
             if keep:
-                c._hold(r, keep, rels)
+                c._hold(r, keep, rels).extended_at = sent_at
             self._receipts.held(d.epoch, d.seq)
         if not keep:
             return 0
@@ -226,7 +229,7 @@ class SharedSource(CreditAsking):
             self._waited_s += time.monotonic() - self._wait_began
             self._wait_began = None
 
-    def _hold(self, d: D.Delivery, copies: list) -> int:
+    def _hold(self, d: D.Delivery, copies: list, sent_at: float) -> int:
         """Hold a delivery's copies (offsets in mask order); return how many.
 
         Copies below the queue's purge point (dispatched before the purge was known) are
@@ -257,7 +260,7 @@ class SharedSource(CreditAsking):
                     # consumer has not read that change yet. Ungated, the rest of a run went
                     # to user code past a released head (a configure_queue, then sends at once).
                     c._gate_on()
-                c._hold(r, copies[purged:purged + len(keep)], keep)
+                c._hold(r, copies[purged:purged + len(keep)], keep).extended_at = sent_at
                 self._received(len(keep))
             self._receipts.held(d.epoch, d.seq)
             if markers:

@@ -1,13 +1,17 @@
 """Read-ahead the tracker has surely taken back: never handed to user code.
 
 A consumer's keepalive extends what it holds every ``keepalive_interval_s`` (at most a
-quarter of the visibility timeout), and each round sets the range's ``extended_at``. A
+quarter of the visibility timeout); each round's EXTEND, once written, sets the range's
+``extended_at`` to when the round decided it (an EXTEND never written kept nothing). A
 range not extended for longer than the visibility timeout was not kept invisible: the
 process stalled (SIGSTOP, a suspended VM, a long pause) and the tracker has taken its
 messages back, redelivered them, maybe to a consumer that acked them since. Handed out
 after the stall, they reached user code as delivery 1 of a message acked elsewhere
 (measured: 7 of 10 held messages, a consumer stopped 20 s on a 5 s visibility timeout).
-Dropped instead, they come back as the tracker's redeliveries say. :class:`StaleReadAhead`
+Dropped instead, they come back as the tracker's redeliveries say. A delivery read from
+the lane starts with ``extended_at`` at its dispatch as far as the consumer can tell
+(kmq.consumer.lane_age), not its arrival: one that waited out a stall on the lane is
+stale when read. :class:`StaleReadAhead`
 is mixed into :class:`kmq.consumer.facade.Consumer`; the receiving thread calls it.
 """
 

@@ -113,3 +113,17 @@ def test_an_overdue_runs_rest_in_another_range_and_after_the_lapse_is_not_extend
     out, lapsed = round_([head, rest], now=5.0)     # the head lapses (still in user code) ...
     assert lapsed == 1 and out == []
     assert round_([head, rest], now=5.25)[0] == []  # ... and its run's rest stays unextended
+
+
+def test_a_round_leaves_extended_at_until_its_extend_is_written():
+    # A stall between deciding an EXTEND and writing it kept nothing invisible: the range
+    # counts as extended from the writer's confirmation on (kmq.consumer.flusher._extended).
+    from kmq.consumer.flusher import _extended
+    h = held(0, 0.0)
+    h.extended_at = 10.0
+    out, _ = round_at(h, now=10.5)
+    assert out == [Extend(R, 0b111, 1000)] and h.extended_at == 10.0
+    _extended({R: h}, 10.5, out)
+    assert h.extended_at == 10.5
+    _extended({R: h}, 10.25, out)  # an earlier round's confirmation, arriving late
+    assert h.extended_at == 10.5
