@@ -228,12 +228,18 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
                 yield m
 
     def _read_fresh(self, timeout_s: float | None) -> bool:
-        """Read more; whether what is ready now is fresh (what was read may have waited out
-        a stall on its lane: kmq.consumer.lane_age)."""
-        if not self._receive_into_buffer(timeout_s):
-            return False
-        self._drop_stale_front()
-        return bool(self._ready)
+        """Read more within ``timeout_s``; whether something fresh is ready (what was read
+        may have waited out a stall on its lane: kmq.consumer.lane_age)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self._receive_into_buffer(timeout_s):
+            self._drop_stale_front()
+            if self._ready:
+                return True
+            if deadline is not None:
+                timeout_s = deadline - time.monotonic()
+                if timeout_s <= 0:
+                    return False
+        return False
 
     def _receive_into_buffer(self, timeout_s: float | None) -> int:
         if self._closed:

@@ -81,10 +81,11 @@ class GatedReceive:
                 msg = Message((held.recs[i], held, held.rels[i]))
                 group = msg.group_bytes
                 run = None if group is None else msg.run or held
-                verdict = G.HAND if group is None else gate.decide(
-                    group, run, G.remaining_s(now, extended_at=held.extended_at,
-                                               visibility_s=self.visibility_timeout_s),
-                    margin, fate_of)
+                left = G.remaining_s(now, extended_at=held.extended_at, visibility_s=self.visibility_timeout_s)
+                if group is None:  # not gated; but past its visibility it is the tracker's (kmq.consumer.stale)
+                    verdict = G.HAND if left > 0 else G.GIVE_BACK
+                else:
+                    verdict = gate.decide(group, run, left, margin, fate_of)
                 if verdict != G.WAIT:
                     pick = held
                     break

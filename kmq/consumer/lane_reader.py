@@ -166,8 +166,18 @@ class LaneReader(LaneRecords):
         self.unreadable = None
         got = self.take(records, int(time.time() * 1000))
         if self.unreadable is not None:  # fetched again forever: skipped whole (kmq.kafka.batch_skips)
-            self._seek(self.skips.step(p, self.unreadable, False, "a batch that cannot be read"))
+            self._seek(self.skips.step(p, self.unreadable, False, "a batch that cannot be read", end=self._end()))
         return got
+
+    def _end(self) -> int | None:
+        """The lane's end now (None: unknown). The search for an unreadable batch's end goes
+        no further: a probe past it waited for the next record, which could be the tracker's
+        redelivery of everything behind the batch (measured: 30 s, a visibility timeout)."""
+        try:
+            return self._kc.get_watermark_offsets(TopicPartition(*self._tp), timeout=5, cached=False)[1]
+        except KafkaException as exc:
+            log.debug("queue %s: end of lane %d: %s", self._queue, self.lane, exc)
+            return None
 
     def _seek(self, offset: int | None) -> None:
         if offset is not None:
