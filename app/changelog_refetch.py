@@ -18,6 +18,19 @@ while it waits (room in a full buffer, a paused flow) and goes on past it;
 ``app.drain_fast_path`` notes those (``_kmq_cut``), and they count as dropped too, with
 every later record of that changelog partition in the fetch, held back (:func:`in_order`):
 recovery would ignore the cut record fetched again behind them.
+
+A record handed on could still be thrown away before recovery took it: Faust's changelog
+queue, between the drain and recovery, is emptied whenever the flow is resumed
+(``clear_on_resume``; a full queue's waiting puts are cancelled too), and recovery
+resumes the flow when it completes, after the standbys' fetches began. Recovery takes at
+most one record off the queue per turn of the event loop, the drain puts up to a hundred,
+so on a busy worker that resume threw away the standby records queued so far, and
+recovery went on with those put after them: the replica had a gap for good, and a worker
+promoted from it lacked the delayed sends in it (test_standby_replicas.py failed so in a
+loaded CI run). A resume now leaves the changelog queue as it is
+(:func:`keep_on_resume`): what it holds was fetched since the last rebalance, in order,
+and recovery still needs it. A rebalance and a stop still empty it (they suspend the flow
+first) and recovery then seeks each partition to what it applied.
 """
 
 from __future__ import annotations
@@ -68,7 +81,8 @@ async def in_order(fetched: AsyncIterator[tuple[Any, Any]], cut: Mapping[Key, in
 
 
 def install() -> None:
-    """Wrap Faust's ``Consumer.getmany`` (once per process)."""
+    """Wrap Faust's ``Consumer.getmany`` and keep its changelog queue through a flow resume
+    (once per process)."""
     from faust.transport.consumer import Consumer
 
     if getattr(Consumer, "_kmq_refetch", False):
@@ -100,7 +114,33 @@ def install() -> None:
 
     Consumer._wait_next_records = _wait_next_records
     Consumer.getmany = getmany
+
+    from faust.tables.manager import TableManager
+
+    original_queue = TableManager._kmq_changelog_queue = TableManager.changelog_queue  # a property
+
+    def changelog_queue(self: Any) -> Any:
+        queue = original_queue.fget(self)
+        if not getattr(queue, "_kmq_kept_on_resume", False):
+            keep_on_resume(queue, self.app.flow_control)
+        return queue
+
+    TableManager.changelog_queue = property(changelog_queue)
     Consumer._kmq_refetch = True
+
+
+def keep_on_resume(queue: Any, flow_control: Any) -> None:
+    """Make ``flow_control``'s resume leave ``queue`` (Faust's changelog queue) as it is.
+    The flow control empties its queues on resume and when told to; only the latter
+    happens with the flow suspended (a rebalance, a stop), and that still empties it."""
+    clear = queue.clear
+
+    def clear_unless_resuming() -> None:
+        if not flow_control.is_active():  # active: resume() is clearing, not a rebalance
+            clear()
+
+    queue.clear = clear_unless_resuming
+    queue._kmq_kept_on_resume = True
 
 
 async def _seek_back(thread: Any, lost: dict[Key, tuple[int, int]]) -> dict[Key, int]:

@@ -26,7 +26,8 @@ confirmed; the dispatcher of shared queues needs it (``app.membership``), so eac
 heartbeat answered with no error is noted there.
 
 And changelog records Faust fetched and dropped (a standby replica lost its first
-fetch so): fetched again (``app.changelog_refetch``).
+fetch so): fetched again; and those handed on are no longer thrown away by a flow resume
+before recovery took them (``app.changelog_refetch``).
 
 And table partitions coming back to this worker: Faust resumes each from its
 RocksDB, however old; one last written longer ago than the changelog keeps

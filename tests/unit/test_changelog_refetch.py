@@ -77,3 +77,29 @@ def test_a_stream_partitions_records_go_on_after_a_cut():
     # The markers agent reads a stream's gaps itself (agents/gap_reader.py).
     got, _, _ = _drain([(("markers", 0), 1), (("markers", 0), 2)], (("markers", 0), 1))
     assert got == [(("markers", 0), 2)]
+
+
+def test_a_flow_resume_keeps_the_changelog_records_recovery_has_not_taken_and_a_rebalance_drops_them():
+    from mode.utils.queues import FlowControlEvent, ThrowableQueue
+
+    from app.changelog_refetch import keep_on_resume
+
+    flow = FlowControlEvent()  # Faust's app.flow_control: suspended until recovery resumes it
+    changelog = ThrowableQueue(flow_control=flow, clear_on_resume=True)
+    stream = ThrowableQueue(flow_control=flow, clear_on_resume=True)
+    keep_on_resume(changelog, flow)
+    flow.resume()  # the standbys' fetch begins
+    for offset in range(3):
+        changelog.put_nowait(("standby record", offset))
+        stream.put_nowait(("markers record", offset))
+    changelog.get_nowait()  # recovery took one
+    # Recovery completes and resumes the flow again: the standby records handed on stay.
+    flow.resume()
+    kept = [changelog.get_nowait() for _ in range(changelog.qsize())]
+    assert kept == [("standby record", 1), ("standby record", 2)]
+    assert stream.empty(), "a stream's buffer is still Faust's to empty"
+    # A rebalance suspends the flow and empties every queue, the changelog's too.
+    changelog.put_nowait(("standby record", 3))
+    flow.suspend()
+    flow.clear()
+    assert changelog.empty()

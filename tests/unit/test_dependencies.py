@@ -162,6 +162,21 @@ def test_the_fetch_app_changelog_refetch_wraps_still_drops_what_it_says():
     assert {"has_valid_position", "position"} <= set(TopicPartitionState.__dict__)
 
 
+def test_a_flow_resume_empties_the_changelog_queue_as_app_changelog_refetch_assumes():
+    from faust.app.base import App
+    from faust.tables.manager import TableManager
+    from mode.utils.queues import FlowControlEvent
+
+    # The changelog queue is one the flow control empties on resume (kept aside when wrapped).
+    queue = TableManager.__dict__.get("_kmq_changelog_queue") or TableManager.__dict__["changelog_queue"]
+    assert isinstance(queue, property) and "clear_on_resume=True" in inspect.getsource(queue.fget)
+    # A resume empties its queues with the flow active; a rebalance suspends it first.
+    assert "self._resume.set()\n        self.clear()" in inspect.getsource(FlowControlEvent.resume)
+    assert "return not self._suspend.is_set()" in inspect.getsource(FlowControlEvent.is_active)
+    revoked = inspect.getsource(App._on_partitions_revoked)
+    assert revoked.index("self.flow_control.suspend") < revoked.index("self.flow_control.clear")
+
+
 def test_the_heartbeat_aiokafka_sends_is_what_app_membership_notes():
     from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.protocol.group import HeartbeatRequest
