@@ -27,6 +27,8 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")
 
+PROBE_QUIET_S = 1.0  # a probe that brought nothing for this long is at the lane's end
+
 
 @dataclass(slots=True)
 class Got:
@@ -134,6 +136,7 @@ class LaneReader(LaneRecords):
         self._kc.assign([TopicPartition(topic, partition, max(0, high))])
         self._tp = (topic, partition)
         self.skips = BatchSkips(f"queue {queue}: lane {lane}")  # batches of the lane nobody can read
+        self._probed_at = 0.0  # when the reader last sought (monotonic s)
 
     @property
     def kc(self) -> PatientReader:
@@ -155,10 +158,16 @@ class LaneReader(LaneRecords):
     def read(self, timeout_s: float) -> list[Got | D.Farewell]:
         """What came on the lane within ``timeout_s``, complete, in lane order."""
         first = self._kc.poll(timeout_s)
+        p = self._tp[1]
         if first is None:
+            if self.skips.searching(p) and time.monotonic() - self._probed_at >= PROBE_QUIET_S:
+                # Nothing at the probe: it is at the lane's end, past the batch (a batch it
+                # fell inside comes back at the first fetch). Waiting for the next record
+                # instead, the search waited for the tracker's redelivery of the delivery
+                # behind the batch, a visibility timeout later (measured: 30 s).
+                self._seek(self.skips.step(p, None, True))
             return []
         records = [first] + self._kc.consume(10_000, 0)
-        p = self._tp[1]
         if self.skips.searching(p):  # what a probe brought: read again once the batch is skipped
             failed = next((o for o in map(unreadable_at, records) if o is not None), None)
             self._seek(self.skips.step(p, failed, any(r.error() is None for r in records)))
@@ -166,22 +175,13 @@ class LaneReader(LaneRecords):
         self.unreadable = None
         got = self.take(records, int(time.time() * 1000))
         if self.unreadable is not None:  # fetched again forever: skipped whole (kmq.kafka.batch_skips)
-            self._seek(self.skips.step(p, self.unreadable, False, "a batch that cannot be read", end=self._end()))
+            self._seek(self.skips.step(p, self.unreadable, False, "a batch that cannot be read"))
         return got
-
-    def _end(self) -> int | None:
-        """The lane's end now (None: unknown). The search for an unreadable batch's end goes
-        no further: a probe past it waited for the next record, which could be the tracker's
-        redelivery of everything behind the batch (measured: 30 s, a visibility timeout)."""
-        try:
-            return self._kc.get_watermark_offsets(TopicPartition(*self._tp), timeout=5, cached=False)[1]
-        except KafkaException as exc:
-            log.debug("queue %s: end of lane %d: %s", self._queue, self.lane, exc)
-            return None
 
     def _seek(self, offset: int | None) -> None:
         if offset is not None:
             self._kc.seek(TopicPartition(*self._tp, offset))
+            self._probed_at = time.monotonic()
 
     def close(self) -> None:
         self._kc.close()
