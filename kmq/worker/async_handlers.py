@@ -83,8 +83,8 @@ class AsyncHandlers:
                 if task is not None and task.cancelling():
                     raise  # the runner's cancel: the grace is over, close() released it
                 exc = e  # the handler's own await was cancelled: a failure like any other
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - SystemExit too, as a sync handler's
-                exc = e
+            except BaseException as e:  # noqa: BLE001 - any BaseException, as a sync handler's
+                exc = e  # (the worker's signals are the loop's handlers: never a KeyboardInterrupt here)
             self._settle(msg, exc, max_deliveries, started)
         except Exception:
             log.exception("settling a message of queue %s failed", self.handler.queue)

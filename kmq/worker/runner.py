@@ -147,8 +147,11 @@ class HandlerRunner(AsyncHandlers, ChainRunner):
                     raise TypeError(f"{self.handler.name} returned {type(result).__name__} {result!r}, not "
                                     "awaited: make the handler an async def (a decorator of one must be async too)")
                 exc = None
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure of user code is the message's
-                exc = e  # SystemExit too (a pool thread gets no signals): it left the message held
+            except BaseException as e:  # noqa: BLE001 - any failure of user code is the message's
+                # SystemExit, KeyboardInterrupt, a library's own BaseException too (a pool thread
+                # gets no signals): uncaught, it left the message held, unreported, for
+                # max_processing_s (measured: 300 s by default).
+                exc = e
             self._settle(msg, exc, max_deliveries, started)
         except Exception:  # never lose a slot to a bug of ours
             log.exception("settling a message of queue %s failed", self.handler.queue)

@@ -218,3 +218,40 @@ def test_a_send_inside_a_span_is_handled_in_the_same_trace(client, queue):
     finally:
         running.stop()
     assert seen[msg_id] == parent.get_span_context().trace_id
+
+
+class LibraryAbort(BaseException):
+    """What some libraries raise: a BaseException that is no Exception."""
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_handler_raising_any_base_exception_has_its_message_released_and_reported(
+        client, queue, mode, kind, caplog):
+    # Before: KeyboardInterrupt, GeneratorExit or a library's own BaseException left the
+    # message held, unreported, until max_processing_s (300 s by default) ran out.
+    raised = {"interrupt": KeyboardInterrupt, "abort": LibraryAbort}
+    sent = {client.send(queue, what.encode()): what for what in raised}
+    client.flush()
+    calls: Counter = Counter()
+
+    def outcome(msg):
+        calls[msg.id] += 1
+        if msg.delivery_count == 1:
+            raise raised[msg.value.decode()]("from user code")
+
+    if kind == "sync":
+        fn = outcome
+    else:
+        async def fn(msg):
+            outcome(msg)
+    handler = kmq.handler(queue, concurrency=2)(fn)
+    with caplog.at_level("WARNING", logger="kmq.worker"):
+        running = Running(client, handler)
+        try:
+            wait_for(lambda: sorted(calls.values()) == [2, 2], 60, what="each message delivered again")
+        finally:
+            running.stop()
+    failed = [json.loads(r.getMessage()) for r in caplog.records if "handler_failed" in r.getMessage()]
+    assert sorted((sent[f["id"]], f["outcome"], f["error"]) for f in failed) == [
+        ("abort", "released", "LibraryAbort: from user code"),
+        ("interrupt", "released", "KeyboardInterrupt: from user code")]
