@@ -105,7 +105,9 @@ class Settings:
     dispatch: str = _setting(
         "shared", "KMQ_DISPATCH",
         "Dispatch mode of queues that do not set one: `shared` (any number of consumers, the tracker "
-        "dispatches) or `partition` (a consumer group over the queue's partitions)")
+        "dispatches) or `partition` (a consumer group over the queue's partitions); the same on every "
+        "tracker and client, or set the mode per queue (`configure_queue`): a process on the other "
+        "mode reads the queue afresh and gets its acked messages again")
     visibility_timeout_s: float = _setting(
         30.0, "KMQ_VISIBILITY_TIMEOUT_S",
         "Default time a received message stays invisible (0.001 s to 12 h)")
@@ -115,7 +117,9 @@ class Settings:
         "sets no `max_processing_s`; the visibility timeout stays crash detection (0: no keepalive "
         "in user code, a held message comes back after its visibility timeout; else 0.001 s to 7 days)")
     max_deliveries: int = _setting(
-        5, "KMQ_MAX_DELIVERIES", "Deliveries before a message is dead-lettered (1 to 1,000,000)")
+        5, "KMQ_MAX_DELIVERIES", "Deliveries before a message is dead-lettered (1 to 1,000,000) when its "
+        "queue sets none; the same on every tracker and worker, or set it per queue: the tracker counts "
+        "timeouts and releases against its own, a `kmq worker` its handler's failures against its own")
     max_delay_s: float = _setting(
         7 * 24 * 3600.0, "KMQ_MAX_DELAY_S", "Longest delay of a delayed send or release (at most 365 days)")
     tick_interval_ms: int = _setting(
@@ -128,7 +132,7 @@ class Settings:
         0, "KMQ_SESSION_TIMEOUT_MS", "Consumer group session timeout (0: 6000 embedded, 10000 production: a crashed worker's "
         "partitions move after it, so keep it well below KMQ_VISIBILITY_TIMEOUT_S; at most 3,600,000)")
     max_message_bytes: int = _setting(
-        1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload + headers) the broker accepts (at most 999,995,904)")
+        1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload, headers and the key: the queue's name) the broker accepts (at most 999,995,904)")
     group_prefix: str = _setting("kmq.", "KMQ_GROUP_PREFIX", "Prefix of each queue's consumer group id")
     security_protocol: str = _setting(
         "", "KMQ_SECURITY_PROTOCOL", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: PLAINTEXT)")

@@ -66,7 +66,8 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
                 report = run_demo(client)
             for line in report.lines():
                 click.echo(f"           {line}")
-        click.echo(f"env        export KMQ_BOOTSTRAP_SERVERS={broker.bootstrap_servers} KMQ_PROFILE=embedded")
+        click.echo(f"env        export KMQ_BOOTSTRAP_SERVERS={broker.bootstrap_servers} KMQ_PROFILE=embedded "
+                   f"KMQ_TRACKER_URL={tracker.url}")  # kmq stats asks the tracker, on any port
         if not exit_after_demo:
             click.echo("running; Ctrl-C stops the tracker and the broker")
             while not stop.wait(0.5):

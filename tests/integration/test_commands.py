@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -54,6 +55,13 @@ def test_ctrl_c_stops_everything_kmq_dev_started():
         broker_pid = int(re.search(r"broker .*pid (\d+)", text).group(1))
         tracker_pid = int(re.search(r"tracker .*pid (\d+)", text).group(1))
         assert _alive(broker_pid) and _alive(tracker_pid)
+        # The env line it prints is all a client needs, kmq stats too (its tracker on port 0's pick).
+        env_line = re.search(r"^env\s+export (.*)$", text, re.M).group(1).split()
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMQ_")},
+               **dict(kv.split("=", 1) for kv in env_line)}
+        stats = subprocess.run([sys.executable, "-m", "kmq.cli", "stats", "--json"], env=env, cwd=ROOT,
+                               capture_output=True, text=True, timeout=60)
+        assert stats.returncode == 0 and "queues" in json.loads(stats.stdout), stats.stderr[-2000:]
         p.send_signal(signal.SIGINT)
         p.wait(60)
     finally:
