@@ -24,6 +24,7 @@ MIN_TIMEOUT_S = 0.001  # the shortest visibility timeout or max_processing_s, as
 REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")  # Kafka's legal characters
 MAX_TOPIC_NAME = 249
+MIN_SESSION_TIMEOUT_MS = 1000  # a heartbeat is at least 100 ms apart: several a session
 # Settings librdkafka takes within bounds: above them the first send or consumer failed with
 # a KafkaException (message.max.bytes is KMQ_MAX_MESSAGE_BYTES + 4096, kmq/client.py).
 LIBRDKAFKA_LIMITS = (("delivery_timeout_ms", 2_147_483_647, "message.timeout.ms"),
@@ -64,7 +65,13 @@ def check_values(s: Settings) -> None:
             f"KMQ_DELIVERIES_PARTITIONS={s.deliveries_partitions} at "
             f"KMQ_DELIVERIES_TOPIC_PARTITIONS={s.lane_layout.per_topic} makes "
             f"{s.lane_layout.topics} deliveries topics, above {MAX_LANE_TOPICS}: raise the second")
+    if 0 < s.session_timeout_ms < MIN_SESSION_TIMEOUT_MS:
+        raise ConfigError(f"KMQ_SESSION_TIMEOUT_MS={s.session_timeout_ms} is below {MIN_SESSION_TIMEOUT_MS:,} ms: "
+                          f"give 0 (the profile's) or at least {MIN_SESSION_TIMEOUT_MS:,} (a heartbeat every "
+                          "100 ms at least; brokers refuse sessions below group.min.session.timeout.ms, "
+                          "6,000 by default)")
     check_upper_bounds(s)
+    check_bootstrap_servers(s)
     check_web_hosts(s)
     check_topic_names(s)
     for name, limit, what in LIBRDKAFKA_LIMITS:
@@ -104,10 +111,32 @@ def check_web_hosts(s: Settings) -> None:
         raise ConfigError(f"KMQ_WEB_HOST={s.web_host!r} is blank: give the address the tracker's web "
                           "server binds, e.g. 127.0.0.1 (or 0.0.0.0 for every interface, with KMQ_AUTH=on)")
     for env, host in (("KMQ_WEB_HOST", s.web_host), ("KMQ_WEB_ADVERTISED_HOST", s.web_advertised_host)):
-        if any(c.isspace() for c in host):
-            raise ConfigError(f"{env}={host!r} contains whitespace: give one host name or address, "
-                              "e.g. tracker-1 or 10.0.0.5" + (", or leave it empty for KMQ_WEB_HOST"
-                                                              if env == "KMQ_WEB_ADVERTISED_HOST" else ""))
+        # A port or a scheme in it reached the web server's URL and crashed the tracker at start.
+        bad = ("whitespace" if any(c.isspace() for c in host)
+               else "a port or a URL" if "/" in host or "@" in host or host.count(":") == 1
+               else None)
+        if bad:
+            raise ConfigError(f"{env}={host!r} contains {bad}: give one host name or address, "
+                              "e.g. tracker-1 or 10.0.0.5 (the port is KMQ_WEB_PORT)"
+                              + (", or leave it empty for KMQ_WEB_HOST" if env == "KMQ_WEB_ADVERTISED_HOST" else ""))
+
+
+def check_bootstrap_servers(s: Settings) -> None:
+    """Each of KMQ_BOOTSTRAP_SERVERS' ``host:port`` with a port that is a number (a word there
+    was taken, and the tracker crashed at start without naming the variable)."""
+    for server in s.bootstrap_servers.split(","):
+        address = server.strip().rpartition("://")[2]
+        if address.startswith("["):  # [IPv6]:port
+            port = address.partition("]")[2].removeprefix(":")
+            if not port:
+                continue
+        elif address.count(":") == 1:
+            port = address.partition(":")[2]
+        else:  # no port (librdkafka's default), or a bare IPv6 address
+            continue
+        if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigError(f"KMQ_BOOTSTRAP_SERVERS={s.bootstrap_servers!r}: the port of {server.strip()!r} "
+                              "is not a TCP port (1-65535): give host:port[,host:port]")
 
 
 def check_topic_names(s: Settings) -> None:
