@@ -68,6 +68,7 @@ def faust_options(s: Settings) -> dict[str, Any]:
     }
     if s.log_format == "json":
         opts["logging_config"] = logs.logging_config()
+    logs.quiet_spinner()
     credentials = _credentials(s)
     if credentials is not None:
         opts["broker_credentials"] = credentials

@@ -220,3 +220,21 @@ def test_the_drain_call_app_drain_fast_path_shortens_has_the_shape_it_assumes():
     source = inspect.getsource(original)
     assert "stopped = self._stopped" in source and "crashed = self._crashed" in source
     assert list(WaitResults._fields) == ["done", "results", "stopped"]
+
+
+def test_fausts_spinner_writes_cursor_codes_only_to_a_terminal_once_quieted():
+    # KMQ_LOG_FORMAT=json: stdout began with "\x1b[?25l\b\x1b[?25h" and the first line did not parse.
+    import io
+
+    from faust.utils.terminal.spinners import Spinner
+
+    from app.logs import quiet_spinner
+
+    quiet_spinner()
+    out = io.StringIO()
+    spinner = Spinner(file=out)
+    spinner.begin()
+    spinner.update()
+    spinner.finish()
+    Spinner._finish(out, at_exit=True)
+    assert out.getvalue() == ""
