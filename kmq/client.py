@@ -114,8 +114,10 @@ class Client(QueueAdmin):
         return self._configs
 
     def queue_config(self, queue: str) -> QueueConfig:
-        """The current settings of ``queue`` (global defaults where unset)."""
-        return self.queue_configs().get(validate_queue_name(queue))
+        """The current settings of ``queue`` (global defaults where unset). With auth on, another
+        tenant's queue is refused like a missing one (``PermissionDeniedError``), as every
+        other admin call does; it was shown, its tenant with it."""
+        return self._authorize(validate_queue_name(queue))
 
     # -- sending -----------------------------------------------------------------
 

@@ -105,6 +105,7 @@ def test_tenants_reach_only_their_own_queues(make_client, make_settings, artifac
         for call in (lambda: acme.configure_queue("beta-orders", max_deliveries=2),
                      lambda: acme.dead_letters("beta-orders"), lambda: acme.redrive("beta-orders"),
                      lambda: acme.purge_dead_letters("beta-orders"),
+                     lambda: acme.queue_config("beta-orders"),  # was shown, its tenant with it
                      lambda: acme.dead_letters("no-such-queue")):
             with pytest.raises(PermissionDeniedError, match="not found or not yours") as info:
                 call()
@@ -113,9 +114,12 @@ def test_tenants_reach_only_their_own_queues(make_client, make_settings, artifac
             acme.configure_queue("acme-orders", tenant="beta")
         with pytest.raises(PermissionDeniedError, match="admin token"):
             acme.create_tenant("gamma")
+        assert acme.queue_config("acme-orders").max_deliveries == 2
         nobody = make_client(settings.replace(token=""))
         with pytest.raises(PermissionDeniedError, match="requires a token"):
             nobody.dead_letters("acme-orders")
+        with pytest.raises(PermissionDeniedError, match="requires a token"):
+            nobody.queue_config("acme-orders")
         wrong = make_client(settings.replace(token="not-a-token"))
         with pytest.raises(PermissionDeniedError, match="not valid"):
             wrong.configure_queue("acme-orders", max_deliveries=3)
