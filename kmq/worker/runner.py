@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
-from kmq.errors import MessageSettledError
+from kmq.errors import ConfigError, MessageSettledError
 from kmq.message import Message
 from kmq.tracing import handling
 from kmq.worker.async_handlers import RECEIVE_WAIT_S, AsyncHandlers
@@ -76,7 +76,10 @@ class HandlerRunner(AsyncHandlers, ChainRunner):
         options = {"batch_size": min(1000, h.max_in_flight), "prefetch": max(1, h.read_ahead),
                    "flush_interval_s": FLUSH_INTERVAL_S, **h.consumer_options,
                    "max_in_flight": h.max_in_flight}
-        consumer = self.consumer = self.client.consumer(h.queue, **options)
+        try:
+            consumer = self.consumer = self.client.consumer(h.queue, **options)
+        except ConfigError as exc:  # with many handlers, which one's options: say it
+            raise ConfigError(f"handler {h.name} of queue {h.queue!r}: {exc}") from exc
         self.max_processing_s = consumer.max_processing_s
         self.ready.set()
         return consumer

@@ -207,3 +207,19 @@ def test_client_consumer_refuses_an_unknown_option_before_any_broker_call():
             client.consumer("orders", bogus=1)
     finally:
         client.close(timeout_s=0)
+
+
+def test_a_consumer_option_refused_at_start_names_its_handler():
+    # With many handlers, "visibility_timeout_s=-5 must be ..." left the user searching.
+    from kmq.worker.runner import HandlerRunner
+
+    class Refusing:
+        def consumer(self, queue, **options):
+            raise ConfigError(f"visibility_timeout_s={options['visibility_timeout_s']} must be a number of seconds")
+
+    @kmq.handler("q-orders", visibility_timeout_s=-5)
+    def charge(msg):
+        pass
+
+    with pytest.raises(ConfigError, match=r"^handler .*charge of queue 'q-orders': visibility_timeout_s=-5 must"):
+        HandlerRunner(Refusing(), charge, ShutdownSignal(1.0))._open()
