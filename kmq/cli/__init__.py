@@ -140,6 +140,9 @@ def acls(update: tuple[str, ...], commands: bool, principals: tuple[str, ...], b
             raise click.UsageError("--principal and --bootstrap-server go with --commands: add --commands")
         click.echo(checklist_markdown(settings), nl=False)
         return
+    if not bootstrap_server.strip():  # commands with an empty --bootstrap-server fail in kafka-acls.sh
+        raise click.BadParameter("give the brokers' host:port, e.g. broker1:9092",
+                                 param_hint="--bootstrap-server")
     given = dict(p.split("=", 1) for p in principals if "=" in p)
     if len(given) != len(principals):
         roles = [p.split("=", 1)[0] for p in principals if "=" in p]

@@ -9,11 +9,17 @@ import math
 import click
 
 
+MAX_WAIT_S = 86_400.0  # a day: librdkafka's timeouts are 32-bit ms (2,147,483 s; above, a live
+# broker was reported down), and 1e10 overflowed datetime and time.sleep (tracebacks)
+MIN_RATE_PER_S = 0.01  # one message every 100 s; 1e-300 overflowed time.sleep (a traceback)
+
+
 def positive_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """A wait in seconds: finite and above 0 (librdkafka takes -1 as "wait without end", and
-    0 gave up without trying; socket timeouts refuse nan and negatives with a traceback)."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"{value!r}: give a number of seconds above 0, e.g. 10")
+    """A wait in seconds: finite, above 0 and at most a day (librdkafka takes -1 as "wait without
+    end", and 0 gave up without trying; socket timeouts refuse nan and negatives with a traceback)."""
+    if value is not None and not (math.isfinite(value) and 0 < value <= MAX_WAIT_S):
+        raise click.BadParameter(f"{value!r}: give a number of seconds above 0 and at most "
+                                 f"{MAX_WAIT_S:.0f} (a day), e.g. 10")
     return value
 
 
@@ -25,14 +31,19 @@ def delay_seconds(ctx: click.Context, param: click.Parameter, value: float | Non
 
 
 def positive_rate(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """Messages per second: finite and above 0 (nan made the rate limit never wait)."""
-    if not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"{value!r}: give a number of messages per second above 0, e.g. 200")
+    """Messages per second: finite and at least MIN_RATE_PER_S (nan made the rate limit never
+    wait; 1e-300 a wait too long for time.sleep)."""
+    if not (math.isfinite(value) and value >= MIN_RATE_PER_S):
+        raise click.BadParameter(f"{value!r}: give a number of messages per second, at least "
+                                 f"{MIN_RATE_PER_S:g} (one every {1 / MIN_RATE_PER_S:g} s), e.g. 200")
     return value
 
 
 def header_pairs(ctx: click.Context, param: click.Parameter, pairs: tuple[str, ...]) -> dict[str, str]:
-    """-H NAME=VALUE pairs, checked before the broker is (a usage error, exit status 2)."""
+    """-H NAME=VALUE pairs, checked before the broker is (a usage error, exit status 2), as the
+    SDK checks headers (an empty name, kmq's own prefix, text that is not valid UTF-8)."""
+    from kmq.errors import ConfigError
+    from kmq.send_args import check_headers
     out = {}
     for p in pairs:
         if "=" not in p:
@@ -40,6 +51,17 @@ def header_pairs(ctx: click.Context, param: click.Parameter, pairs: tuple[str, .
         k, v = p.split("=", 1)
         if k in out:  # a record's headers here are a dict: the first was dropped silently
             raise click.BadParameter(f"{k!r} given twice: give each header name once")
+        if not k:
+            raise click.BadParameter(f"{p!r}: the header name is empty: use NAME=VALUE")
+        try:
+            (k + v).encode()
+        except UnicodeEncodeError:  # bytes the OS gave that are not UTF-8 (surrogate escapes)
+            raise click.BadParameter(f"{p!r}: not valid UTF-8 text: give header names and values "
+                                     "in UTF-8") from None
+        try:
+            check_headers({k: v})
+        except ConfigError as exc:  # was an error after the broker check, exit status 1
+            raise click.BadParameter(f"{p!r}: {exc}") from None
         out[k] = v
     return out
 

@@ -50,8 +50,8 @@ def backoff_of(spec: str) -> Backoff:
             base_s, max_s = float(args[0]), float(args[1])
             multiplier = float(args[2]) if len(args) > 2 else 2.0
             return Backoff.exponential(base_s, max_s, multiplier, *args[3:])
-    except ConfigError:
-        raise  # the policy's own check: it names the field
+    except ConfigError as exc:  # the policy's own check names the field: name the option too
+        raise ConfigError(f"--backoff {spec}: {exc}") from exc
     except ValueError:  # not a number
         pass
     raise ConfigError(usage)

@@ -169,7 +169,9 @@ _RESOURCE_OPTION = {"Topic": "--topic", "Group": "--group", "TransactionalId": "
 
 def grant_command(g: Grant, principal: str, bootstrap: str = "$BOOTSTRAP") -> str:
     """The ``kafka-acls.sh`` command that creates grant ``g`` for ``principal``."""
-    words = ["kafka-acls.sh", "--bootstrap-server", bootstrap, "--command-config", "$ADMIN_CONFIG",
+    # The placeholder stays a shell variable; any other address is quoted as the principals are.
+    words = ["kafka-acls.sh", "--bootstrap-server", bootstrap if bootstrap == "$BOOTSTRAP" else
+             shlex.quote(bootstrap), "--command-config", "$ADMIN_CONFIG",
              "--add", "--allow-principal", shlex.quote(principal)]
     for op in g.operations:
         words += ["--operation", op]
@@ -196,9 +198,12 @@ def acl_commands(s: Settings | None = None, principals: dict[str, str] | None = 
         raise ConfigError(f"unknown role(s) {sorted(unknown)}: use {', '.join(ROLES)}")
     for role, principal in principals.items():
         kind, _, name = principal.partition(":")
-        if not (kind.strip() and name.strip()):  # kafka-acls.sh: "Could not parse principal"
+        # kafka-acls.sh: "Could not parse principal"; its types are case-sensitive (User, Group),
+        # and a space around the principal or the type is part of what it parses.
+        if not (kind[:1].isupper() and not any(c.isspace() for c in kind) and name.strip()
+                and principal == principal.strip()):
             raise ConfigError(f"principal {principal!r} of role {role} is not TYPE:NAME, "
-                             "e.g. User:orders-app")
+                              "e.g. User:orders-app (TYPE capitalized, no spaces around)")
     lines = []
     for role, gs in grants(s).items():
         lines.append(f"# {role}")

@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kmq.kafka.broker_checks import redrive_transaction_timeout_ms
 from kmq.kafka import profiles
 from kmq.ops.dead_letter_log import CONTROL, CONTROL_OFFSET, DeadLetter, dlq_partition, read_letter_log
 from kmq.protocol import envelope
-from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.errors import BrokerUnavailableError, ConfigError, KmqError
 from kmq.protocol.placement import queue_partitions, validate_queue_name
 from kmq.settings import Settings
 
@@ -151,13 +151,21 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
     started = time.monotonic()
     for i in range(0, len(todo), batch_size):
         chunk = todo[i:i + batch_size]
-        producer.begin_transaction()
-        for d in chunk:
-            producer.produce(settings.queue_topic, d.value, queue.encode(), partition=target,
-                             headers=_redriven_headers(d))
-            producer.produce(settings.dlq_topic, b"", queue.encode(), partition=dlq_part,
-                             headers=[(CONTROL, b"redriven"), (CONTROL_OFFSET, str(d.offset).encode())])
-        producer.commit_transaction(60)
+        try:
+            producer.begin_transaction()
+            for d in chunk:
+                producer.produce(settings.queue_topic, d.value, queue.encode(), partition=target,
+                                 headers=_redriven_headers(d))
+                producer.produce(settings.dlq_topic, b"", queue.encode(), partition=dlq_part,
+                                 headers=[(CONTROL, b"redriven"), (CONTROL_OFFSET, str(d.offset).encode())])
+            producer.commit_transaction(60)
+        except KafkaException as exc:
+            if not _fenced(exc):
+                raise
+            raise KmqError(
+                f"another redrive of {queue!r} took over (it fenced this one's transactional id) "
+                f"after this one moved {moved}: nothing was lost (the unfinished transaction is "
+                "void); rerun the redrive once the other is done to move what remains") from exc
         moved += len(chunk)
         if progress is not None:
             progress(moved, len(todo))
@@ -166,6 +174,15 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
         if wait > 0 and moved < len(todo):
             time.sleep(wait)
     return RedriveResult(moved=moved, remaining=len(folded.pending()) - moved)
+
+
+# Fenced by a newer producer of the same transactional id: librdkafka's own code, or the broker's.
+_FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+def _fenced(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in _FENCED_CODES
 
 
 def _redriven_headers(d: DeadLetter) -> list[tuple[str, bytes]]:

@@ -29,3 +29,30 @@ def test_a_role_given_twice_is_a_usage_error_naming_it():
     result = CliRunner().invoke(main, ["acls", "--commands", "--principal", "consumer=User:a",
                                        "--principal", "consumer=User:b"])
     assert result.exit_code == 2 and "'consumer' given twice" in result.output, result.output
+
+
+def test_the_bootstrap_server_given_is_shell_quoted_in_every_command():
+    result = CliRunner().invoke(main, ["acls", "--commands", "--bootstrap-server", "x; rm -rf /"])
+    assert result.exit_code == 0, result.output
+    commands = [line for line in result.output.splitlines() if line.startswith("kafka-acls.sh")]
+    assert commands and all("--bootstrap-server 'x; rm -rf /' " in c for c in commands)
+
+
+def test_the_default_bootstrap_placeholder_stays_a_shell_variable():
+    result = CliRunner().invoke(main, ["acls", "--commands"])
+    assert "--bootstrap-server $BOOTSTRAP " in result.output, result.output
+
+
+def test_an_empty_bootstrap_server_is_a_usage_error():
+    for value in ("", "  "):
+        result = CliRunner().invoke(main, ["acls", "--commands", "--bootstrap-server", value])
+        assert result.exit_code == 2 and "--bootstrap-server" in result.output, result.output
+
+
+def test_a_principal_with_spaces_or_a_lowercase_type_is_a_usage_error():
+    for principal in ("consumer= User:x", "consumer=User:x ", "consumer=user:x", "consumer=User :x"):
+        result = CliRunner().invoke(main, ["acls", "--commands", "--principal", principal])
+        assert result.exit_code == 2 and "--principal" in result.output and "TYPE:NAME" in result.output, \
+            (principal, result.output)
+    ok = CliRunner().invoke(main, ["acls", "--commands", "--principal", "consumer=Group:orders team"])
+    assert ok.exit_code == 0 and "'Group:orders team'" in ok.output, ok.output

@@ -74,9 +74,9 @@ def test_queue_purge_timeout_must_be_seconds_above_zero(seconds):
 
 
 @pytest.mark.parametrize("rate", ["0", "-1", "nan", "inf"])
-def test_dlq_redrive_rate_must_be_a_finite_rate_above_zero(rate):
+def test_dlq_redrive_rate_must_be_a_finite_rate_of_at_least_one_in_100_s(rate):
     out = run("dlq", "redrive", *DOWN, "orders", "--rate", rate)
-    assert out.exit_code == 2 and "--rate" in out.output and "above 0" in out.output
+    assert out.exit_code == 2 and "--rate" in out.output and "at least 0.01" in out.output
 
 
 @pytest.mark.parametrize("args", [("dlq", "redrive", "orders", "--limit", "-1"),

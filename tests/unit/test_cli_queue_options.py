@@ -51,6 +51,14 @@ def test_backoff_specs():
         backoff_of("exponential:1:60:2:sideways")
 
 
+@pytest.mark.parametrize("spec, field", [("exponential:1:60:2:sideways", "jitter='sideways'"),
+                                         ("exponential:60:1", "max_s=1.0"), ("fixed:-1", "base_s=-1.0")])
+def test_a_backoff_the_policy_refuses_names_the_option_and_the_field(spec, field):
+    with pytest.raises(ConfigError) as caught:
+        backoff_of(spec)
+    assert str(caught.value).startswith(f"--backoff {spec}: backoff ") and field in str(caught.value)
+
+
 @given(st.text(max_size=40))
 def test_any_backoff_text_is_a_policy_or_a_config_error(text):
     try:

@@ -1,0 +1,62 @@
+"""Option values the black-box audit found crashing or misleading, refused as usage errors
+(exit status 2, before any broker contact) or turned into one ``error:`` line.
+
+The broker address given is one nothing listens on: a check that ran after the broker check
+would say "no Kafka broker answered" with exit status 1, not a usage error."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from kmq.cli import main
+
+NOWHERE = ["--bootstrap-servers", "127.0.0.1:1", "--connect-timeout-s", "0.5"]
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.parametrize("command", [["send", "orders", "x"], ["receive", "orders"],
+                                     ["dlq", "list", "orders"], ["queue", "show", "orders"]])
+@pytest.mark.parametrize("value", ["2147484", "1e308", "86401"])
+def test_a_connect_timeout_above_a_day_is_a_usage_error(command, value):
+    result = run(*command, "--bootstrap-servers", "127.0.0.1:1", "--connect-timeout-s", value)
+    assert result.exit_code == 2, result.output
+    assert "--connect-timeout-s" in result.output and "at most 86400" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("value", ["1e10", "86401"])
+def test_a_stats_timeout_above_a_day_is_a_usage_error(value):
+    result = run("stats", "--url", "http://127.0.0.1:1", "--timeout-s", value)
+    assert result.exit_code == 2 and "--timeout-s" in result.output and "at most 86400" in result.output, \
+        result.output
+
+
+def test_a_wait_of_a_day_is_still_taken():
+    from kmq.cli.option_checks import MAX_WAIT_S, positive_seconds
+    assert positive_seconds(None, None, MAX_WAIT_S) == 86_400  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["1e-300", "0.001"])
+def test_a_redrive_rate_below_one_message_in_100_s_is_a_usage_error(value):
+    result = run("dlq", "redrive", "orders", "--rate", value, *NOWHERE)
+    assert result.exit_code == 2 and "--rate" in result.output and "at least 0.01" in result.output, \
+        result.output
+
+
+@pytest.mark.parametrize("header, says", [("=v", "header name is empty"),
+                                          ("kmq.id=x", "kmq's own"),
+                                          ("name=\udcff", "not valid UTF-8"),
+                                          ("\udcff=v", "not valid UTF-8")])
+def test_every_header_problem_is_a_usage_error_naming_dash_h(header, says):
+    result = run("send", "orders", "x", "-H", header, *NOWHERE)
+    assert result.exit_code == 2, result.output
+    assert "'-H'" in result.output and says in result.output and "no Kafka broker" not in result.output
+
+
+def test_a_good_header_passes_the_check_and_reaches_the_broker_check():
+    result = run("send", "orders", "x", "-H", "source=cli", *NOWHERE)
+    assert result.exit_code == 1 and "no Kafka broker answered" in result.output, result.output

@@ -1,0 +1,68 @@
+"""Two redrives of one queue: the newer one's producer fences the older one's transactional
+id, and the older one ends in one error line saying so (a raw KafkaException traceback
+before). A fake producer at the constructor: the fencing is the broker's, its code is
+what this test gives."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+import kmq.ops.deadletters as deadletters
+from kmq.errors import KmqError
+from kmq.ops.dead_letter_log import DeadLetter
+from kmq.settings import Settings
+
+
+def letter(offset: int) -> DeadLetter:
+    return DeadLetter(queue="orders", offset=offset, id=f"m{offset}", value=b"v", headers={},
+                      reason="rejected", detail="", deliveries=1, first_delivery_ms=0,
+                      last_delivery_ms=0, dead_lettered_ms=0)
+
+
+class Log:
+    def pending(self) -> list[DeadLetter]:
+        return [letter(0), letter(1), letter(2)]
+
+
+def fenced_at(code: int, commits_before: int) -> type:
+    class FencedProducer:
+        def __init__(self, conf: dict) -> None:
+            self.commits = 0
+
+        def init_transactions(self, timeout_s: float) -> None:
+            pass
+
+        def begin_transaction(self) -> None:
+            pass
+
+        def produce(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def commit_transaction(self, timeout_s: float) -> None:
+            if self.commits == commits_before:
+                raise KafkaException(KafkaError(code, "Producer fenced by newer instance", fatal=True))
+            self.commits += 1
+
+    return FencedProducer
+
+
+@pytest.fixture
+def queue_of_three(monkeypatch):
+    monkeypatch.setattr(deadletters, "read_letter_log", lambda settings, queue: Log())
+    monkeypatch.setattr(deadletters, "_partition_count", lambda producer, topic: 1)
+
+
+@pytest.mark.parametrize("code", [KafkaError._FENCED, KafkaError.PRODUCER_FENCED])
+def test_a_redrive_fenced_by_another_says_so_and_what_it_moved(monkeypatch, queue_of_three, code):
+    monkeypatch.setattr(deadletters, "Producer", fenced_at(code, commits_before=1))
+    with pytest.raises(KmqError, match=r"another redrive of 'orders' took over .* moved 1: nothing "
+                                       r"was lost .*rerun") as caught:
+        deadletters.redrive(Settings(), "orders", batch_size=1, rate_per_s=1e6)
+    assert isinstance(caught.value.__cause__, KafkaException)
+
+
+def test_another_kafka_error_is_not_taken_for_a_fencing(monkeypatch, queue_of_three):
+    monkeypatch.setattr(deadletters, "Producer", fenced_at(KafkaError._TIMED_OUT, commits_before=0))
+    with pytest.raises(KafkaException):
+        deadletters.redrive(Settings(), "orders", batch_size=1, rate_per_s=1e6)
