@@ -66,3 +66,34 @@ def test_another_kafka_error_is_not_taken_for_a_fencing(monkeypatch, queue_of_th
     monkeypatch.setattr(deadletters, "Producer", fenced_at(KafkaError._TIMED_OUT, commits_before=0))
     with pytest.raises(KafkaException):
         deadletters.redrive(Settings(), "orders", batch_size=1, rate_per_s=1e6)
+
+
+def test_kmq_dlq_redrive_fenced_is_one_error_line_and_exit_status_1(monkeypatch, queue_of_three):
+    """Through the command: the broker check and the client are stand-ins; the redrive is the real one."""
+    from click.testing import CliRunner
+
+    import kmq.cli.connect
+    import kmq.client
+    from kmq.cli import main
+
+    class OneRedriveClient:
+        def __init__(self, settings: Settings) -> None:
+            self.settings = settings
+
+        def __enter__(self) -> "OneRedriveClient":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def redrive(self, queue: str, **options: object):
+            return deadletters.redrive(self.settings, queue, **options)
+
+    monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: None)
+    monkeypatch.setattr(kmq.client, "Client", OneRedriveClient)
+    monkeypatch.setattr(deadletters, "Producer", fenced_at(KafkaError._FENCED, commits_before=0))
+    result = CliRunner().invoke(main, ["dlq", "redrive", "orders", "--batch-size", "1"])
+    assert result.exit_code == 1 and not isinstance(result.exception, KafkaException), result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert errors == [line for line in errors if "another redrive of 'orders' took over" in line] and \
+        len(errors) == 1 and "Traceback" not in result.output, result.output
