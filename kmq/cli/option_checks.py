@@ -8,10 +8,11 @@ import math
 
 import click
 
+from kmq.protocol.limits import MIN_RATE_PER_S
+
 
 MAX_WAIT_S = 86_400.0  # a day: librdkafka's timeouts are 32-bit ms (2,147,483 s; above, a live
 # broker was reported down), and 1e10 overflowed datetime and time.sleep (tracebacks)
-MIN_RATE_PER_S = 0.01  # one message every 100 s; 1e-300 overflowed time.sleep (a traceback)
 
 
 def positive_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:

@@ -24,6 +24,7 @@ from kmq.kafka import profiles
 from kmq.ops.dead_letter_log import CONTROL, CONTROL_OFFSET, DeadLetter, dlq_partition, read_letter_log
 from kmq.protocol import envelope
 from kmq.errors import BrokerUnavailableError, ConfigError, KmqError
+from kmq.protocol.limits import MIN_RATE_PER_S
 from kmq.protocol.placement import queue_partitions, validate_queue_name
 from kmq.settings import Settings
 
@@ -114,8 +115,9 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
     _check_limit(limit)
     # nan passed `<= 0` and made the rate limit never wait.
     if isinstance(rate_per_s, bool) or not isinstance(rate_per_s, (int, float)) or not (
-            math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise ConfigError(f"rate_per_s={rate_per_s!r} must be a finite number above 0 (messages a second)")
+            math.isfinite(rate_per_s) and rate_per_s >= MIN_RATE_PER_S):
+        raise ConfigError(f"rate_per_s={rate_per_s!r} must be a finite number of at least {MIN_RATE_PER_S:g} "
+                          f"(messages a second: one every {1 / MIN_RATE_PER_S:g} s), e.g. 200")
     _check_ages(min_age_s, max_age_s)
     _check_batch_size(batch_size)
 

@@ -95,3 +95,6 @@ def offsets_violation(partition: object, start: object, end: object) -> str | No
     if not 0 < end - start <= MAX_RANGE_LEN:  # type: ignore[operator]
         return f"range {start}..{end} holds {end - start} offsets, not 1..{MAX_RANGE_LEN} (MAX_RANGE_LEN)"
     return None
+
+# A dead-letter redrive's slowest rate: one message every 100 s (1e-300 overflowed time.sleep).
+MIN_RATE_PER_S = 0.01

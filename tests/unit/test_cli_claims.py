@@ -94,8 +94,9 @@ def test_the_sdk_refuses_a_negative_limit_and_a_rate_that_is_not_finite():
         deadletters.redrive(settings, "orders", limit=-1)
     with pytest.raises(ConfigError, match=r"limit=-1 .*0 or more"):
         deadletters.list_dead_letters(settings, "orders", limit=-1)
-    for rate in (math.nan, math.inf):
-        with pytest.raises(ConfigError, match="rate_per_s=.* must be a finite number above 0"):
+    # ... and a rate below one message in 100 s (1e-300 moved one, then overflowed time.sleep).
+    for rate in (math.nan, math.inf, 1e-300, 0.001, 0):
+        with pytest.raises(ConfigError, match=r"rate_per_s=.* must be a finite number of at least 0.01"):
             deadletters.redrive(settings, "orders", rate_per_s=rate)
 
 
