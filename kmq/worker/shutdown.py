@@ -8,6 +8,7 @@ back after its visibility timeout). Time is an argument.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -44,6 +45,7 @@ class ShutdownSignal:
     def __init__(self, grace_s: float) -> None:
         self._state = Shutdown(grace_s)
         self._lock = threading.Lock()
+        self._signals = itertools.count(1)  # next() is one C call: atomic, even in a nested handler
         self.stopping = threading.Event()   # set at the first signal: stop receiving
         self.forced = threading.Event()     # set at the second: exit now
 
@@ -61,10 +63,18 @@ class ShutdownSignal:
 
     def signal(self, now: float, announce_force: bool = True) -> Shutdown:
         """A signal came. ``announce_force=False``: a caller that exits the process itself at
-        a second signal; ``forced`` is not set, so no thread wakes to log or flush first."""
-        with self._lock:
-            self._state = self._state.on_signal(now)
-            state = self._state
+        a second signal; ``forced`` is not set, so no thread wakes to log or flush first.
+
+        A signal's handler runs on the main thread between two of its bytecodes, also inside
+        the first signal's handler: a second signal sent right after the first (SIGTERM then
+        SIGINT) waited there for the lock the first held, for ever (a CI run's worker hung so).
+        Every signal after the first is therefore forced without the lock."""
+        if next(self._signals) > 1:
+            state = self._state = replace(self._state, phase="forced")
+        else:
+            with self._lock:  # against begin() on another thread
+                self._state = self._state.on_signal(now)
+                state = self._state
         self.stopping.set()
         if state.phase == "forced" and announce_force:
             self.forced.set()

@@ -85,6 +85,34 @@ def test_a_second_signal_the_process_exits_on_wakes_no_thread_first():
     assert other.signal(2.0).phase == "forced" and other.forced.is_set()
 
 
+def test_a_second_signal_inside_the_first_ones_handler_forces_without_waiting_for_it():
+    # SIGTERM then SIGINT at once: the second handler ran inside the first, which held the
+    # lock, and waited for it for ever (a CI run's worker never exited).
+    import threading
+
+    s = ShutdownSignal(30.0)
+    inner = []
+    on_signal = Shutdown.on_signal
+
+    def interrupted(state, now):  # the second signal's handler runs here, lock held
+        if not inner:
+            inner.append(s.signal(now + 0.001, announce_force=False))
+        return on_signal(state, now)
+
+    done = threading.Event()
+
+    def first_signal():
+        Shutdown.on_signal = interrupted
+        try:
+            s.signal(100.0, announce_force=False)
+        finally:
+            Shutdown.on_signal = on_signal
+            done.set()
+    threading.Thread(target=first_signal, daemon=True).start()
+    assert done.wait(5), "the second signal waited for the first one's lock"
+    assert inner[0].phase == "forced"
+
+
 def test_a_decorated_function_stays_callable_and_says_how_it_runs():
     @kmq.handler("emails", concurrency=32, non_retryable=(Fatal,), visibility_timeout_s=60)
     def send_email(msg):
