@@ -4,7 +4,9 @@ A CREDIT says how many more messages the consumer can take (its free ``max_in_fl
 capped by its read-ahead) as of the last delivery it received, and renews its lease. It
 goes out when half the read-ahead was settled (so a delivery carries many messages, not
 one), when user code has nothing left and some room was freed, at least every
-``HEARTBEAT_S``, or when leaving (no lease). Mixed into
+``HEARTBEAT_S``, or when leaving (no lease). While user code is away (holding a message
+past its last extension, and neither receiving nor settling since: kmq.consumer.user_code)
+it says nothing is free, and says so, and that it is back, at once. Mixed into
 :class:`~kmq.consumer.shared_source.SharedSource`; called by the flusher thread with the
 consumer's lock held.
 """
@@ -39,6 +41,7 @@ class CreditAsking:
     _freed: int        # messages settled since the last CREDIT
     _last_free: int    # what the last CREDIT said was free (-1: none sent yet)
     _last_credit_s: float
+    _said_away: bool   # whether the last CREDIT said user code is away (nothing free)
 
     def credit(self, now_s: float, force: bool = False) -> list[M.Marker]:
         """A CREDIT marker when it is worth one: half the read-ahead was settled (so a
@@ -47,9 +50,10 @@ class CreditAsking:
         c = self._c
         unhanded = sum(len(h.recs) - h.handed for h in c._ready
                        if c._gate is None or not _behind_its_head(h))
-        free = 0 if self._leaving else max(0, min(c.max_in_flight - c._in_flight, self.prefetch - unhanded,
-                                                 M.MAX_CREDIT))
-        due = now_s - self._last_credit_s >= HEARTBEAT_S or self.lanes.unsaid
+        away = c._user_code_away  # kmq.consumer.user_code: ask for nothing it cannot hand out
+        free = 0 if self._leaving or away else max(0, min(c.max_in_flight - c._in_flight,
+                                                          self.prefetch - unhanded, M.MAX_CREDIT))
+        due = now_s - self._last_credit_s >= HEARTBEAT_S or self.lanes.unsaid or away != self._said_away
         self.lanes.unsaid = False
         refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
         if not (force or due or (refill and free) or (self._last_free < 0 and free)):
@@ -57,6 +61,7 @@ class CreditAsking:
         self._freed = 0
         self._last_free = free
         self._last_credit_s = now_s
+        self._said_away = away
         epoch, seq = self._receipts.claim()
         return [M.Credit(c.queue, self.consumer_id, self.lane, epoch, seq, free,
                          0 if self._leaving else LEASE_MS, c._timeout_ms)]

@@ -126,6 +126,10 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         self._closed = False
         self._error: BaseException | None = None
         self._attention = False  # work only the receiving thread may do (commits, purge, mode)
+        # User code's last receive that waited, or verb (kmq.consumer.user_code; a receive that
+        # hands something out says so in its range's hand-outs: nothing more on the hot path).
+        self._user_code_at = time.monotonic()
+        self._user_code_away = False
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
         if transactional is not None and not isinstance(transactional, bool):  # "off" was truthy
@@ -164,6 +168,8 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         """
         if timeout_s is not None and (timeout_s.__class__ not in PLAIN_SECONDS or timeout_s != timeout_s):
             timeout_s = receive_timeout_s(timeout_s)  # the rare case: say what is wrong, or take it
+        if self._user_code_away:
+            self._back()
         if self._gate is not None:
             return self._receive_gated(1, timeout_s, None)
         ready = self._ready
@@ -195,6 +201,8 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
             raise ConfigError(f"max_messages={max_messages!r} must be a whole number >= 1")
         if timeout_s is not None and (timeout_s.__class__ not in PLAIN_SECONDS or timeout_s != timeout_s):
             timeout_s = receive_timeout_s(timeout_s)
+        if self._user_code_away:
+            self._back()
         ready = self._ready
         batch = MessageBatch()
         if self._gate is not None:
@@ -245,6 +253,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         if self._closed:
             raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
         self._source.on_empty()
+        self._user_code_at = time.monotonic()
         self._log.wake.set()  # a shared consumer out of work: its settlements go out now
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -270,9 +279,11 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
             if deadline is not None and time.monotonic() >= deadline - POLL_RESOLUTION_S:
                 return 0
 
-    def _hold(self, ref: M.RangeRef, recs: list, rels: range | list[int]) -> HeldRange:
-        """Hold fetched or delivered records of one range (lock held): ready to hand out."""
-        held = HeldRange(ref, self, self._log)
+    def _hold(self, ref: M.RangeRef, recs: list, rels: range | list[int],
+              sent_at: float | None = None) -> HeldRange:
+        """Hold fetched or delivered records of one range (lock held): ready to hand out.
+        ``sent_at``: a delivery's dispatch, as far as the consumer can tell (else now)."""
+        held = HeldRange(ref, self, self._log, sent_at)
         held.recs = recs
         held.rels = rels
         held.outstanding = len(recs)

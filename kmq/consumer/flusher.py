@@ -22,6 +22,7 @@ from typing import Callable
 
 from kmq.consumer.held import HeldRange
 from kmq.consumer.keepalive import keepalive_round
+from kmq.consumer.user_code import user_code_away
 from kmq.message import Message
 from kmq.protocol import markers as M
 
@@ -37,6 +38,8 @@ class Flusher:
     def _drain_settlements(self) -> list[M.Marker]:
         """Turn recorded verbs into per-range markers (lock held)."""
         markers, counts = self._log.drain(self._settled_in)
+        if counts["by-user-code"]:
+            self._user_code_at = time.monotonic()  # user code is there (kmq.consumer.user_code)
         self.stats["acked"] += counts["acked"]
         self.stats["released"] += counts["released"]
         self.stats["rejected"] += counts["rejected"]
@@ -81,10 +84,15 @@ class Flusher:
     def _keepalive(self) -> None:
         """Extend what this consumer still holds; count what lapsed (see kmq.consumer.keepalive)."""
         now, held_ranges = time.monotonic(), list(self._held.values())
+        if self._source.mode == "shared":
+            self._follow_user_code(now, held_ranges)
+        else:
+            self._user_code_away = False  # its partitions have nowhere else to go
         out, lapsed = keepalive_round(
             held_ranges, now=now, visibility_s=self.visibility_timeout_s,
             max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s,
-            timeout_ms=self._timeout_ms, group_of=_group_of if self._gate is not None else None)
+            timeout_ms=self._timeout_ms, group_of=_group_of if self._gate is not None else None,
+            read_ahead=not self._user_code_away)
         for held in list(self._held.values()):
             if held.outstanding <= 0:
                 self._held.pop(held.ref, None)
@@ -93,7 +101,29 @@ class Flusher:
             self._source.on_settled(lapsed)
         self.stats["lapsed"] = self.stats.get("lapsed", 0) + lapsed
         if out:
-            self._send(out, on_written=partial(_extended, {h.ref: h for h in held_ranges}, now))
+            extended = {m.range: self._held.get(m.range) for m in out}  # not all: they may be thousands
+            self._send(out, on_written=partial(_extended, extended, now, not self._user_code_away))
+
+    def _back(self) -> None:
+        """User code receives again: its consumer asks for work again, at once (the
+        receiving thread; the flusher says so)."""
+        self._user_code_at = time.monotonic()
+        self._user_code_away = False
+        self._log.wake.set()
+
+    def _follow_user_code(self, now: float, held_ranges: list[HeldRange]) -> None:
+        """A shared consumer whose user code is away asks for nothing more until it is back
+        (kmq.consumer.user_code); it says so at once either way (lock held)."""
+        said_at = self._user_code_at
+        active_at = max([said_at] + [h.handouts[-1][1] for h in held_ranges if h.handouts])
+        away = user_code_away(held_ranges, now=now, active_at=active_at, visibility_s=self.visibility_timeout_s,
+                              max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s)
+        if away and self._user_code_at != said_at:
+            away = False  # a receive came meanwhile (it does not take the lock)
+        if away != self._user_code_away:
+            self._user_code_away = away
+            self.stats["user-code-away"] = self.stats.get("user-code-away", 0) + away
+            self._source.flusher_work()
 
     def _flush_loop(self) -> None:
         """Send settlements within ``flush_interval_s`` of the first one, at once when a shared
@@ -177,13 +207,19 @@ def _nothing() -> None:
     pass
 
 
-def _extended(held_by_ref: dict[M.RangeRef, HeldRange], decided_at: float, written: list[M.Marker]) -> None:
-    """The EXTENDs ``written`` (decided at ``decided_at``) reached the broker: the tracker keeps
-    their ranges invisible for a visibility timeout from then at least (kmq.consumer.stale).
-    Set here, not when decided: a stall between the two kept nothing invisible."""
+def _extended(held_by_ref: dict[M.RangeRef, HeldRange | None], decided_at: float, read_ahead: bool,
+              written: list[M.Marker]) -> None:
+    """The EXTENDs ``written`` (decided at ``decided_at``; of the read-ahead too unless user
+    code was away) reached the broker: the tracker keeps what they named invisible for a
+    visibility timeout from then at least (kmq.consumer.stale). Set here, not when decided:
+    a stall between the two kept nothing invisible."""
     for m in written:
         held = held_by_ref.get(m.range)
-        if held is not None and decided_at > held.extended_at:
+        if held is None:
+            continue
+        if decided_at > held.kept_at:
+            held.kept_at = decided_at
+        if read_ahead and decided_at > held.extended_at:
             held.extended_at = decided_at
 
 

@@ -38,9 +38,10 @@ class HeldRange:
     """
 
     __slots__ = ("ref", "consumer", "log", "acks", "recs", "rels", "state", "outstanding", "handed",
-                 "handouts", "lapsed", "holds", "meta", "extended_at", "acks_sent")
+                 "handouts", "lapsed", "holds", "meta", "extended_at", "kept_at", "acks_sent")
 
-    def __init__(self, ref: M.RangeRef, consumer: "Consumer", log: "SettlementLog") -> None:
+    def __init__(self, ref: M.RangeRef, consumer: "Consumer", log: "SettlementLog",
+                 arrived_at: float | None = None) -> None:
         self.ref = ref
         self.consumer = consumer  # the verbs' limits (max_delay_s, max_extend_s)
         self.log = log
@@ -55,9 +56,14 @@ class HeldRange:
         self.holds: dict[int, float] = {}
         self.meta: dict[int, Any] = {}
         # When the tracker last heard to keep what is not handed out invisible (monotonic s):
-        # its arrival, then each keepalive round's EXTEND once written (kmq.consumer.flusher;
-        # the stale read-ahead check and the group gate's visibility estimate).
-        self.extended_at = time.monotonic()
+        # its arrival (its dispatch, for a delivery: kmq.consumer.lane_age), then each
+        # keepalive round's EXTEND of it once written (kmq.consumer.flusher; the stale
+        # read-ahead check and the group gate's visibility estimate). Not while user code
+        # is away: its read-ahead goes back (kmq.consumer.user_code).
+        self.extended_at = time.monotonic() if arrived_at is None else arrived_at
+        # ... and to keep any of it invisible: the process was alive (the keepalive's
+        # check for a stall, which lapses what user code holds).
+        self.kept_at = self.extended_at
         self.acks_sent = 0  # mask of the acks already turned into markers (take_acks)
 
     def hand_out(self, n: int) -> list[Message]:

@@ -10,7 +10,9 @@ tracker has taken the message back: it has *lapsed* and stops counting
 against ``max_in_flight``. A range not extended for longer than the visibility
 timeout (the process stalled: kmq.consumer.stale) is the tracker's already: its
 prefetched messages are not extended (the receiving thread drops them) and those
-in user code lapse at once, instead of late EXTENDs. On an ordered queue the prefetched rest of a group's
+in user code lapse at once, instead of late EXTENDs. While user code is away
+(kmq.consumer.user_code) what it has not taken is not extended either: it goes back
+with the message user code holds, to consumers that work. On an ordered queue the prefetched rest of a group's
 run stops being extended once its message in user code is past its last
 extension: the group's next message may not go out before it, so it comes back
 with it (a timeout) instead of waiting in a hung consumer, and with it its whole
@@ -30,14 +32,15 @@ from kmq.protocol.masks import mask_of as rels_mask
 def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: float,
                     max_processing_s: float, interval_s: float, timeout_ms: int,
                     group_of: Callable[[HeldRange, int], bytes | None] | None = None,
-                    ) -> tuple[list[M.Marker], int]:
+                    read_ahead: bool = True) -> tuple[list[M.Marker], int]:
     """EXTEND markers for what to keep invisible, and how many messages lapsed now.
 
     Lapsed messages are recorded on their range (``lapsed``, ``outstanding``). An extended
     range's ``extended_at`` is the caller's to set, to ``now``, once its EXTEND is written:
     an EXTEND decided and never sent (the process stalled between) kept nothing invisible.
     ``group_of(range, index)``: an ordered queue's group of a message (None: none), for
-    the runs' rule above.
+    the runs' rule above. ``read_ahead`` False: user code is away (kmq.consumer.user_code),
+    what it has not taken is not extended.
     """
     budget = max_processing_s - visibility_s + interval_s
     lapse_after = max_processing_s + 2 * interval_s
@@ -47,12 +50,13 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
     for held in held_ranges:
         handed_at = held.handed_at()
         rels = []
-        stalled = is_stale(held, now, visibility_s)
+        stalled = now - held.kept_at > visibility_s
+        keep_read_ahead = read_ahead and not is_stale(held, now, visibility_s)
         for i, rel in enumerate(held.rels):
             if held.state[rel] or rel in held.lapsed:
                 continue
             if i >= len(handed_at):  # prefetched, not yet in user code
-                if not stalled and (not overdue or group_of(held, i) not in overdue):
+                if keep_read_ahead and (not overdue or group_of(held, i) not in overdue):
                     rels.append(rel)
                 continue
             # An explicit extend() counts as a fresh hand-out at its end minus the visibility.

@@ -56,7 +56,8 @@ class SettlementLog:
         self.ack_runs.append(held)
 
     def drain(self, settled: Callable[["HeldRange", int], int]) -> tuple[list[M.Marker], dict[str, int]]:
-        """Markers for everything recorded so far, and counts per verb for the stats.
+        """Markers for everything recorded so far, and counts per verb for the stats
+        (``by-user-code``: the verbs user code recorded, every one but RETURN).
 
         ``settled(held, mask)`` is told which relative offsets of a range were settled (by
         every verb but EXTEND) and returns how many of them still counted as held.
@@ -67,12 +68,13 @@ class SettlementLog:
         ranges = dict.fromkeys(starmap(self.acks.popleft, repeat((), len(self.acks))))
         ranges.update(dict.fromkeys(starmap(self.ack_runs.popleft, repeat((), len(self.ack_runs)))))
         out: list[M.Marker] = []
-        counts = {"acked": 0, "released": 0, "rejected": 0, "settled": 0}
+        counts = {"acked": 0, "released": 0, "rejected": 0, "settled": 0, "by-user-code": 0}
         for held in ranges:
             mask = held.take_acks()
             if mask:
                 out.append(M.Ack(held.ref, mask))
                 counts["acked"] += settled(held, mask)
+                counts["by-user-code"] += mask.bit_count()
         grouped: dict[tuple[Any, Verb, Any], list[int]] = {}
         pop = self.verbs.popleft
         try:
@@ -84,6 +86,8 @@ class SettlementLog:
         settled_verbs = 0
         for (held, verb, arg), rels in grouped.items():
             mask = rels_mask(rels, held.ref.length)
+            if verb is not Verb.RETURN:  # a RETURN is the consumer's own: never in user code
+                counts["by-user-code"] += len(rels)
             if verb is Verb.EXTEND:
                 out.append(M.Extend(held.ref, mask, arg))
                 continue

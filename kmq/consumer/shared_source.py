@@ -87,6 +87,7 @@ class SharedSource(CreditAsking):
         self._config = config
         self._receipts = Receipts()  # what a CREDIT may say was received (lock held)
         self._last_free = -1
+        self._said_away = False
         self._freed = 0  # messages settled since the last CREDIT
         self._last_credit_s = 0.0
         # Ranges delivered by reference, read from the queue topic.
@@ -202,7 +203,7 @@ class SharedSource(CreditAsking):
                                on_confirmed=_nothing)
                 keep, rels = keep[:room], rels[:room]
             if keep:
-                c._hold(r, keep, rels).extended_at = sent_at
+                c._hold(r, keep, rels, sent_at)
             self._receipts.held(d.epoch, d.seq)
         if not keep:
             return 0
@@ -260,7 +261,7 @@ class SharedSource(CreditAsking):
                     # consumer has not read that change yet. Ungated, the rest of a run went
                     # to user code past a released head (a configure_queue, then sends at once).
                     c._gate_on()
-                c._hold(r, copies[purged:purged + len(keep)], keep).extended_at = sent_at
+                c._hold(r, copies[purged:purged + len(keep)], keep, sent_at)
                 self._received(len(keep))
             self._receipts.held(d.epoch, d.seq)
             if markers:

@@ -49,3 +49,29 @@ def test_what_reaches_a_busy_consumer_waits_for_it_with_its_delivery_count(clien
             m.ack()
         c.flush()
         assert c.receive_batch(10, timeout_s=2 * VISIBILITY_S) == [], "a copy came back"
+
+
+def test_a_hung_consumers_messages_wait_for_another_consumer(client, queue, tracker):
+    # docs/shared-queues.md, "User code away": a consumer whose user code holds a message past
+    # its last extension and asks for nothing since asks the dispatcher for nothing, and its
+    # read-ahead goes back with that message. Before, it asked all the same (its message
+    # lapsed and freed room), was handed its message's copy, and kept that and its
+    # read-ahead invisible, unhandled, for as long as it lived.
+    client.configure_queue(queue, dispatch="shared", max_deliveries=3)
+    with client.consumer(queue, visibility_timeout_s=4, max_processing_s=4, prefetch=3) as hung:
+        sent = [client.send(queue, b"m%d" % i) for i in range(3)]
+        client.flush()
+        m = wait_for(lambda: hung.receive(0.2), 30, what="the first message")
+        assert m.id == sent[0]  # ... and its user code never returns
+        wait_for(lambda: hung.in_flight == 3, 30, what="the rest read ahead")
+        # Its consumer counts the message lapsed after the tracker took it back: the copy
+        # was republished, and went to the hung consumer if it asked.
+        wait_for(lambda: hung.stats.get("lapsed", 0) >= 1, 30, what="the message lapsed")
+        assert hung.stats["user-code-away"] == 1
+        with client.consumer(queue, visibility_timeout_s=30) as other:
+            got = []
+            while len(got) < 3:
+                again = wait_for(lambda: other.receive(0.2), 30, what=f"the messages at the other consumer, {got}")
+                got.append((again.id, again.delivery_count))
+                again.ack()
+            assert sorted(got) == sorted((i, 2) for i in sent)

@@ -45,7 +45,8 @@ def test_verbs_become_one_marker_per_range_and_verb():
     markers, counts = log.drain(lambda held, mask: settled.append(mask) or mask.bit_count())
     assert markers == [M.Ack(R, 0b1111), M.Release(R, 0b110000, 2500), M.Reject(R, 1 << 6, "bad"),
                        M.Extend(R, 1 << 7, 60000), M.Release(R, 1 << 8, 0, counted=False)]
-    assert counts == {"acked": 4, "released": 2, "rejected": 1, "settled": 8}
+    # by-user-code: every verb but the RETURN (kmq.consumer.user_code)
+    assert counts == {"acked": 4, "released": 2, "rejected": 1, "settled": 8, "by-user-code": 8}
     assert settled == [0b1111, 0b110000, 1 << 6, 1 << 8]
     assert not log
 

@@ -17,7 +17,7 @@ def held(handed: int, handed_at: float) -> HeldRange:
     h.outstanding = 3
     h.handed = handed
     h.handouts = [(handed, handed_at)] if handed else []
-    h.extended_at = float("inf")  # never stalled, unless a test says when it was last extended
+    h.extended_at = h.kept_at = float("inf")  # never stalled, unless a test says when it was last extended
     return h
 
 
@@ -86,11 +86,12 @@ def test_a_range_not_extended_for_a_visibility_timeout_is_the_trackers_already()
     # A stalled process (SIGSTOP): its EXTENDs after the stall were all late, and what it
     # had read ahead reached user code though acked elsewhere (kmq.consumer.stale).
     h = held(1, handed_at=0.0)
-    h.extended_at = 10.0
+    h.extended_at = h.kept_at = 10.0
     out, lapsed = round_at(h, now=11.5)  # 1.5 s unextended, visibility 1 s
     assert out == [] and lapsed == 1 and h.lapsed == {0} and h.outstanding == 2
     h = held(1, handed_at=0.0)
-    h.extended_at, h.holds[0] = 10.0, 30.0  # extend(20) at 10: its own deadline is later
+    h.extended_at = h.kept_at = 10.0
+    h.holds[0] = 30.0  # extend(20) at 10: its own deadline is later
     out, lapsed = round_at(h, now=11.5)
     assert lapsed == 0 and 0 not in h.lapsed
 
@@ -106,10 +107,10 @@ def test_an_overdue_runs_rest_in_another_range_and_after_the_lapse_is_not_extend
     head.recs, head.rels, head.outstanding = [object()], range(1), 1
     rest = HeldRange(RangeRef("q", 0, 20, 22), SimpleNamespace(), SettlementLog())
     rest.recs, rest.rels, rest.outstanding, rest.handed = [object()] * 2, range(2), 2, 0
-    rest.extended_at = head.extended_at = float("inf")
+    rest.extended_at = head.extended_at = rest.kept_at = head.kept_at = float("inf")
     assert round_([head, rest], now=2.0)[0] == [Extend(R, 0b1, 1000), Extend(rest.ref, 0b11, 1000)]
     assert round_([head, rest], now=2.5)[0] == []   # the head is overdue: neither is extended
-    head.extended_at = rest.extended_at = 4.9
+    head.extended_at = rest.extended_at = head.kept_at = rest.kept_at = 4.9
     out, lapsed = round_([head, rest], now=5.0)     # the head lapses (still in user code) ...
     assert lapsed == 1 and out == []
     assert round_([head, rest], now=5.25)[0] == []  # ... and its run's rest stays unextended
@@ -123,7 +124,27 @@ def test_a_round_leaves_extended_at_until_its_extend_is_written():
     h.extended_at = 10.0
     out, _ = round_at(h, now=10.5)
     assert out == [Extend(R, 0b111, 1000)] and h.extended_at == 10.0
-    _extended({R: h}, 10.5, out)
+    _extended({R: h}, 10.5, True, out)
     assert h.extended_at == 10.5
-    _extended({R: h}, 10.25, out)  # an earlier round's confirmation, arriving late
+    _extended({R: h}, 10.25, True, out)  # an earlier round's confirmation, arriving late
     assert h.extended_at == 10.5
+
+
+def test_while_user_code_is_away_its_read_ahead_is_not_extended_and_goes_back():
+    # kmq.consumer.user_code: a hung consumer's read-ahead was kept invisible for as long as
+    # it lived; it now comes back with the message in user code, to consumers that work.
+    from kmq.consumer.flusher import _extended
+    h = held(1, handed_at=0.0)
+    out, lapsed = keepalive_round([h], now=0.1, visibility_s=1.0, max_processing_s=1.0, interval_s=0.25,
+                                  timeout_ms=1000, read_ahead=False)
+    assert out == [Extend(R, 0b001, 1000)] and lapsed == 0  # only what user code holds
+    h.extended_at = h.kept_at = 0.0
+    _extended({R: h}, 0.1, False, out)
+    assert (h.kept_at, h.extended_at) == (0.1, 0.0)  # alive; its read-ahead is not kept
+    # Back a moment later: its read-ahead is extended again, while the tracker still has it ...
+    assert round_at(h, now=0.9)[0] == [Extend(R, 0b110, 1000)]
+    # ... but not once it went a visibility timeout unextended (the receive drops it), and
+    # what user code holds is not taken for a stall while the process kept it.
+    h.kept_at = 1.2
+    out, lapsed = round_at(h, now=1.3)
+    assert out == [] and lapsed == 0
