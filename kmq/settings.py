@@ -139,7 +139,7 @@ class Settings:
     sasl_mechanism: str = _setting("", "KMQ_SASL_MECHANISM", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     sasl_username: str = _setting("", "KMQ_SASL_USERNAME", "SASL user name")
     sasl_password: str = _setting("", "KMQ_SASL_PASSWORD", "SASL password")
-    ssl_cafile: str = _setting("", "KMQ_SSL_CAFILE", "CA certificate file for SSL")
+    ssl_cafile: str = _setting("", "KMQ_SSL_CAFILE", "CA certificate file (PEM) for SSL")
     standby_replicas: int = _setting(
         1, "KMQ_STANDBY_REPLICAS",
         "Tracker workers keeping a warm copy of each table partition (0: none; needs more workers; at most 10,000)")

@@ -124,12 +124,42 @@ def check(s: "Settings") -> None:
 
 
 def check_files(s: "Settings") -> None:
-    """Raise :class:`ConfigError` if a configured certificate or key file is missing."""
+    """Raise :class:`ConfigError` if a configured certificate or key file is missing or unreadable.
+
+    The files are loaded here with Python's ``ssl`` (the same OpenSSL parser librdkafka
+    uses), so a file that is not PEM is named with its variable instead of surfacing as
+    a librdkafka ``_INVALID_ARG`` traceback from the first client built.
+    """
     for name, env in _TLS_FILES:
         path = getattr(s, name)
         if path and not os.path.isfile(path):
             raise ConfigError(
                 f"{env}={path} is not a file: mount the PEM file there or fix the path")
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    for name, env in _TLS_FILES[:2]:  # the CA and the client certificate
+        path = getattr(s, name)
+        if not path:
+            continue
+        try:
+            probe.load_verify_locations(cafile=path)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"{env}={path} is not a PEM certificate file ({_reason(exc)}): give a file "
+                "with one or more -----BEGIN CERTIFICATE----- blocks (convert DER with "
+                "`openssl x509 -inform der -in FILE -out FILE.pem`)") from exc
+    if s.ssl_certfile and s.ssl_keyfile:
+        try:
+            # "" and not None: None makes OpenSSL prompt on the terminal for an encrypted key.
+            probe.load_cert_chain(s.ssl_certfile, s.ssl_keyfile, password=s.ssl_key_password or "")
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"KMQ_SSL_KEYFILE={s.ssl_keyfile} is not the PEM private key of "
+                f"KMQ_SSL_CERTFILE={s.ssl_certfile} ({_reason(exc)}): give the key matching the "
+                "certificate, and KMQ_SSL_KEY_PASSWORD if the key is encrypted") from exc
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
 
 
 def librdkafka_config(s: "Settings") -> dict[str, Any]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +130,43 @@ def test_plaintext_means_no_credentials_anywhere():
     for s in (settings(), settings(KMQ_SECURITY_PROTOCOL="PLAINTEXT")):
         assert aiokafka_auth(s) == {"security_protocol": "PLAINTEXT"}
         assert not {k for k in profiles.client_config(s) if k.startswith(("sasl.", "ssl."))}
+
+
+@pytest.fixture
+def not_pem(tmp_path):
+    path = tmp_path / "garbage.pem"
+    path.write_text("this is not a certificate\n")
+    return str(path)
+
+
+def test_a_ca_file_that_is_not_pem_is_named_not_a_librdkafka_error(not_pem):
+    s = settings(KMQ_SECURITY_PROTOCOL="SSL", KMQ_SSL_CAFILE=not_pem)
+    words = f"KMQ_SSL_CAFILE={not_pem} is not a PEM certificate file .*BEGIN CERTIFICATE"
+    with pytest.raises(ConfigError, match=words):
+        profiles.client_config(s)
+    with pytest.raises(ConfigError, match=words):
+        security.ssl_context(s)  # the tracker's (Faust's) client
+    import kmq
+    with pytest.raises(ConfigError, match=words):  # the SDK: its first producer
+        kmq.Client(settings=s).send("emails", b"x")
+
+
+def test_a_client_certificate_or_key_that_is_not_pem_is_named(not_pem):
+    tls = dict(KMQ_SECURITY_PROTOCOL="SSL", KMQ_SSL_CAFILE=CA)
+    with pytest.raises(ConfigError, match=f"KMQ_SSL_CERTFILE={not_pem} is not a PEM certificate"):
+        profiles.client_config(settings(**tls, KMQ_SSL_CERTFILE=not_pem, KMQ_SSL_KEYFILE=KEY))
+    with pytest.raises(ConfigError, match=f"KMQ_SSL_KEYFILE={not_pem} is not the PEM private key"):
+        profiles.client_config(settings(**tls, KMQ_SSL_CERTFILE=CERT, KMQ_SSL_KEYFILE=not_pem))
+    # An encrypted key without its password is an error, not a prompt on the terminal.
+    with pytest.raises(ConfigError, match="KMQ_SSL_KEY_PASSWORD if the key is encrypted"):
+        profiles.client_config(settings(**tls, KMQ_SSL_CERTFILE=CERT, KMQ_SSL_KEYFILE=ENCRYPTED_KEY))
+
+
+def test_a_cli_command_with_a_ca_file_that_is_not_pem_is_one_error_line(not_pem):
+    env = {**os.environ, "KMQ_SECURITY_PROTOCOL": "SSL", "KMQ_SSL_CAFILE": not_pem,
+           "KMQ_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+    out = subprocess.run([sys.executable, "-m", "kmq.cli", "send", "emails", "hello"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 1, out
+    (line,) = out.stderr.splitlines()
+    assert line.startswith(f"error: KMQ_SSL_CAFILE={not_pem} is not a PEM certificate file"), line
