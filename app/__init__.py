@@ -22,6 +22,7 @@ import faust  # noqa: E402
 
 from app import consumer_tuning, data_dir  # noqa: E402
 from app.settings import faust_options  # noqa: E402
+from kmq.errors import ConfigError  # noqa: E402
 from kmq.kafka import acls, broker_checks  # noqa: E402
 from kmq.kafka.admin import ensure_topics  # noqa: E402
 from kmq.ops.queues_writes import publish_auth  # noqa: E402
@@ -30,7 +31,13 @@ from kmq.stats.gc_clock import process_clock, set_young_threshold  # noqa: E402
 
 log = logging.getLogger("kmq.tracker")
 
-settings = Settings.from_env()
+try:
+    settings = Settings.from_env()
+    options = faust_options(settings)  # refuses an open wildcard bind, loads the TLS files
+except ConfigError as exc:
+    # Faust wraps an import's ValueError in "Cannot import 'app'" and a traceback:
+    # say ours in one line (the variable and the fix) and stop, before any broker.
+    sys.exit(f"error: {exc}")
 consumer_tuning.apply(settings)
 # The dispatcher holds tens of thousands of records: at Python's default threshold the
 # collector took a quarter of the tracker's CPU in a shared drain (docs/shared-queues.md).
@@ -77,7 +84,7 @@ app = TrackerApp(
     settings.app_id,
     autodiscover=["agents", "web", "app.commands"],
     origin="app",
-    **faust_options(settings),
+    **options,
 )
 
 
