@@ -22,7 +22,8 @@ OTHER_VARIABLES = (
      "A tracker worker's web address to ask for queue numbers"),
     ("KMQ_SERVICE_ROOT", "`kmq dev`, `kmq bench` (kmq/dev/devstack.py, kmq/dev/bench.py)",
      "the working directory, else the checkout kmq runs from",
-     "The checkout holding the tracker service (`app/`, `agents/`, `tables/`) and `bench/`"),
+     "The checkout holding the tracker service (`app/`, `agents/`, `tables/`) and `bench/`; "
+     "set to a directory without the service, the command stops with an error naming it"),
     ("KMQ_DISPATCH_TRACE", "the tracker worker (agents/dispatch/dispatcher.py), at import", "(empty)",
      "Any non-empty value: the shared-queue dispatcher logs its reads, busy rounds, CREDITs, "
      "ACQUIREs and lane writes at INFO (`TRACE ...` lines; diagnosis only, a line per marker)"),

@@ -35,9 +35,16 @@ def dev(web_port: int, demo: bool, exit_after_demo: bool, data_dir: str | None) 
     """Embedded broker + tracker worker + web view (+ demo workload)."""
     from kmq.kafka.admin import ensure_topics
     from kmq.client import Client
-    from kmq.dev.devstack import TrackerProcess, dev_settings
+    from kmq.dev.devstack import TrackerProcess, dev_settings, make_data_dir, service_root
     from kmq.dev.embedded import EmbeddedBroker, free_port
 
+    try:  # before the broker starts: these would fail in the tracker, its error only in its log
+        service_root()
+        if data_dir:
+            make_data_dir(data_dir)
+    except KmqError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -30,15 +30,44 @@ from kmq.settings import Settings
 
 
 def service_root() -> Path:
-    """The checkout holding ``app/``, ``agents/`` and ``tables/``."""
-    candidates = [os.environ.get("KMQ_SERVICE_ROOT"), os.getcwd(),
-                  str(Path(__file__).resolve().parents[2])]  # kmq/dev/ -> the checkout
-    for c in candidates:
-        if c and (Path(c) / "app" / "__init__.py").is_file() and (Path(c) / "agents").is_dir():
+    """The checkout holding ``app/``, ``agents/`` and ``tables/``: ``KMQ_SERVICE_ROOT`` when
+    set (an error when it does not hold the service), else the working directory, else the
+    checkout kmq is imported from."""
+    configured = os.environ.get("KMQ_SERVICE_ROOT")
+    if configured:
+        if _holds_service(Path(configured)):
+            return Path(configured)
+        # Not skipped: a tracker started from another checkout than the one asked for is
+        # a surprise found much later.
+        raise ConfigError(
+            f"KMQ_SERVICE_ROOT={configured} does not hold the tracker service (no app/__init__.py "
+            "and agents/ there): set it to a kmq checkout, or unset it to use the working "
+            "directory's")
+    for c in (os.getcwd(), str(Path(__file__).resolve().parents[2])):  # kmq/dev/ -> the checkout
+        if _holds_service(Path(c)):
             return Path(c)
     raise ConfigError(
         "the tracker service (app/, agents/, tables/) was not found: run from a kmq checkout "
         "or set KMQ_SERVICE_ROOT to one")
+
+
+def _holds_service(root: Path) -> bool:
+    return (root / "app" / "__init__.py").is_file() and (root / "agents").is_dir()
+
+
+def make_data_dir(path: str) -> None:
+    """Create ``kmq dev --data-dir`` now, before the broker starts: the tracker would fail
+    on it later with a traceback in its log and only "tracker worker exited" on screen."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"--data-dir {path} cannot be created ({exc.strerror or exc}): give a directory "
+            "path you can write, or leave --data-dir out for a fresh temporary one") from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"--data-dir {path} is not writable: give a directory path you can write, or leave "
+            "--data-dir out for a fresh temporary one")
 
 
 def dev_settings(bootstrap_servers: str, data_dir: str, web_port: int) -> Settings:

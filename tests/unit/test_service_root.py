@@ -27,10 +27,13 @@ def test_kmq_service_root_comes_first(tmp_path, monkeypatch):
     assert service_root() == tmp_path
 
 
-def test_a_root_without_the_service_is_skipped(tmp_path, monkeypatch):
+def test_a_root_without_the_service_is_an_error_naming_it(tmp_path, monkeypatch):
+    # Not skipped for the checkout kmq runs from: that tracker is not the one asked for.
     monkeypatch.setenv("KMQ_SERVICE_ROOT", str(tmp_path))  # no app/ there
-    monkeypatch.chdir(tmp_path)
-    assert service_root() == CHECKOUT
+    monkeypatch.chdir(CHECKOUT)
+    with pytest.raises(ConfigError, match=f"KMQ_SERVICE_ROOT={tmp_path} does not hold the tracker "
+                                          "service .*set it to a kmq checkout, or unset it"):
+        service_root()
 
 
 def test_no_checkout_anywhere_names_the_fix(tmp_path, monkeypatch):
