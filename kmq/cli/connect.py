@@ -30,20 +30,40 @@ def console(stderr: bool = False) -> Any:
     return Console(file=stream, width=None if stream.isatty() else 200, highlight=False)
 
 
-# C0 and C1 control characters: an escape sequence in a payload must not reach the terminal.
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# What rewrites a terminal or reorders what it shows: C0 and C1 control characters (escape
+# sequences), Unicode bidi controls (U+202E shows "abc" as "cba") and line/paragraph separators.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match) -> str:
+    char = match.group()
+    code = ord(char)
+    return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: object, newlines: bool = False) -> str:
+    """Text any client could have written (a topic's values, reasons, headers, queue names; a
+    tracker's answer), safe to print: the characters above as escapes (``\\x1b``, ``\\u202e``),
+    so an operator sees what was sent without their terminal being rewritten. ``newlines``
+    keeps line ends (an error's own lines)."""
+    text = str(text)
+    if newlines:
+        return "\n".join(_UNSAFE.sub(_escaped, line) for line in text.split("\n"))
+    return _UNSAFE.sub(_escaped, text)
 
 
 def shown(text: object) -> str:
-    """Text from a topic or a tracker, safe to print with rich: control characters replaced
-    (no escape sequence reaches the terminal) and markup escaped (a payload of ``[/]`` or
+    """:func:`printable` text for rich, markup escaped too (a payload of ``[/]`` or
     ``[link=...]`` is printed as it is, not interpreted)."""
     from rich.markup import escape
-    return escape(_CONTROLS.sub("\ufffd", str(text)))
+    return escape(printable(text))
 
 
 def fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {printable(message, newlines=True)}", err=True)
     sys.exit(1)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from kmq.cli.connect import connection_options, console, fail, shown
+from kmq.cli.connect import connection_options, console, fail, printable, shown
 from kmq.cli.option_checks import delay_seconds, header_pairs, positive_seconds, tracker_url
 from kmq.errors import BrokerUnavailableError, KmqError, MessageTooLargeError
 from kmq.protocol.limits import MAX_BATCH_SIZE
@@ -186,7 +186,7 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
             raise click.UsageError(f"{' and '.join(given)} shape{'s' if len(given) == 1 else ''} the "
                                    "table of all queues, not one "
                                    f"queue's detail: leave {' and '.join(given)} out for QUEUE "
-                                   f"{shown(queue)}, or leave QUEUE out for the table")
+                                   f"{printable(queue)}, or leave QUEUE out for the table")
     try:
         settings = Settings.from_env(token=token)
         if url is None:
@@ -213,7 +213,7 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
     from rich.table import Table
     rows = [data] if queue else data["queues"]
     title = (f"queue {shown(queue)}" if queue else
-             f"{data['total']} queues ({data['workers']} workers)" + (" PARTIAL" if data["partial"] else ""))
+             shown(f"{data['total']} queues ({data['workers']} workers)") + (" PARTIAL" if data["partial"] else ""))
     table = Table(title=title)
     for _, label in STATS_COLUMNS:
         table.add_column(label, justify="left" if label == "queue" else "right")

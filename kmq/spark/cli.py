@@ -149,7 +149,7 @@ def _run(job: str, build: Callable[[Inputs], Any], out_dir: str, bootstrap_serve
         df.write.mode("overwrite").parquet(str(path))
         rows = df.count()
         if show:
-            df.show(show, truncate=False)
+            click.echo(shown_rows(df, show), nl=False)
         click.echo(f"{job}: {rows} rows -> {path}")
     except KmqError as exc:
         fail(str(exc))
@@ -158,6 +158,19 @@ def _run(job: str, build: Callable[[Inputs], Any], out_dir: str, bootstrap_serve
         if message is None:  # not from Spark: a bug, keep its traceback
             raise
         fail(message)
+
+
+def shown_rows(df: Any, n: int) -> str:
+    """``df.show(n)``'s table with what a topic's writers chose (queue names, reasons) escaped
+    as the other commands print it: Spark prints control and bidi characters as they are."""
+    import contextlib
+    import io
+
+    from kmq.cli.connect import printable
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.show(n, truncate=False)
+    return printable(out.getvalue(), newlines=True)
 
 
 # A traceback's exception line: "kmq.errors.ConfigError: option ... is ...".
