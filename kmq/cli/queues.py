@@ -10,8 +10,9 @@ Python call's ``None``). Turning the options into ``configure_queue`` changes is
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -149,6 +150,25 @@ def queue_show(settings: Settings, queue: str, as_json: bool) -> None:
     _print(described(queue, cfg, settings), as_json)
 
 
+# `kmq queue set`'s settings (the options changes_of turns into configure_queue changes).
+SET_OPTIONS = ("dispatch", "visibility_timeout_s", "max_processing_s", "max_deliveries", "backoff",
+               "dead_letter", "spread", "ordering", "dead_letter_head", "dedup_window_s")
+
+
+def _a_setting_given(fun: Callable) -> Callable:
+    """No setting is a usage error before the broker check (it was an error line after it, exit
+    status 1, or the broker's error when the broker was down)."""
+    @functools.wraps(fun)
+    def wrapper(**kwargs: Any) -> Any:
+        if all(kwargs.get(name) is None for name in SET_OPTIONS):
+            names = ", ".join("--dead-letter/--no-dead-letter" if n == "dead_letter" else
+                              f"--{n.replace('_', '-')}" for n in SET_OPTIONS)
+            raise click.UsageError(f"give at least one setting to change: {names} (e.g. "
+                                   "--visibility-timeout-s 60; kmq queue show QUEUE prints them)")
+        return fun(**kwargs)
+    return wrapper
+
+
 @queue_group.command("set")
 @click.argument("queue")
 @click.option("--dispatch", type=click.Choice([*DISPATCH_MODES, DEFAULT]),
@@ -165,6 +185,7 @@ def queue_show(settings: Settings, queue: str, as_json: bool) -> None:
               help="What a dead-lettered group head does (ordering=group).")
 @click.option("--dedup-window-s", metavar="SECONDS|default", help="Seconds within which a repeated kmq.dedup-id is dropped (or 'default').")
 @click.option("--json", "as_json", is_flag=True, help="Print the settings after the change as JSON.")
+@_a_setting_given
 @connection_options
 def queue_set(settings: Settings, queue: str, as_json: bool, **options: Any) -> None:
     """Change QUEUE's settings at run time (consumers and the tracker follow, no restarts)."""

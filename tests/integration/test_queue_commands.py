@@ -77,8 +77,8 @@ def test_bad_values_are_refused_with_the_option_named_and_nothing_written(cli, q
         in out.output
     out = cli("set", queue, "--ordering", "group", "--spread", "2")
     assert out.exit_code == 1 and "--ordering group: ordering='group' needs spread=1" in out.output
-    out = cli("set", queue)
-    assert out.exit_code == 1 and "nothing to change" in out.output
+    out = cli("set", queue)  # a usage error, before the broker check
+    assert out.exit_code == 2 and "give at least one setting to change: --dispatch" in out.output
     with kmq.Client(settings=shared_settings) as client:
         assert client.queue_config(queue).updated_at_ms == 0  # never written
 

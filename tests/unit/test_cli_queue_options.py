@@ -34,6 +34,24 @@ def test_a_bad_number_names_the_option_and_the_fix():
         changes_of({"visibility_timeout_s": "1s"})
 
 
+@pytest.mark.parametrize("given", [[], ["--json"]])
+def test_queue_set_without_a_setting_is_a_usage_error_naming_them_before_the_broker_check(given):
+    # Before: the broker check first (with the broker down, its error instead), then
+    # "error: nothing to change", exit status 1, naming no option.
+    out = CliRunner().invoke(main, ["queue", "set", "orders", *given, "--bootstrap-servers", "127.0.0.1:1",
+                                    "--connect-timeout-s", "1"])
+    assert out.exit_code == 2, out.output
+    assert "Error: give at least one setting to change: --dispatch, --visibility-timeout-s" in out.output
+    assert "--dead-letter/--no-dead-letter" in out.output and "no Kafka broker" not in out.output
+
+
+def test_the_usage_error_names_every_setting_of_queue_set():
+    from kmq.cli.queues import SET_OPTIONS, queue_set
+    settings = {p.name for p in queue_set.params} - {"queue", "as_json", "bootstrap_servers", "token",
+                                                       "connect_timeout_s"}
+    assert settings == set(SET_OPTIONS)
+
+
 def test_nothing_to_change_is_an_error():
     with pytest.raises(ConfigError, match="nothing to change"):
         changes_of({"dispatch": None, "dead_letter": None})
