@@ -8,7 +8,7 @@ import time
 import click
 
 from kmq.cli.connect import connection_options, console, shown
-from kmq.cli.option_checks import positive_rate
+from kmq.cli.option_checks import count_limit, positive_rate
 from kmq.settings import Settings
 
 
@@ -19,19 +19,19 @@ def dlq() -> None:
 
 @dlq.command("list")
 @click.argument("queue")
-@click.option("--limit", type=click.IntRange(0), default=50, show_default=True,
-              help="Show the newest this many (0: all).")
+@click.option("--limit", type=str, default="50", show_default=True, metavar="N|all",
+              callback=count_limit("every dead letter"), help="Show the newest this many ('all': every one).")
 @click.option("--reason", default=None,
               help="Only this reason (max-deliveries, rejected, payload-expired, payload-too-large).")
 @click.option("--json", "as_json", is_flag=True)
 @connection_options
-def dlq_list(settings: Settings, queue: str, limit: int, reason: str | None, as_json: bool) -> None:
+def dlq_list(settings: Settings, queue: str, limit: int | None, reason: str | None, as_json: bool) -> None:
     """List QUEUE's dead letters (newest last)."""
     from kmq.client import Client
 
     with Client(settings=settings) as client:
         letters = client.dead_letters(queue, reason=reason)
-    newest = letters[-limit:] if limit > 0 else letters
+    newest = letters[-limit:] if limit else letters
     if as_json:
         for d in newest:
             click.echo(json.dumps({"offset": d.offset, "id": d.id, "reason": d.reason, "detail": d.detail,
@@ -52,7 +52,8 @@ def dlq_list(settings: Settings, queue: str, limit: int, reason: str | None, as_
 
 @dlq.command("redrive")
 @click.argument("queue")
-@click.option("--limit", type=click.IntRange(0), default=None, help="Move at most this many (oldest first).")
+@click.option("--limit", type=str, default=None, metavar="N|all", callback=count_limit("every one (the default)"),
+              help="Move at most this many (oldest first; default all).")
 @click.option("--reason", default=None, help="Only dead letters with this reason.")
 @click.option("--rate", "rate_per_s", type=float, default=500.0, show_default=True, callback=positive_rate,
               help="Messages per second at most.")

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from kmq.cli.connect import connection_options, console, fail, printable, shown
-from kmq.cli.option_checks import delay_seconds, header_pairs, positive_seconds, tracker_url
+from kmq.cli.option_checks import count_limit, delay_seconds, header_pairs, positive_seconds, tracker_url
 from kmq.errors import BrokerUnavailableError, KmqError, MessageTooLargeError
 from kmq.protocol.limits import MAX_BATCH_SIZE
 from kmq.setting_values import web_url
@@ -170,7 +170,8 @@ STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
 @click.option("--token", envvar="KMQ_TOKEN", default=None, help="Token when auth is on (KMQ_TOKEN).")
 @click.option("--sort", default="queue", show_default=True, type=click.Choice(STATS_SORT_FIELDS),
               help="A field of the queue list to sort by (numbers: biggest first; not with QUEUE).")
-@click.option("--limit", type=click.IntRange(1), default=100, show_default=True, help="Show at most this many queues (not with QUEUE).")
+@click.option("--limit", type=int, default=100, show_default=True, callback=count_limit(),
+              help="Show at most this many queues (not with QUEUE).")
 @click.option("--timeout-s", type=float, default=10.0, show_default=True, callback=positive_seconds,
               help="How long to wait for the tracker (and its depth scan's next pass).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")

@@ -82,3 +82,24 @@ def tracker_url(ctx: click.Context, param: click.Parameter, value: str | None) -
         raise click.BadParameter(f"{value!r} (--url / KMQ_TRACKER_URL): give a tracker worker's web "
                                  "address, e.g. http://127.0.0.1:6066")
     return value
+
+
+ALL = "all"  # --limit's value for no limit
+
+
+def count_limit(all_means: str | None = None):
+    """A ``--limit`` check: a whole number, 1 or more, or (where ``all_means`` says what that is)
+    ``all``, no limit (None). 0 is refused on every command: it meant "all" to ``dlq list``
+    and "none" to ``dlq redrive`` (which then moved nothing, exit status 0)."""
+    def check(ctx: click.Context, param: click.Parameter, value: object) -> int | None:
+        if value is None or (all_means and value == ALL):
+            return None
+        try:
+            count = int(value)  # type: ignore[call-overload]
+        except ValueError:
+            count = 0
+        if count < 1:
+            fix = f", or {ALL!r} for {all_means}" if all_means else ""
+            raise click.BadParameter(f"{str(value)!r}: give a whole number, 1 or more{fix}")
+        return count
+    return check

@@ -43,7 +43,7 @@ def test_stats_timeout_must_be_seconds_above_zero(seconds):
 @pytest.mark.parametrize("limit", ["0", "-1"])
 def test_stats_limit_is_named_before_any_tracker_is_asked(limit):
     out = run("stats", "--url", "http://127.0.0.1:1", "--limit", limit)
-    assert out.exit_code == 2 and "--limit" in out.output and "x>=1" in out.output
+    assert out.exit_code == 2 and "--limit" in out.output and "1 or more" in out.output
 
 
 def test_config_reference_to_a_directory_that_does_not_exist_is_one_error_line(tmp_path):
@@ -84,7 +84,7 @@ def test_dlq_redrive_rate_must_be_a_finite_rate_of_at_least_one_in_100_s(rate):
                                   ("dlq", "list", "orders", "--limit", "-1")])
 def test_dlq_counts_below_their_minimum_are_refused(args):
     out = run(*args[:2], *DOWN, *args[2:])
-    assert out.exit_code == 2 and args[-2] in out.output and "x>=" in out.output
+    assert out.exit_code == 2 and args[-2] in out.output and ("x>=" in out.output or "1 or more" in out.output)
 
 
 def test_the_sdk_refuses_a_negative_limit_and_a_rate_that_is_not_finite():

@@ -60,3 +60,27 @@ def test_every_header_problem_is_a_usage_error_naming_dash_h(header, says):
 def test_a_good_header_passes_the_check_and_reaches_the_broker_check():
     result = run("send", "orders", "x", "-H", "source=cli", *NOWHERE)
     assert result.exit_code == 1 and "no Kafka broker answered" in result.output, result.output
+
+
+# Every command that takes --limit: 0 meant "all" to dlq list and "none" to dlq redrive
+# (which moved nothing, exit status 0); stats refused it. Now refused by all three, alike.
+LIMITED = [["dlq", "list", "orders", *NOWHERE], ["dlq", "redrive", "orders", *NOWHERE],
+           ["stats", "--url", "http://127.0.0.1:1"]]
+
+
+@pytest.mark.parametrize("command", LIMITED)
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "many"])
+def test_a_limit_below_one_is_refused_the_same_way_by_every_command(command, value):
+    result = run(*command, "--limit", value)
+    assert result.exit_code == 2, result.output
+    if value in ("0", "-1"):  # click's own message for a string that is not a number (stats)
+        assert f"Invalid value for '--limit': '{value}': give a whole number, 1 or more" in result.output
+
+
+@pytest.mark.parametrize("command", LIMITED[:2])
+def test_the_dlq_commands_take_all_for_no_limit(command):
+    from kmq.cli.option_checks import count_limit
+    check = count_limit("every dead letter")
+    assert check(None, None, "all") is None and check(None, None, "3") == 3  # type: ignore[arg-type]
+    result = run(*command, "--limit", "all")
+    assert result.exit_code == 1 and "no Kafka broker answered" in result.output  # past the option check
