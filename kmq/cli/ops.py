@@ -126,6 +126,9 @@ def receive(settings: Settings, queue: str, ack: bool, max_messages: int, timeou
 # -- stats (from the tracker's web API) ----------------------------------------------
 
 def tracker_get(url: str, token: str | None, timeout_s: float) -> dict[str, Any]:
+    """The JSON object a tracker's web API answers at ``url``; anything else one KmqError naming
+    --url / KMQ_TRACKER_URL (or --token for a 403)."""
+    import http.client
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     started = time.monotonic()
     try:
@@ -133,10 +136,15 @@ def tracker_get(url: str, token: str | None, timeout_s: float) -> dict[str, Any]
             body = resp.read()
     except urllib.error.HTTPError as exc:
         try:
-            detail = json.loads(exc.read()).get("error", "")
-        except (ValueError, AttributeError):  # not JSON, or JSON without an error (not a tracker)
-            detail = ""
-        raise KmqError(f"{url}: HTTP {exc.code} {detail}".rstrip()) from exc
+            answer = json.loads(exc.read())
+        except ValueError:
+            answer = None
+        if not (isinstance(answer, dict) and isinstance(answer.get("error"), str)):
+            raise KmqError(not_a_tracker(url, f"HTTP {exc.code}")) from exc  # a bare "HTTP 404" before
+        hint = " (--token / KMQ_TOKEN)" if exc.code in (401, 403) else ""
+        raise KmqError(f"{url}: HTTP {exc.code} {answer['error']}{hint}") from exc
+    except http.client.HTTPException as exc:  # a server that does not speak HTTP: a traceback before
+        raise KmqError(not_a_tracker(url, f"not HTTP ({type(exc).__name__})")) from exc
     except (urllib.error.URLError, OSError) as exc:
         raise BrokerUnavailableError(
             f"no tracker web view answered at {url} (tried for {time.monotonic() - started:.1f} s; "
@@ -146,9 +154,13 @@ def tracker_get(url: str, token: str | None, timeout_s: float) -> dict[str, Any]
     except ValueError:  # an HTML page: a traceback before
         data = None
     if not isinstance(data, dict):
-        raise KmqError(f"{url} answered, but not a tracker's JSON: is --url / KMQ_TRACKER_URL a "
-                       "tracker worker's web address (KMQ_WEB_HOST:KMQ_WEB_PORT)?")
+        raise KmqError(not_a_tracker(url, "not a JSON object"))
     return data
+
+
+def not_a_tracker(url: str, answer: str) -> str:
+    return (f"{url} answered {answer}, not a tracker's JSON: is --url / KMQ_TRACKER_URL a tracker "
+            "worker's web address (KMQ_WEB_HOST:KMQ_WEB_PORT, e.g. http://127.0.0.1:6066)?")
 
 
 # What `kmq stats` prints of the list and of a queue's detail (docs/web.md).

@@ -67,22 +67,43 @@ def header_pairs(ctx: click.Context, param: click.Parameter, pairs: tuple[str, .
     return out
 
 
+# The addresses `kmq dev` prints (web view, API, metrics) and users copy: the tracker's base is before them.
+TRACKER_PATHS = ("/kmq/ui", "/kmq/api/queues", "/kmq/health", "/metrics")
+
+
 def tracker_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A tracker's web address: http(s)://host[:port] (urllib raised a ValueError, a traceback,
-    for one without a scheme)."""
+    """A tracker's web address, ``http(s)://host[:port][/prefix]``, as its base without a trailing
+    slash; one of the tracker's own paths (``.../kmq/ui``, ``.../kmq/api/queues``) is cut off.
+    Anything else is a usage error saying what to give (urllib raised a ValueError, a traceback,
+    for one without a scheme; one with a path was asked for PATH/kmq/api/queues, a bare 404)."""
     from urllib.parse import urlsplit
     if value is None:
         return None
+    where = f"{value!r} (--url / KMQ_TRACKER_URL)"
+    example = "a tracker worker's web address, e.g. http://127.0.0.1:6066"
+    if "://" not in value and value.strip():
+        raise click.BadParameter(f"{where} has no scheme: give http://{value.strip()} (or https://...)")
+    if any(ch.isspace() or not ch.isprintable() for ch in value):  # http.client's InvalidURL
+        raise click.BadParameter(f"{where} holds a space or a control character: give {example}")
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number or out of range
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise click.BadParameter(f"{value!r} (--url / KMQ_TRACKER_URL): give a tracker worker's web "
-                                 "address, e.g. http://127.0.0.1:6066")
-    return value
-
+        raise click.BadParameter(f"{where}: give {example}")
+    if parts.username is not None:  # urllib took "user:pw@host" for the host name (and we printed it)
+        raise click.BadParameter(f"{where} holds a user name: give the address without it, and the "
+                                 "token with --token / KMQ_TOKEN")
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise click.BadParameter(f"{where}: give the address without '?...' or '#...', e.g. "
+                                 f"{parts.scheme}://{parts.netloc}")
+    path = parts.path.rstrip("/")
+    for own in TRACKER_PATHS:
+        if path.endswith(own):
+            path = path[:-len(own)]
+            break
+    return f"{parts.scheme}://{parts.netloc}{path}"
 
 ALL = "all"  # --limit's value for no limit
 
