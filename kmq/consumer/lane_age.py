@@ -19,7 +19,10 @@ until that many came after the step.
 from __future__ import annotations
 
 WINDOW = 32  # deliveries per bucket of the least-difference window
-MAX_SKEW_MS = 10 * 60 * 1000  # a difference beyond this is no clock's: not taken as a baseline
+# A difference beyond this is no clock's skew: never a baseline (a forged timestamp in the
+# future made every real delivery look old); measured against the baseline, as a stall
+# longer than it is (before, such a delivery was age 0: a 10-minute stall looked fresh).
+MAX_SKEW_MS = 10 * 60 * 1000
 
 
 class LaneAge:
@@ -39,11 +42,17 @@ class LaneAge:
             return 0.0
         diff = arrived_wall_ms - stamped_ms
         if abs(diff) > MAX_SKEW_MS:
-            return 0.0
+            base = self._base()
+            return 0.0 if base is None else max(0.0, (diff - base) / 1000)
         if self._seen >= WINDOW:
             self._older_least, self._least, self._seen = self._least, None, 0
         self._seen += 1
         if self._least is None or diff < self._least:
             self._least = diff
-        base = self._least if self._older_least is None else min(self._least, self._older_least)
-        return (diff - base) / 1000
+        return (diff - self._base()) / 1000
+
+    def _base(self) -> int | None:
+        """The least difference over the window (None: no delivery measured yet)."""
+        if self._least is None or self._older_least is None:
+            return self._least if self._least is not None else self._older_least
+        return min(self._least, self._older_least)

@@ -60,3 +60,13 @@ def test_a_missing_or_absurd_timestamp_is_age_zero_and_no_baseline(stamps):
     t = 1_800_000_000_000
     assert all(lane.age_s(t, s) == 0.0 for s in stamps)
     assert lane.age_s(t + 5, t) == 0.0 and lane.age_s(t + 3005, t + 1000) == 2.0
+
+
+def test_a_stall_longer_than_any_skew_still_shows():
+    # Hypothesis found it: a delivery that waited 10 minutes (and 1 ms of skew) was age 0,
+    # taken for a forged timestamp; a suspended VM's deliveries then looked fresh.
+    lane = LaneAge()
+    t = 1_800_000_000_000
+    assert lane.age_s(t + 7, t) == 0.0
+    assert lane.age_s(t + 7 + 900_000, t + 1000) == 899.0  # 15 minutes on the lane
+    assert lane.age_s(t + 2007, t + 2000) == 0.0  # and it did not become the baseline
