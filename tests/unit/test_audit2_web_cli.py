@@ -3,10 +3,7 @@ without a broker: each test names the claim it checks."""
 
 from __future__ import annotations
 
-import json
-import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +13,7 @@ from multidict import MultiDict, MultiDictProxy
 from kmq.cli import main
 from kmq.errors import ConfigError
 from kmq.settings import Settings
+from tests import http_stub
 
 
 def run(*args: str, **kwargs):
@@ -27,25 +25,8 @@ def run(*args: str, **kwargs):
 @contextmanager
 def answering(body: bytes, content_type: str = "text/html", status: int = 200):
     """A web server on 127.0.0.1 that answers every GET with ``body``: not a tracker."""
-
-    class Server(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Server)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_stub.serving(http_stub.always(status, body, content_type)) as (url, _):
+        yield url
 
 
 # -- kmq stats -----------------------------------------------------------------------

@@ -3,8 +3,6 @@ terminal escapes or bidi reordering; characters that would act are shown escaped
 
 import io
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from click.testing import CliRunner
@@ -13,6 +11,7 @@ from rich.table import Table
 
 from kmq.cli import main
 from kmq.cli.connect import printable, shown
+from tests import http_stub
 
 HOSTILE = ["[/]", "[link=https://evil.example]click[/link]", "\x1b[2J\x1b]0;pwned\x07", "[bold red]x",
            "tab\tnew\nline\r", "\x9b31m", "plain", "invoice\u202efdp.exe", "a\u2066b\u2069\u200f\u061c",
@@ -103,26 +102,10 @@ def test_dlq_list_prints_a_hostile_reason_escaped_and_its_json_stays_valid(monke
 
 
 def test_stats_prints_queue_names_read_back_escaped(monkeypatch):
-    class Tracker(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            row = {"queue": "orders\u202e\x1b[2J", "depth": 1, "depth_exact": True}
-            body = json.dumps({"queues": [row], "total": 1, "workers": "1\x1b[2J", "partial": False}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Tracker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}"
+    row = {"queue": "orders\u202e\x1b[2J", "depth": 1, "depth_exact": True}
+    with http_stub.serving(http_stub.always(200, http_stub.queue_list([row], workers="1\x1b[2J"))) as (url, _):
         out = CliRunner().invoke(main, ["stats", "--url", url, "--timeout-s", "10"])
         as_json = CliRunner().invoke(main, ["stats", "--url", url, "--timeout-s", "10", "--json"])
-    finally:
-        server.shutdown()
     assert out.exit_code == 0, out.output
     assert "orders\\u202e\\x1b[2J" in out.output and "1\\x1b[2J workers" in out.output
     assert not any(acts(ch) for ch in out.output if ch != "\n")

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kmq.cli import main
+from tests import http_stub
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,34 +93,13 @@ def test_routed_views_hash_the_queue_key_like_kmq_placement():
 def test_stats_waits_for_the_depth_scans_first_pass():
     # The scan starts when somebody looks: the first `kmq stats` after a quiet spell showed
     # every depth as "-" and left out queues only sent to.
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+    def answer(path, n):  # the depths come on the third ask
+        scanned = n >= 2
+        row = {"queue": "orders", "depth": 42 if scanned else None, "depth_exact": True}
+        return 200, http_stub.queue_list([row], scanned=scanned), "application/json"
 
-    asked = []
-
-    class Tracker(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            asked.append(self.path)
-            scanned = len(asked) >= 3
-            row = {"queue": "orders", "depth": 42 if scanned else None, "depth_exact": True}
-            body = json.dumps({"queues": [row], "total": 1, "workers": 1, "partial": False,
-                               "scanned": scanned}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Tracker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        out = CliRunner().invoke(main, ["stats", "--url", f"http://127.0.0.1:{server.server_port}",
-                                        "--timeout-s", "30"])
-    finally:
-        server.shutdown()
+    with http_stub.serving(answer) as (url, asked):
+        out = CliRunner().invoke(main, ["stats", "--url", url, "--timeout-s", "30"])
     assert out.exit_code == 0, out.output
     assert len(asked) == 3 and "42" in out.output
 

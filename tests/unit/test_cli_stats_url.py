@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import click
 import pytest
@@ -16,6 +14,7 @@ from click.testing import CliRunner
 
 from kmq.cli import main
 from kmq.cli.option_checks import tracker_url
+from tests import http_stub
 
 TRACKER_LIST = json.dumps({"queues": [{"queue": "orders", "depth": 7}], "total": 1, "workers": 1,
                            "partial": False}).encode()
@@ -28,30 +27,9 @@ def run(*args: str, env: dict | None = None):
     return out
 
 
-@contextmanager
 def serving(status: int = 200, body: bytes = TRACKER_LIST, content_type: str = "application/json"):
-    """An HTTP server on 127.0.0.1 answering every GET alike; yields (address, paths asked)."""
-    asked: list[str] = []
-
-    class Server(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            asked.append(self.path)
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Server)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    """A stand-in server on 127.0.0.1 answering every GET alike; yields (address, paths asked)."""
+    return http_stub.serving(http_stub.always(status, body, content_type))
 
 
 @pytest.mark.parametrize("given, base", [
