@@ -2,7 +2,8 @@
 
 ``run_worker`` is what ``kmq worker`` calls (after checking that a broker answers);
 ``run_processes`` starts N such processes (``--processes N``) and passes signals on to
-them. ``ready`` is printed on stdout only once every handler's consumer is open; a
+them. ``ready`` is printed on stdout only once every handler's consumer is open, and no
+handler runs before it (each runner waits for it once its consumer is open); a
 handler whose consumer does not open makes ``run_worker`` raise its error (``kmq worker``
 prints it as one line), never ``ready``. Exit status: 0 after a clean (first signal)
 shutdown; 1 after a second signal (exit at once), a failed start or a runner's failure.
@@ -115,6 +116,8 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
 
     threads = [threading.Thread(target=run, args=(r,), name=f"kmq-worker-{r.handler.queue}", daemon=True)
                for r in runners]
+    for r in runners:
+        r.go.clear()  # each opens its consumer, then waits for the `ready` line below
     for t in threads:
         t.start()
     # wait_ready also returns once stopping: a signal, or a runner that failed to start.
@@ -125,6 +128,8 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
                                                  "async": h.is_async} for h in handlers],
                                    "metrics_port": metrics.port if metrics else None}))
         print("ready", flush=True)  # (tests and supervisors wait for this line)
+    for r in runners:
+        r.go.set()  # handle now; or, stopping, drain and close
     for t in threads:
         while t.is_alive():
             t.join(0.2)  # short joins: the main thread takes signals between them

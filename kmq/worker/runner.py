@@ -64,6 +64,11 @@ class HandlerRunner(AsyncHandlers, ChainRunner):
         self.consumer: "Consumer | None" = None  # once open (bench/worker_probe.py samples it)
         self._lock = threading.Lock()
         self.ready = threading.Event()  # set once the consumer is open (tests, logs)
+        # Handling begins once this is set: the worker sets it after its `ready` line (or when
+        # stopping), so no handler runs, nor logs, before that line (docs/workers.md; before,
+        # a handler's first lines came ahead of it). Set from the start for a runner on its own.
+        self.go = threading.Event()
+        self.go.set()
 
     # -- the consumer ----------------------------------------------------------------
 
@@ -82,6 +87,7 @@ class HandlerRunner(AsyncHandlers, ChainRunner):
             raise ConfigError(f"handler {h.name} of queue {h.queue!r}: {exc}") from exc
         self.max_processing_s = consumer.max_processing_s
         self.ready.set()
+        self.go.wait()
         return consumer
 
     def _max_deliveries(self, consumer: "Consumer") -> int:

@@ -92,3 +92,27 @@ def test_groups_whose_bytes_are_not_utf8_run_at_once():
         t.join(30)
     assert [run.state[rel] for rel in run.rels] == [ACKED, ACKED] and not returned(c)
     assert all(e.is_set() for e in started.values())
+
+
+def test_no_handler_runs_before_the_worker_says_ready():
+    # docs/workers.md: `ready` once every handler's consumer is open. A runner received,
+    # handled and logged as soon as its own consumer was open, ahead of that line.
+    c = consumer(ordering="none")
+    deliver(c, [None])
+    asked = []
+    receive_batch = c.receive_batch
+    c.receive_batch = lambda *args: asked.append(1) or receive_batch(*args)
+    handled = threading.Event()
+    shutdown = ShutdownSignal(30.0)
+    runner = HandlerRunner(Client(c), Handler(fn=lambda msg: handled.set(), queue="q"), shutdown)
+    runner.go.clear()  # as kmq.worker.main does, until its `ready` line
+    t = threading.Thread(target=runner.run)
+    t.start()
+    try:
+        wait_for(runner.ready.is_set, 30, what="the consumer open")
+        assert asked == []  # it waits for the line (it would have asked at once)
+        runner.go.set()
+        wait_for(handled.is_set, 30, what="the message handled")
+    finally:
+        shutdown.signal(0.0)
+        t.join(30)
