@@ -8,7 +8,7 @@ import difflib
 import logging
 import re
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from kmq.errors import ConfigError
 
@@ -33,10 +33,15 @@ def check_keywords(given: Mapping[str, Any], names: Sequence[str]) -> None:
                           "variable's name in lower case without KMQ_ (docs/configuration.md)")
 
 
+def sdk_keyword(name: str) -> str:
+    return f"the keyword {name} of Settings / kmq.Client"
+
+
 @contextmanager
-def keywords_named(given: Mapping[str, Any]) -> Iterator[None]:
+def keywords_named(given: Mapping[str, Any], given_as: Callable[[str], str] = sdk_keyword) -> Iterator[None]:
     """A ConfigError about a variable that was given as a keyword (``kmq.Client(
-    visibility_timeout_s=0)``) names the keyword too: the caller set no ``KMQ_*`` variable."""
+    visibility_timeout_s=0)``) names the keyword too: the caller set no ``KMQ_*`` variable.
+    ``given_as`` says how the caller gave it (a CLI: its option)."""
     try:
         yield
     except ConfigError as exc:
@@ -44,7 +49,7 @@ def keywords_named(given: Mapping[str, Any]) -> Iterator[None]:
         named = [k for k in given if re.search(rf"\bKMQ_{k.upper()}\b", text) and not text.startswith(f"{k}=")]
         if not named:
             raise
-        raise type(exc)(f"{text} (given as the keyword {', '.join(named)} of Settings / kmq.Client)") from None
+        raise type(exc)(f"{text} (given as {', '.join(map(given_as, named))})") from None
 
 
 def warn_unknown_variables(env: Mapping[str, str], setting_variables: Sequence[str]) -> None:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kmq.kafka import security
-from kmq.setting_names import check_keywords, keywords_named, warn_unknown_variables
+from kmq.setting_names import check_keywords, keywords_named, sdk_keyword, warn_unknown_variables
 from kmq.setting_values import SECRET_FIELDS, check_type, parse_value
 from kmq.protocol.lane_layout import LaneLayout, planned
 from kmq.setting_checks import check_values
@@ -223,8 +223,10 @@ class Settings:
     # -- construction -------------------------------------------------------
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
-        """Read ``KMQ_*`` variables (``environ`` defaults to ``os.environ``)."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, *,
+                 given_as: Callable[[str], str] = sdk_keyword, **overrides: Any) -> "Settings":
+        """Read ``KMQ_*`` variables (``environ`` defaults to ``os.environ``); ``overrides`` are
+        settings given as keywords, named in an error as ``given_as(keyword)`` says."""
         env = os.environ if environ is None else environ
         warn_unknown_variables(env, [f.metadata["env"] for f in dataclasses.fields(cls)])
         values: dict[str, Any] = {}
@@ -235,7 +237,7 @@ class Settings:
         check_keywords(overrides, [f.name for f in dataclasses.fields(cls)])
         given = {k: v for k, v in overrides.items() if v is not None}
         values.update(given)
-        with keywords_named(given):
+        with keywords_named(given, given_as):
             return cls(**values)
 
     def replace(self, **changes: Any) -> "Settings":

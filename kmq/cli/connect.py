@@ -67,6 +67,11 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def option_name(keyword: str) -> str:
+    """How a CLI user gave a setting: its option (``bootstrap_servers`` -> ``--bootstrap-servers``)."""
+    return "--" + keyword.replace("_", "-")
+
+
 def connection_options(fun: Callable) -> Callable:
     """--bootstrap-servers, --token, --connect-timeout-s; passes ``settings`` to the command."""
 
@@ -80,7 +85,7 @@ def connection_options(fun: Callable) -> Callable:
     def wrapper(bootstrap_servers: str | None, token: str | None, connect_timeout_s: float,
                 **kwargs: Any) -> Any:
         try:
-            settings = Settings.from_env(bootstrap_servers=bootstrap_servers, token=token)
+            settings = Settings.from_env(bootstrap_servers=bootstrap_servers, token=token, given_as=option_name)
             check_broker(settings, connect_timeout_s)
             return fun(settings=settings, **kwargs)
         except KmqError as exc:

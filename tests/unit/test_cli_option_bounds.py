@@ -84,3 +84,11 @@ def test_the_dlq_commands_take_all_for_no_limit(command):
     assert check(None, None, "all") is None and check(None, None, "3") == 3  # type: ignore[arg-type]
     result = run(*command, "--limit", "all")
     assert result.exit_code == 1 and "no Kafka broker answered" in result.output  # past the option check
+
+
+def test_a_bad_connection_option_is_named_as_the_option_not_an_sdk_keyword():
+    # Audit: `--bootstrap-servers ""` said "(given as the keyword bootstrap_servers of
+    # Settings / kmq.Client)": a CLI user gave no keyword.
+    result = run("dlq", "list", "orders", "--bootstrap-servers", "", "--connect-timeout-s", "0.5")
+    assert result.exit_code == 1 and "(given as --bootstrap-servers)" in result.output, result.output
+    assert "kmq.Client" not in result.output
