@@ -50,7 +50,7 @@ def consumer(visibility_s: float = 30.0, dead_letter_head: str = "continue",
     c._ready, c._log, c._held, c._in_flight = deque(), SettlementLog(), {}, 0
     c._lock = threading.RLock()
     c._attention = c._closed = c._user_code_away = False
-    c._user_code_at = 0.0
+    c._user_code_at, c._receiving = 0.0, set()
     c._error = None
     c._stop = threading.Event()
     c.stats = {}

@@ -130,6 +130,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         # hands something out says so in its range's hand-outs: nothing more on the hot path).
         self._user_code_at = time.monotonic()
         self._user_code_away = False
+        self._receiving: set[int] = set()  # threads waiting in a receive: user code is there
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 
         if transactional is not None and not isinstance(transactional, bool):  # "off" was truthy
@@ -250,10 +251,13 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         return False
 
     def _receive_into_buffer(self, timeout_s: float | None) -> int:
+        with self._user_code_waiting():
+            return self._wait_into_buffer(timeout_s)
+
+    def _wait_into_buffer(self, timeout_s: float | None) -> int:
         if self._closed:
             raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
         self._source.on_empty()
-        self._user_code_at = time.monotonic()
         self._log.wake.set()  # a shared consumer out of work: its settlements go out now
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:

@@ -16,9 +16,11 @@ rules (no librdkafka consumer call, see :meth:`Flusher._flush_loop`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from contextlib import contextmanager
 from functools import partial
-from typing import Callable
+from typing import Callable, Iterator
 
 from kmq.consumer.held import HeldRange
 from kmq.consumer.keepalive import keepalive_round
@@ -111,12 +113,28 @@ class Flusher:
         self._user_code_away = False
         self._log.wake.set()
 
+    @contextmanager
+    def _user_code_waiting(self) -> Iterator[None]:
+        """A receive that may wait (the receiving thread): user code is there while it does,
+        however long (an audit: a thread waiting in receive(30) while another held a message
+        past its give-up was not, and got nothing until that message lapsed)."""
+        me = threading.get_ident()
+        if me in self._receiving:  # a gated receive that reads
+            yield
+            return
+        self._receiving.add(me)
+        try:
+            yield
+        finally:
+            self._receiving.discard(me)
+            self._user_code_at = time.monotonic()
+
     def _follow_user_code(self, now: float, held_ranges: list[HeldRange]) -> None:
         """A shared consumer whose user code is away asks for nothing more until it is back
         (kmq.consumer.user_code); it says so at once either way (lock held)."""
         said_at = self._user_code_at
         active_at = max([said_at] + [h.handouts[-1][1] for h in held_ranges if h.handouts])
-        away = user_code_away(held_ranges, now=now, active_at=active_at, visibility_s=self.visibility_timeout_s,
+        away = not self._receiving and user_code_away(held_ranges, now=now, active_at=active_at, visibility_s=self.visibility_timeout_s,
                               max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s)
         if away and self._user_code_at != said_at:
             away = False  # a receive came meanwhile (it does not take the lock)

@@ -52,6 +52,11 @@ class GatedReceive:
                        batch: MessageBatch | None) -> Message | None:
         """Up to ``max_messages`` messages the gate lets through (into ``batch`` when given,
         else the one message or None); waits only while nothing is taken yet."""
+        with self._user_code_waiting():
+            return self._gated(max_messages, timeout_s, batch)
+
+    def _gated(self: "Consumer", max_messages: int, timeout_s: float | None,
+               batch: MessageBatch | None) -> Message | None:
         gate = self._gate
         gate.new_batch()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s

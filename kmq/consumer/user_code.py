@@ -15,8 +15,9 @@ queue's hung head went back to its hung consumer twice and was dead-lettered at
 read-ahead stayed at the hung consumer for as long as it lived
 (tests/integration/test_shared_unread.py).
 
-One busy thread of several is not away: the others' receives and settlements say user
-code is there. Pure: time is an argument.
+One busy thread of several is not away: the others' receives (a thread waiting in one,
+however long: the caller's to check) and settlements say user code is there. Pure: time is
+an argument.
 """
 
 from __future__ import annotations

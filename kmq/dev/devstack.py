@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import fields
@@ -64,10 +65,12 @@ def make_data_dir(path: str) -> None:
         raise ConfigError(
             f"--data-dir {path} cannot be created ({exc.strerror or exc}): give a directory "
             "path you can write, or leave --data-dir out for a fresh temporary one") from exc
-    if not os.access(path, os.W_OK | os.X_OK):
+    try:  # written, not asked (os.access): root may "write" to /proc, where nothing is made
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
         raise ConfigError(
-            f"--data-dir {path} is not writable: give a directory path you can write, or leave "
-            "--data-dir out for a fresh temporary one")
+            f"--data-dir {path} is not writable ({exc.strerror or exc}): give a directory path "
+            "you can write, or leave --data-dir out for a fresh temporary one") from exc
 
 
 def dev_settings(bootstrap_servers: str, data_dir: str, web_port: int) -> Settings:

@@ -4,6 +4,7 @@ count spent (SharedSource.read_in_background; docs/shared-queues.md, step 4)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import kmq
@@ -75,3 +76,30 @@ def test_a_hung_consumers_messages_wait_for_another_consumer(client, queue, trac
                 got.append((again.id, again.delivery_count))
                 again.ack()
             assert sorted(got) == sorted((i, 2) for i in sent)
+
+
+def test_a_thread_waiting_in_receive_keeps_its_consumer_asking_while_another_hangs(client, queue, tracker):
+    # docs/shared-queues.md, "User code away": one busy thread of several is not away. An
+    # audit: a thread waiting in receive(30) was not counted, so while the other thread held
+    # its message past its give-up the consumer asked for nothing, and a message sent then
+    # reached the waiting thread only when the held one lapsed.
+    client.configure_queue(queue, dispatch="shared")
+    with client.consumer(queue, visibility_timeout_s=8, max_processing_s=8) as c:
+        client.send(queue, b"held")
+        client.flush()
+        held = wait_for(lambda: c.receive(0.2), 30, what="the held message")
+        held_at = time.monotonic()  # ... and this thread never comes back to it
+        got: list = []
+        waiting = threading.Thread(target=lambda: got.append((c.receive(timeout_s=30), dict(c.stats))))
+        waiting.start()
+        # Past the held message's give-up (one keepalive round, 2 s) while the thread waits:
+        # that span is the behaviour under test.
+        wait_for(lambda: time.monotonic() - held_at > 4, 10, what="the give-up passed")
+        client.send(queue, b"new")
+        client.flush()
+        waiting.join(30)
+        m, stats = got[0]
+        assert m is not None and m.value == b"new"
+        assert stats.get("lapsed", 0) == 0 and stats.get("user-code-away", 0) == 0, stats
+        m.ack()
+        held.ack()
