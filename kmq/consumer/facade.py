@@ -251,8 +251,11 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         return False
 
     def _receive_into_buffer(self, timeout_s: float | None) -> int:
-        with self._user_code_waiting():
+        me = self._wait_begins()
+        try:
             return self._wait_into_buffer(timeout_s)
+        finally:
+            self._wait_ends(me)
 
     def _wait_into_buffer(self, timeout_s: float | None) -> int:
         if self._closed:

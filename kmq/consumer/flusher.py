@@ -18,9 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import contextmanager
 from functools import partial
-from typing import Callable, Iterator
+from typing import Callable
 
 from kmq.consumer.held import HeldRange
 from kmq.consumer.keepalive import keepalive_round
@@ -113,19 +112,19 @@ class Flusher:
         self._user_code_away = False
         self._log.wake.set()
 
-    @contextmanager
-    def _user_code_waiting(self) -> Iterator[None]:
-        """A receive that may wait (the receiving thread): user code is there while it does,
-        however long (an audit: a thread waiting in receive(30) while another held a message
-        past its give-up was not, and got nothing until that message lapsed)."""
+    def _wait_begins(self) -> int | None:
+        """A receive that may wait begins (the receiving thread): user code is there while it
+        does, however long (an audit: a thread waiting in receive(30) while another held a
+        message past its give-up was not, and got nothing until that message lapsed).
+        Returns what :meth:`_wait_ends` takes (None: a gated receive that reads, counted)."""
         me = threading.get_ident()
-        if me in self._receiving:  # a gated receive that reads
-            yield
-            return
+        if me in self._receiving:
+            return None
         self._receiving.add(me)
-        try:
-            yield
-        finally:
+        return me
+
+    def _wait_ends(self, me: int | None) -> None:
+        if me is not None:
             self._receiving.discard(me)
             self._user_code_at = time.monotonic()
 

@@ -52,8 +52,11 @@ class GatedReceive:
                        batch: MessageBatch | None) -> Message | None:
         """Up to ``max_messages`` messages the gate lets through (into ``batch`` when given,
         else the one message or None); waits only while nothing is taken yet."""
-        with self._user_code_waiting():
+        me = self._wait_begins()
+        try:
             return self._gated(max_messages, timeout_s, batch)
+        finally:
+            self._wait_ends(me)
 
     def _gated(self: "Consumer", max_messages: int, timeout_s: float | None,
                batch: MessageBatch | None) -> Message | None:

@@ -33,6 +33,7 @@ PENDING, DONE, FAILED = "pending", "done", "failed"
 MARGIN_MIN_S = 1.0      # never hand out a message with less visibility left than this ...
 MARGIN_SHARE = 0.1      # ... or than this share of the visibility timeout ...
 MARGIN_MAX_SHARE = 0.5  # ... but never ask for more than half of it (else nothing goes out)
+TRIM_RETURNED_AT = 64   # a group's runs given back, kept while their ranges are held, past this
 
 
 def fate(state: int, lapsed: bool, hold_on_reject: bool) -> str:
@@ -111,12 +112,13 @@ class GroupGate:
     batch's messages in any order).
     """
 
-    __slots__ = ("_groups", "_batch", "_prune_at")
+    __slots__ = ("_groups", "_batch", "_prune_at", "_trim")
 
     def __init__(self) -> None:
         self._groups: dict[bytes, _Group] = {}
         self._batch = 0
         self._prune_at = 1024
+        self._trim: set[bytes] = set()  # groups with many runs given back (prune())
 
     def new_batch(self) -> None:
         """A new ``receive`` or ``receive_batch`` begins."""
@@ -135,14 +137,17 @@ class GroupGate:
         return verdict(((fate_of(h, rel), r == run) for h, rel, r in earlier), remaining, margin)
 
     def handed(self, group: bytes, held: Any, rel: int, run: Any) -> None:
-        """The message reached user code. It replaces what decide() looked at: none of that
-        was pending, nor failed in this run, and a run left behind (the front moved past
-        it) has nothing more to hand out."""
+        """The message reached user code. It replaces what decide() looked at (none of that
+        was pending, nor failed in this run); the runs given back stay so, for their later
+        messages (hypothesis found one handed out: its run, read past while another run of
+        the group waited at the front, was forgotten when that other run's next went)."""
         g = self._groups.get(group)
-        if g is None or g.batch != self._batch:
+        if g is None:
             g = self._groups[group] = _Group(self._batch)
-        else:  # after give-backs in this batch: what decide() just looked at is done with
-            g.before, g.returned = [], []
+        elif g.batch != self._batch:
+            g.batch, g.before, g.now = self._batch, [], []
+        else:
+            g.before = []
         g.now.append((held, rel, run))
 
     def given_back(self, group: bytes, held: Any, rel: int, run: Any) -> None:
@@ -154,10 +159,19 @@ class GroupGate:
             g.before, g.now, g.batch = g.before + g.now, [], self._batch
         if not any(r == run for r, _ in g.returned):
             g.returned.append((run, held))
+            if len(g.returned) > TRIM_RETURNED_AT:
+                self._trim.add(group)
 
     def prune(self, alive: Callable[[Any], bool]) -> None:
         """Forget groups none of whose messages lie in a range still ``alive``; does the work
-        only when the groups doubled since the last time (amortised O(1) per hand-out)."""
+        only when the groups doubled since the last time (amortised O(1) per hand-out), and
+        a group's runs given back whose ranges are gone once they are many."""
+        for group in self._trim:
+            g = self._groups.get(group)
+            if g is not None:
+                g.returned = [(r, h) for r, h in g.returned if alive(h)]
+        self._trim = {k for k in self._trim
+                      if k in self._groups and len(self._groups[k].returned) > TRIM_RETURNED_AT}
         if len(self._groups) < self._prune_at:
             return
         self._groups = {k: g for k, g in self._groups.items()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from kmq.consumer import group_gate as G
 from kmq.message import RELEASED
@@ -34,6 +34,10 @@ OPS = st.lists(st.one_of(
 
 @settings(max_examples=1000, deadline=None)
 @given(OPS, st.sampled_from(["continue", "hold"]))
+# Found by hypothesis: b's run in the third delivery, read past while the second waited and
+# given back for its visibility, was forgotten when the second's next message went out.
+@example([("deliver", ["a"]), ("deliver", ["b", "b"]), ("deliver", ["b", None, "b"]), ("batch", 2),
+          ("stale", 2), ("receive", 1), ("keepalive", 2)], "continue")
 def test_the_gate_never_hands_two_of_a_group_nor_past_a_failure_nor_out_of_order(ops, policy):
     c = consumer(visibility_s=30, dead_letter_head=policy)
     hold = policy == "hold"

@@ -280,3 +280,14 @@ def test_groups_whose_bytes_are_not_utf8_are_told_apart():
     assert second is not None and (first.group_bytes, second.group_bytes) == (b"\xff", b"\xfe")
     assert first.group == second.group == "\ufffd"  # what user code is shown, decoded
 
+
+
+def test_a_groups_runs_given_back_are_trimmed_once_many_and_their_ranges_gone():
+    gate = G.GroupGate()
+    ranges = [object() for _ in range(G.TRIM_RETURNED_AT + 10)]
+    for i, r in enumerate(ranges):
+        gate.given_back(b"hot", r, 0, i)
+    kept = set(ranges[-3:])
+    gate.prune(lambda r: r in kept)
+    assert gate.decide(b"hot", len(ranges) - 1, 10.0, 1.0, lambda h, rel: G.DONE) == G.GIVE_BACK
+    assert gate.decide(b"hot", 0, 10.0, 1.0, lambda h, rel: G.DONE) == G.HAND  # its range is gone
