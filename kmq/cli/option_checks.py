@@ -105,6 +105,7 @@ def tracker_url(ctx: click.Context, param: click.Parameter, value: str | None) -
             break
     return f"{parts.scheme}://{parts.netloc}{path}"
 
+
 ALL = "all"  # --limit's value for no limit
 
 
