@@ -146,9 +146,11 @@ def tracker_get(url: str, token: str | None, timeout_s: float) -> dict[str, Any]
     except http.client.HTTPException as exc:  # a server that does not speak HTTP: a traceback before
         raise KmqError(not_a_tracker(url, f"not HTTP ({type(exc).__name__})")) from exc
     except (urllib.error.URLError, OSError) as exc:
+        waited_s = time.monotonic() - started
+        waited = f"tried for {waited_s:.1f} s; " if waited_s >= 0.05 else ""  # not "0.0 s": refused at once
         raise BrokerUnavailableError(
-            f"no tracker web view answered at {url} (tried for {time.monotonic() - started:.1f} s; "
-            f"--url / KMQ_TRACKER_URL): {getattr(exc, 'reason', exc)}") from exc
+            f"no tracker web view answered at {url} ({waited}--url / KMQ_TRACKER_URL): "
+            f"{getattr(exc, 'reason', exc)}") from exc
     try:
         data = json.loads(body)
     except ValueError:  # an HTML page: a traceback before

@@ -122,3 +122,10 @@ def test_a_server_that_does_not_speak_http_is_one_error_line_naming_url():
         listener.close()
     assert out.exit_code == 1 and out.output.count("\n") == 1, out.output
     assert "answered not HTTP (BadStatusLine), not a tracker's JSON: is --url / KMQ_TRACKER_URL" in out.output
+
+
+def test_a_refused_connection_says_so_without_a_time_it_did_not_wait():
+    # An audit: "(tried for 0.0 s; ...)" for a port nothing listens on.
+    out = run("stats", "--url", "http://127.0.0.1:1", "--timeout-s", "5")
+    assert out.exit_code == 1 and "(--url / KMQ_TRACKER_URL): " in out.output, out.output
+    assert "tried for 0.0" not in out.output and "refused" in out.output.lower()
