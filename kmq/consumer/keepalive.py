@@ -29,6 +29,12 @@ from kmq.consumer.stale import is_stale
 from kmq.protocol.masks import mask_of as rels_mask
 
 
+def extension_budget_s(visibility_s: float, max_processing_s: float, interval_s: float) -> float:
+    """How long after its hand-out (or an explicit extend's end minus the visibility) a message
+    in user code is still extended: its last EXTEND lands at or after ``max_processing_s``."""
+    return max_processing_s - visibility_s + interval_s
+
+
 def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: float,
                     max_processing_s: float, interval_s: float, timeout_ms: int,
                     group_of: Callable[[HeldRange, int], bytes | None] | None = None,
@@ -42,7 +48,7 @@ def keepalive_round(held_ranges: list[HeldRange], *, now: float, visibility_s: f
     the runs' rule above. ``read_ahead`` False: user code is away (kmq.consumer.user_code),
     what it has not taken is not extended.
     """
-    budget = max_processing_s - visibility_s + interval_s
+    budget = extension_budget_s(visibility_s, max_processing_s, interval_s)
     lapse_after = max_processing_s + 2 * interval_s
     out: list[M.Marker] = []
     lapsed = 0

@@ -23,6 +23,7 @@ an argument.
 from __future__ import annotations
 
 from kmq.consumer.held import HeldRange
+from kmq.consumer.keepalive import extension_budget_s
 
 
 def give_up_s(visibility_s: float, max_processing_s: float, interval_s: float) -> float:
@@ -30,7 +31,7 @@ def give_up_s(visibility_s: float, max_processing_s: float, interval_s: float) -
     message in user code is last extended: kmq.consumer.keepalive's budget, at least one
     keepalive round (with ``max_processing_s`` under the visibility timeout it is never
     extended; user code holding it one round is not away yet)."""
-    return max(max_processing_s - visibility_s, 0.0) + interval_s
+    return max(extension_budget_s(visibility_s, max_processing_s, interval_s), interval_s)
 
 
 def user_code_away(held_ranges: list[HeldRange], *, now: float, active_at: float, visibility_s: float,
