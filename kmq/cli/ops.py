@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -175,6 +175,26 @@ STATS_SORT_FIELDS = ("queue", "depth", "in_flight", "scheduled", "dead_letters",
 
 
 STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
+PAGE_ROWS = 1000  # the web API's most rows a page (web.paging.MAX_LIMIT): more are asked page by page
+
+
+def more_pages(first: dict[str, Any], page_at: Callable[[int], list[dict[str, Any]]],
+               limit: int | None) -> list[dict[str, Any]]:
+    """The first ``limit`` rows (None: all) of the queue list whose first page is ``first``,
+    asking ``page_at(offset)`` for the pages after it (--limit 5000 showed 1,000 before). A
+    queue seen on an earlier page is not shown twice (the list may change between pages);
+    a page that adds none ends it."""
+    rows = list(first["queues"])
+    seen = {r.get("queue") for r in rows}
+    page = rows
+    while len(page) >= PAGE_ROWS and len(rows) < first["total"] and (limit is None or len(rows) < limit):
+        page = page_at(len(rows))
+        new = [r for r in page if r.get("queue") not in seen]
+        if not new:
+            break
+        seen.update(r.get("queue") for r in new)
+        rows += new
+    return rows if limit is None else rows[:limit]
 
 
 @click.command()
@@ -184,12 +204,13 @@ STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
 @click.option("--token", envvar="KMQ_TOKEN", default=None, help="Token when auth is on (KMQ_TOKEN).")
 @click.option("--sort", default="queue", show_default=True, type=click.Choice(STATS_SORT_FIELDS),
               help="A field of the queue list to sort by (numbers: biggest first; not with QUEUE).")
-@click.option("--limit", type=int, default=100, show_default=True, callback=count_limit(),
-              help="Show at most this many queues (not with QUEUE).")
+@click.option("--limit", type=str, default="100", show_default=True, metavar="N|all",
+              callback=count_limit("every queue"),
+              help="Show at most this many queues ('all': every one; not with QUEUE).")
 @click.option("--timeout-s", type=float, default=10.0, show_default=True, callback=positive_seconds,
               help="How long to wait for the tracker (and its depth scan's next pass).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
-def stats(queue: str | None, url: str | None, token: str | None, sort: str, limit: int,
+def stats(queue: str | None, url: str | None, token: str | None, sort: str, limit: int | None,
           timeout_s: float, as_json: bool) -> None:
     """A table of every queue (or QUEUE's detail) from the tracker's web API."""
     from urllib.parse import quote, urlencode
@@ -208,7 +229,7 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
             url = web_url(settings.web_host, settings.web_port)  # ::0 and [::] are wildcards too
         base = url.rstrip("/")
         address = (f"{base}/kmq/api/queues/{quote(queue, safe='')}" if queue else
-                   f"{base}/kmq/api/queues?" + urlencode({"sort": sort, "limit": limit}))
+                   f"{base}/kmq/api/queues?" + urlencode({"sort": sort, "limit": min(limit or PAGE_ROWS, PAGE_ROWS)}))
         deadline = time.monotonic() + timeout_s
         data = tracker_get(address, settings.token or None, timeout_s)
         # The depth scan runs only while somebody looks: the first look after a quiet spell
@@ -220,6 +241,9 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
         if missing:  # another service's JSON (a KeyError before)
             raise KmqError(f"{address} answered without {', '.join(missing)}: not a tracker's queue "
                            "view; is --url / KMQ_TRACKER_URL a tracker worker's web address?")
+        if not queue:
+            data["queues"] = more_pages(data, lambda offset: tracker_get(
+                f"{address}&offset={offset}", settings.token or None, timeout_s)["queues"], limit)
     except KmqError as exc:
         fail(str(exc))
     if as_json:
