@@ -22,6 +22,7 @@ import faust  # noqa: E402
 
 from app import consumer_tuning, data_dir  # noqa: E402
 from app.settings import faust_options  # noqa: E402
+from kmq import writable_dir  # noqa: E402
 from kmq.errors import ConfigError  # noqa: E402
 from kmq.kafka import acls, broker_checks  # noqa: E402
 from kmq.kafka.admin import ensure_topics  # noqa: E402
@@ -38,6 +39,9 @@ except ConfigError as exc:
     # Faust wraps an import's ValueError in "Cannot import 'app'" and a traceback:
     # say ours in one line (the variable and the fix) and stop, before any broker.
     sys.exit(f"error: {exc}")
+found = writable_dir.problem(settings.data_dir)
+if found:  # Faust's mkdir at start: a NotADirectoryError traceback naming no setting, then a hang
+    sys.exit(f"error: KMQ_DATA_DIR={settings.data_dir} {found}: give a directory path this worker can write")
 consumer_tuning.apply(settings)
 # The dispatcher holds tens of thousands of records: at Python's default threshold the
 # collector took a quarter of the tracker's CPU in a shared drain (docs/shared-queues.md).

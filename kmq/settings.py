@@ -60,7 +60,8 @@ class Settings:
     profile: str = _setting(
         "production", "KMQ_PROFILE",
         "`embedded` (Tansu dev broker: short timeouts, exact recovery) or `production`")
-    data_dir: str = _setting("./kmq-data", "KMQ_DATA_DIR", "Tracker worker's RocksDB data directory")
+    data_dir: str = _setting("./kmq-data", "KMQ_DATA_DIR", "Tracker worker's RocksDB data directory (made at start; "
+                             "one the worker cannot make or write stops it at once: one `error:` line)")
     web_host: str = _setting("127.0.0.1", "KMQ_WEB_HOST", "Address the tracker's web server binds")
     web_port: int = _setting(6066, "KMQ_WEB_PORT", "Port of the tracker's web server (1-65535)")
     app_id: str = _setting(

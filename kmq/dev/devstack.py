@@ -18,12 +18,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
+from kmq import writable_dir
 from kmq.dev.embedded import PORT_ATTEMPTS, free_port
 from kmq.dev.processes import terminate
 from kmq.errors import BrokerUnavailableError, ConfigError
@@ -59,18 +59,15 @@ def _holds_service(root: Path) -> bool:
 def make_data_dir(path: str) -> None:
     """Create ``kmq dev --data-dir`` now, before the broker starts: the tracker would fail
     on it later with a traceback in its log and only "tracker worker exited" on screen."""
-    try:
-        Path(path).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"--data-dir {path} cannot be created ({exc.strerror or exc}): give a directory "
-            "path you can write, or leave --data-dir out for a fresh temporary one") from exc
-    try:  # written, not asked (os.access): root may "write" to /proc, where nothing is made
-        tempfile.TemporaryFile(dir=path).close()
-    except OSError as exc:
-        raise ConfigError(
-            f"--data-dir {path} is not writable ({exc.strerror or exc}): give a directory path "
-            "you can write, or leave --data-dir out for a fresh temporary one") from exc
+    found = writable_dir.problem(path)
+    if found is None:
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            found = f"cannot be created ({exc.strerror or exc})"
+    if found:
+        raise ConfigError(f"--data-dir {path} {found}: give a directory path you can write, "
+                          "or leave --data-dir out for a fresh temporary one")
 
 
 def dev_settings(bootstrap_servers: str, data_dir: str, web_port: int) -> Settings:
