@@ -189,7 +189,9 @@ def more_pages(first: dict[str, Any], page_at: Callable[[int], list[dict[str, An
     page = rows
     while len(page) >= PAGE_ROWS and len(rows) < first["total"] and (limit is None or len(rows) < limit):
         page = page_at(len(rows))
-        new = [r for r in page if r.get("queue") not in seen]
+        if not isinstance(page, list):  # not the list's shape: what came is what is shown
+            break
+        new = [r for r in page if isinstance(r, dict) and r.get("queue") not in seen]
         if not new:
             break
         seen.update(r.get("queue") for r in new)
@@ -243,7 +245,7 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
                            "view; is --url / KMQ_TRACKER_URL a tracker worker's web address?")
         if not queue:
             data["queues"] = more_pages(data, lambda offset: tracker_get(
-                f"{address}&offset={offset}", settings.token or None, timeout_s)["queues"], limit)
+                f"{address}&offset={offset}", settings.token or None, timeout_s).get("queues"), limit)
     except KmqError as exc:
         fail(str(exc))
     if as_json:

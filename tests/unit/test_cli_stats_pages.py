@@ -59,3 +59,9 @@ def test_a_queue_on_two_pages_is_shown_once_and_a_page_of_nothing_new_ends_it():
     rows = more_pages(first, page_at, None)
     assert [r["queue"] for r in rows] == [q["queue"] for q in QUEUES[:2 * PAGE_ROWS - 1]]
     assert asked == [PAGE_ROWS, 2 * PAGE_ROWS - 1]
+
+
+def test_a_later_page_not_shaped_as_the_list_ends_it():
+    first = {"queues": QUEUES[:PAGE_ROWS], "total": 5000}
+    assert more_pages(first, lambda offset: None, None) == QUEUES[:PAGE_ROWS]
+    assert more_pages(first, lambda offset: ["x", 3], None) == QUEUES[:PAGE_ROWS]
