@@ -26,8 +26,8 @@ from typing import Any
 from web import peer_auth
 # Importing web.health registers its start-up task and views wherever the API is imported.
 from web.health import health, ready, start_views  # noqa: F401
-from web.paging import MAX_LIMIT, _first_rows, _merged, _page_params, _peer_query  # noqa: F401
-from web.peer_requests import forward_to_owner, peer_page, peer_urls, this_worker_url
+from web.paging import MAX_LIMIT, _first_rows, _merged, _page_params, _peer_query, detail_params_error  # noqa: F401
+from web.peer_requests import forward_to_owner, peer_failure, peer_page, peer_urls, this_worker_url
 from web.queue_stats import totals_of
 from web.read_models import queue_configs, scanner, stats
 from agents.runtime import runtime
@@ -135,7 +135,7 @@ async def queues(web, request):
     results = await asyncio.gather(*(peer_page(u, caller, p) for u in peers), return_exceptions=True)
     for url, res in zip(peers, results):
         if isinstance(res, BaseException):
-            errors.append(f"{url}: {res}")
+            errors.append(f"{url}: {peer_failure(res)}")
         else:
             pages.append(res)
     page = _merged(pages, p)
@@ -153,6 +153,9 @@ async def queue_detail(web, request, queue: str):
     """One queue: its row, settings, counts since start, in-flight ranges, recent dead letters."""
     try:
         caller = caller_of(request)
+        unknown = detail_params_error(request.query)
+        if unknown:
+            return web.json({"error": unknown}, status=400)
         forwarded = await forward_to_owner(web, request, caller, queue)
         if forwarded is not None:
             return forwarded

@@ -16,13 +16,19 @@ def _whole(q: Any, name: str, default: int, least: int) -> int:
     raw = q.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
+    # ASCII digits only: int() also took "+5", " 5", "5_0" (50) and other scripts' digits.
+    value = int(raw) if raw.isascii() and raw.isdigit() else None
     if value is None or value < least:
         raise ValueError(f"{name}={raw!r}: give a whole number of at least {least}")
     return value
+
+
+def detail_params_error(query: Any) -> str | None:
+    """A queue's detail takes no parameters: what to say of the first one given (None: none);
+    it answered 200 as if they were not there, while the list refuses unknown ones."""
+    for name in query:
+        return f"{name}={query.get(name)!r}: unknown parameter; a queue's detail takes none"
+    return None
 
 
 def _page_params(request: Any) -> dict[str, Any]:

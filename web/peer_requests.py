@@ -21,6 +21,14 @@ PEER_TIMEOUT_S = 10.0
 FORWARDED_HEADER = "X-Kmq-Forwarded"  # set on requests one worker sends another
 
 
+def peer_failure(exc: BaseException) -> str:
+    """What went wrong asking a peer, never empty (a timeout's str() is "": the queue list
+    said ``"errors": ["http://...: "]``)."""
+    if isinstance(exc, TimeoutError):  # asyncio's too (an alias since Python 3.11)
+        return f"did not answer within {PEER_TIMEOUT_S:g} s"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def this_worker_url() -> str:
     """This worker's own web URL (its canonical URL, no trailing slash)."""
     return str(app.conf.canonical_url).rstrip("/")
@@ -74,4 +82,4 @@ async def forward_to_owner(web: Any, request: Any, caller: Caller, queue: str) -
                                        headers=_peer_headers(caller, owner, request.path, query)) as resp:
             return web.text(await resp.text(), content_type=resp.content_type, status=resp.status)
     except Exception as exc:  # unreachable or slow (aiohttp's errors, a timeout): say which worker
-        return web.json({"error": f"the owning worker {owner} did not answer: {exc!r}"}, status=502)
+        return web.json({"error": f"the owning worker {owner} did not answer: {peer_failure(exc)}"}, status=502)
