@@ -19,11 +19,14 @@ REASON_MAX_BYTES = 512  # a dead letter's reason: enough to say why, not a whole
 
 
 class Reject(Exception):
-    """Raise in a handler to dead-letter its message now, with ``reason`` (no retry)."""
+    """Raise in a handler to dead-letter its message now, with ``reason`` (no retry).
 
-    def __init__(self, reason: str = "") -> None:
+    A ``reason`` that is not a string is taken as ``str(reason)`` (``Reject(404)``: "404"):
+    refusing it here would turn the handler's reject into a retried failure."""
+
+    def __init__(self, reason: object = "") -> None:
         super().__init__(reason)
-        self.reason = reason
+        self.reason = reason if isinstance(reason, str) else _text_of(reason)
 
 
 @dataclass(frozen=True)
@@ -40,13 +43,24 @@ RELEASE = Outcome("release")
 
 def failure_reason(exc: BaseException, limit_bytes: int = REASON_MAX_BYTES) -> str:
     """``"Type: message"`` of ``exc`` (a :class:`Reject`: its reason) on one line, cut to
-    ``limit_bytes`` of UTF-8."""
+    ``limit_bytes`` of UTF-8. Never raises: a reason the message could not be rejected with
+    (a lone surrogate, a ``__str__`` that fails) left the message held until it lapsed, its
+    settle failing with a traceback at every delivery (an audit)."""
     if isinstance(exc, Reject):
-        text = one_line(exc.reason)
+        text = one_line(_text_of(exc.reason))
     else:
-        message = one_line(str(exc))
+        message = one_line(_text_of(exc))
         text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return truncate_utf8(text, limit_bytes)
+
+
+def _text_of(value: object) -> str:
+    """``str(value)``, or what it is when its ``__str__`` fails."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception as exc:  # a user's __str__: any error
+        return f"<{type(value).__name__}: str() raised {type(exc).__name__}>"
+    return text if isinstance(text, str) else type(value).__name__
 
 
 def one_line(text: str) -> str:
@@ -56,10 +70,11 @@ def one_line(text: str) -> str:
 
 
 def truncate_utf8(text: str, limit_bytes: int) -> str:
-    """``text`` cut to at most ``limit_bytes`` UTF-8 bytes, ending in "..." when cut."""
-    raw = text.encode()
+    """``text`` as UTF-8 text (a lone surrogate, which UTF-8 cannot carry, becomes "?") cut
+    to at most ``limit_bytes`` bytes, ending in "..." when cut."""
+    raw = text.encode(errors="replace")
     if len(raw) <= limit_bytes:
-        return text
+        return raw.decode()
     return raw[:max(0, limit_bytes - 3)].decode(errors="ignore") + "..."
 
 
