@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+import weakref
 from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
@@ -80,6 +81,8 @@ class Client(QueueAdmin):
         self._errors: list[str] = []
         self._sent_since_poll = 0
         self._configs: QueueConfigs | None = None
+        # This client's consumers: a purge reaches them before purge() returns (QueueAdmin.purge)
+        self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         # which partition each send goes to (the queue topic's partitions asked when needed)
         self._placement = SendPlacement(self.queue_configs,
                                         lambda: self.partition_count(self.settings.queue_topic))
@@ -250,12 +253,14 @@ class Client(QueueAdmin):
         check_options(options, f"client.consumer({queue!r})")
         configs = self.queue_configs()
         shared = configs.get(queue).dispatch_mode(self.settings) == "shared"
-        return Consumer(
+        consumer = Consumer(
             self.settings, queue,
             queue_topic_partitions=self.partition_count(self.settings.queue_topic),
             markers_topic_partitions=self.partition_count(self.settings.markers_topic),
             lane_layout=self.lane_layout() if shared else None,
             configs=configs, **options)
+        self._consumers.add(consumer)
+        return consumer
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Flush what was sent and let go of the connections."""

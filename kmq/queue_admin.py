@@ -245,4 +245,10 @@ class QueueAdmin:
                     f"the tracker did not confirm the purge of {queue!r} within {timeout_s:g}s: "
                     "is a tracker worker running (faust -A app worker)?")
             time.sleep(0.05)
+        # This client's consumers take the purge point now, not at their next settings check
+        # (every 0.5 s): an audit saw messages read ahead below it handed out after purge()
+        # returned (4 of 6 runs, shared; 1 of 7, partition).
+        for consumer in list(getattr(self, "_consumers", ())):
+            if consumer.queue == queue:
+                consumer.follow_config_now()
         return dict(configs.get(queue).purged_before)

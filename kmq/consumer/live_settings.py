@@ -78,6 +78,13 @@ class LiveSettings:
         """The dispatch mode this consumer receives in now: "shared" or "partition"."""
         return self._source.mode
 
+    def follow_config_now(self) -> None:
+        """Take the queue's settings as the client's view has them now (any thread; the
+        flusher does it every 0.5 s): a purge() of this client returns only after this, so
+        no receive after it hands out what was read ahead below the purge point."""
+        with self._lock:
+            self._follow_config()
+
     def _follow_config(self) -> None:
         if self._configs is None:
             return
