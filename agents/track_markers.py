@@ -156,6 +156,12 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
         admitted = expiry.admit_start(marker, settings.queue_partitions, purged_before)
         if isinstance(admitted, Outcome):
             part.count(marker.range.queue, admitted, marker.mask.bit_count())
+        if admitted is None:
+            # Wholly purged (its START came after the purge it raced with): tracked no more,
+            # but handed out, so its settles are late, not set aside as unknown-range (an
+            # audit: a purge between a partition-mode fetch and its acks counted them so).
+            part.state.note_handed_out(marker.range)
+            return None
         if not isinstance(admitted, (M.Start, M.Acquire)):
             return None
         marker = admitted

@@ -172,6 +172,11 @@ class PartitionState(DispatchView, Attempts, Deadlines):
         self._advance_cursor(m.range)
         return Applied(m.range.queue, Outcome.STARTED, m.mask.bit_count())
 
+    def note_handed_out(self, r: RangeRef) -> None:
+        """``r`` was handed out though nothing of it is tracked (a purge dropped every offset):
+        a settle of it is then LATE, as for any range handed out and no longer held."""
+        self._advance_cursor(r)
+
     def _advance_cursor(self, r: RangeRef) -> None:
         """Remember that the queue's records below ``r.end`` on its partition were fetched."""
         key = E.cursor_key(r.queue, r.partition)

@@ -211,3 +211,18 @@ def test_only_offsets_an_ack_settled_let_an_ordered_queues_groups_go_on():
     assert rt.dispatcher.ended == [[100], [101]]
     _apply(rt, part, [M.Ack(M.RangeRef("orders", 0, 500, 510), 0b1)], offset=5)  # never handed out
     assert rt.dispatcher.ended == [[100], [101]]
+
+
+def test_a_settle_of_a_range_whose_start_came_after_its_purge_is_late_not_set_aside():
+    # An audit: a partition-mode consumer fetched, the client purged, then acked: the
+    # START reached the tracker after the PURGE (another producer), was dropped whole, and
+    # the 10 acks were set aside as unknown-range, as if forged; they are late.
+    rt = SimpleNamespace(redeliverer=FakeRedeliverer(), dispatcher=EndedDispatcher(),
+                         config=lambda queue: QueueConfig(dispatch="partition", purged_before={0: 200}))
+    part = _partition()
+    _apply(rt, part, [M.Start(R, 60_000, R.full_mask)], offset=1)
+    _apply(rt, part, [M.Ack(R, R.full_mask)], offset=2)
+    assert part.counters.get(("orders", Outcome.UNKNOWN_RANGE), 0) == 0
+    assert part.counters[("orders", Outcome.LATE)] == 10
+    _apply(rt, part, [M.Ack(M.RangeRef("orders", 0, 500, 510), 0b1)], offset=3)  # never handed out
+    assert part.counters[("orders", Outcome.UNKNOWN_RANGE)] == 1
