@@ -188,8 +188,11 @@ def _pick(spec, tp: tuple[str, int], name: str, low: int, high: int) -> int:
     if spec == "latest":
         return high
     if tp not in spec:
+        # The special offset this option takes (an audit: both were offered, and the other
+        # one is refused in a batch read).
+        special = "-1 latest" if name == "endingOffsets" else "-2 earliest"
         raise ConfigError(f"option {name} has no offset for {tp[0]}/{tp[1]}: give every "
-                          f"partition read (-2 earliest, -1 latest)")
+                          f"partition read (an offset, or {special})")
     off = spec[tp]
     return low if off == EARLIEST else high if off == LATEST else off
 

@@ -66,6 +66,18 @@ def test_offsets_resolve_against_the_log_and_sentinels():
         resolve(o, ("t", 2), 0, 10)
 
 
+@pytest.mark.parametrize("option, offered, refused", [("startingOffsets", "-2 earliest", "-1"),
+                                                      ("endingOffsets", "-1 latest", "-2")])
+def test_a_partition_left_out_is_told_the_special_offset_that_option_takes(option, offered, refused):
+    # An audit: both options offered "-2 earliest, -1 latest", and following the advice with
+    # the other one was refused (latest is no start of a batch read, earliest no end).
+    o = parse({**BASE, "subscribe": "t", option: '{"t": {"0": 3}}'})
+    with pytest.raises(ConfigError) as caught:
+        resolve(o, ("t", 1), 0, 10)
+    said = str(caught.value)
+    assert f"option {option} has no offset for t/1" in said and offered in said and f"{refused} " not in said
+
+
 def test_offsets_gone_or_not_yet_written_fail_unless_data_loss_is_allowed():
     strict = parse({**BASE, "subscribe": "t", "startingOffsets": '{"t": {"0": 1}}',
                     "endingOffsets": '{"t": {"0": 50}}'})
