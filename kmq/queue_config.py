@@ -34,6 +34,9 @@ DISPATCH_MODES = ("shared", "partition")
 MAX_SPREAD = 1024  # and at most the queue topic's partitions (checked when a spread grows)
 
 
+SECONDS_FIELDS = ("visibility_timeout_s", "max_processing_s", "dedup_window_s")
+
+
 @dataclass(frozen=True)
 class QueueConfig:
     """Settings of one logical queue; ``None`` means the global ``KMQ_*`` default."""
@@ -155,6 +158,9 @@ class QueueConfig:
             raise ValueError("unsupported queue config version")
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
+        for k in SECONDS_FIELDS:  # 600 given is 600.0 read: one type in every view (an audit)
+            if type(d.get(k)) is int:
+                d[k] = float(d[k])
         d["backoff"] = Backoff.from_dict(d.get("backoff") or {})
         d["purged_before"] = {int(p): int(o) for p, o in (d.get("purged_before") or {}).items()}
         d["partition_starts"] = {int(p): int(o) for p, o in (d.get("partition_starts") or {}).items()}
