@@ -8,6 +8,7 @@
   table snapshots to Parquet, the tracker's in-flight state.
 - :mod:`kmq.spark.events`: markers as per-offset events; queue and
   dead-letter headers as columns.
+- :mod:`kmq.spark.deliveries`: deliveries and their outcomes, decided as the tracker does.
 - :mod:`kmq.spark.jobs`: the report jobs (also ``kmq spark <job> --out DIR``).
 
 Importing :mod:`kmq` never imports this package. This package imports

@@ -29,7 +29,8 @@ from kmq.spark.arrow import INT, LONG, STRING, arrow_schema, struct
 EVENT_SCHEMA = struct(
     ("markers_partition", INT), ("markers_offset", LONG), ("seq", INT), ("ts_ms", LONG),
     ("event", STRING), ("queue", STRING), ("queue_partition", INT), ("offset", LONG),
-    ("timeout_ms", LONG), ("delay_ms", LONG), ("reason", STRING), ("message_id", STRING))
+    ("timeout_ms", LONG), ("delay_ms", LONG), ("reason", STRING), ("message_id", STRING),
+    ("tick_ms", LONG))
 _EVENT_ARROW = arrow_schema(EVENT_SCHEMA)
 
 # Marker type -> event name; RELEASE with counted=False is "returned".
@@ -44,7 +45,8 @@ def marker_events(markers: DataFrame) -> DataFrame:
     """One row per (marker, offset) of the markers topic records ``markers``.
 
     Columns: see :data:`EVENT_SCHEMA`. ``ts_ms`` is the marker record's
-    timestamp (broker time where the topic uses LogAppendTime).
+    timestamp (broker time where the topic uses LogAppendTime); ``tick_ms`` a TICK's own
+    time, the one the tracker takes deadlines at (``expiry.tick_time``; null for other events).
     """
     raw = markers.select(F.col("partition"), F.col("offset"),
                          F.unix_millis("timestamp").alias("ts_ms"), F.col("value"))
@@ -57,13 +59,13 @@ def _explode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out: dict[str, list] = {f.name: [] for f in _EVENT_ARROW}
 
         def add(part, off, seq, ts, event, queue=None, qpart=None, offsets=(None,),
-                timeout_ms=None, delay_ms=None, reason=None, message_id=None):
+                timeout_ms=None, delay_ms=None, reason=None, message_id=None, tick_ms=None):
             k = len(offsets)
             for name, v in (("markers_partition", part), ("markers_offset", off), ("seq", seq),
                             ("ts_ms", ts), ("event", event), ("queue", queue),
                             ("queue_partition", qpart), ("timeout_ms", timeout_ms),
                             ("delay_ms", delay_ms), ("reason", reason),
-                            ("message_id", message_id)):
+                            ("message_id", message_id), ("tick_ms", tick_ms)):
                 out[name].extend([v] * k)
             out["offset"].extend(offsets)
 
@@ -76,7 +78,9 @@ def _explode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 continue
             for seq, m in enumerate(batch_markers):
                 name = _NAMES[type(m)]
-                if isinstance(m, (M.Tick, M.Begin)):
+                if isinstance(m, M.Tick):  # its record's time is later than the one it runs at
+                    add(part, off, seq, ts, name, tick_ms=m.now_ms)
+                elif isinstance(m, M.Begin):
                     add(part, off, seq, ts, name)
                 elif isinstance(m, (M.Purge, M.Credit)):
                     add(part, off, seq, ts, name, m.queue)

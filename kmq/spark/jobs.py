@@ -5,11 +5,13 @@ queue and dead-letter topics read with ``includeHeaders``), so a job runs on
 kmq's source, the official one, or records saved to Parquet alike.
 
 A *delivery* is one START (or a dispatcher's ACQUIRE) of one offset: it ends with the first ACK,
-RELEASE, REJECT or return after it, or, if none came, it timed out at
-its deadline (START time + timeout, pushed by EXTENDs) or is still in
-flight at ``as_of_ms``.
+RELEASE, REJECT or return after it, unless a TICK took it back at its deadline
+first (``timed-out``; a settle after that is ``settled_late`` and counts for
+nothing, as in the tracker); if none came, it timed out at its deadline or is
+still in flight at ``as_of_ms`` (:mod:`kmq.spark.deliveries`).
 
 =================  ============================================================
+``deliveries``     one row per delivery with its outcome (:mod:`kmq.spark.deliveries`)
 ``percentiles``    processing time (START to ACK) per queue: p50/p90/p99/max
 ``rates``          redeliveries per queue and reason (of deliveries) and
                    dead letters per queue and reason (of messages)
@@ -27,55 +29,14 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from kmq.protocol.outcomes import Outcome
-from kmq.spark.events import DELIVERY_EVENTS, SETTLE_EVENTS
+# The jobs' input, importable from here as before.
+from kmq.spark.deliveries import deliveries  # noqa: F401
 
-_OUTCOMES = {"ack": Outcome.ACKED.value, "release": Outcome.RELEASED.value, "returned": Outcome.RETURNED.value,
-             "reject": Outcome.REJECTED.value}
 REDELIVERY_REASONS = ("timed-out", "released", "returned")
 
 
-def deliveries(events: DataFrame, as_of_ms: int | None = None) -> DataFrame:
-    """One row per delivery of an offset, from :func:`kmq.spark.events.marker_events`.
-
-    Columns: queue, queue_partition, offset, delivery (1, 2, ... per offset),
-    start_ms, deadline_ms, outcome (acked released returned rejected
-    timed-out in-flight), settled_ms, processing_ms (acked only), reason.
-    ``as_of_ms`` (default: the newest marker's time) separates timed-out
-    from in-flight.
-    """
-    per_offset = events.where(F.col("offset").isNotNull())
-    if as_of_ms is None:
-        newest = events.agg(F.max("ts_ms")).first()[0]
-        as_of_ms = newest if newest is not None else 0
-    order = Window.partitionBy("queue", "queue_partition", "offset").orderBy(
-        "markers_partition", "markers_offset", "seq").rowsBetween(Window.unboundedPreceding, 0)
-    begins = F.col("event").isin(*DELIVERY_EVENTS)
-    numbered = per_offset.withColumn("delivery", F.sum(F.when(begins, 1).otherwise(0)).over(order))
-    settle = F.when(F.col("event").isin(*SETTLE_EVENTS), F.struct(
-        "markers_partition", "markers_offset", "seq", "event", "ts_ms", "reason"))
-    grouped = (numbered.where(F.col("delivery") >= 1)
-               .groupBy("queue", "queue_partition", "offset", "delivery")
-               .agg(F.min(F.when(begins, F.col("ts_ms"))).alias("start_ms"),
-                    F.max(F.when(begins, F.col("timeout_ms"))).alias("timeout_ms"),
-                    F.max(F.when(F.col("event") == "extend", F.col("ts_ms") + F.col("timeout_ms")))
-                    .alias("extended_ms"),
-                    F.min(settle).alias("settle")))
-    outcome_of = F.create_map(*[F.lit(x) for kv in _OUTCOMES.items() for x in kv])
-    deadline = F.greatest(F.col("start_ms") + F.col("timeout_ms"), F.col("extended_ms"))
-    return grouped.select(
-        "queue", "queue_partition", "offset", "delivery", "start_ms",
-        deadline.alias("deadline_ms"),
-        F.when(F.col("settle").isNotNull(), outcome_of[F.col("settle.event")])
-        .when(deadline <= F.lit(as_of_ms), F.lit("timed-out"))
-        .otherwise(F.lit("in-flight")).alias("outcome"),
-        F.col("settle.ts_ms").alias("settled_ms"),
-        F.when(F.col("settle.event") == "ack", F.col("settle.ts_ms") - F.col("start_ms"))
-        .alias("processing_ms"),
-        F.col("settle.reason").alias("reason"))
-
-
 def percentiles(dels: DataFrame, accuracy: int = 10_000) -> DataFrame:
-    """Processing time (START to ACK, ms) of acked deliveries per queue."""
+    """Processing time (START to ACK, ms) of acked deliveries per queue (a late ACK is none)."""
     acked = dels.where(F.col("outcome") == Outcome.ACKED.value)
     q = F.percentile_approx("processing_ms", [0.5, 0.9, 0.99], accuracy)
     return (acked.groupBy("queue")
@@ -92,7 +53,8 @@ def rates(dels: DataFrame, dead: DataFrame | None = None,
 
     Columns: queue, kind (``redelivery`` / ``dead-letter``), reason, count,
     total, rate. Redeliveries are deliveries that ended without an ack or
-    reject (timed-out, released, returned), out of the queue's deliveries.
+    reject (timed-out, released, returned), out of the queue's deliveries; a
+    delivery settled late timed out.
     Dead letters (:func:`kmq.spark.events.dead_letters`) come per
     ``kmq.dlq.reason``, out of the queue's messages (first-time records of
     :func:`kmq.spark.events.queue_records`; null without ``records``).
@@ -132,7 +94,8 @@ def dead_letter_summary(dead: DataFrame) -> DataFrame:
 def never_acked(dels: DataFrame, records: DataFrame, dead: DataFrame | None = None) -> DataFrame:
     """Messages none of whose deliveries was acked, and what became of them.
 
-    One row per message id: queue, message_id, copies (queue records: the
+    An ACK that came after the tracker took its delivery back (``settled_late``) is
+    no ack. One row per message id: queue, message_id, copies (queue records: the
     first and every redelivery), deliveries (STARTs), last_outcome of its
     newest delivery (``queued`` when its newest copy was never fetched),
     dead_letter_reason (when ``dead`` is given), first_ms.

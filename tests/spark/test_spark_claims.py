@@ -56,6 +56,9 @@ def test_job_and_state_columns_are_the_documented_ones_in_order(no_records):
 
     dels = jobs.deliveries(marker_events(no_records(False)), as_of_ms=0)
     records, dead = queue_records(no_records(True)), dead_letters(no_records(True))
+    assert dels.columns == [
+        "queue", "queue_partition", "offset", "delivery", "start_ms", "deadline_ms", "outcome",
+        "settled_ms", "processing_ms", "reason", "settled_late"]
     assert jobs.never_acked(dels, records, dead).columns == [
         "queue", "message_id", "copies", "deliveries", "last_outcome", "dead_letter_reason",
         "first_ms"]
