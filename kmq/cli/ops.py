@@ -98,11 +98,13 @@ def receive(settings: Settings, queue: str, ack: bool, max_messages: int, timeou
                              max_in_flight=max(1, max_messages), batch_size=min(max(1, max_messages), MAX_BATCH_SIZE)) as c:
             deadline = time.monotonic() + timeout_s
             while len(got) < max_messages and time.monotonic() < deadline:
-                got += c.receive_batch(max_messages - len(got),
-                                       timeout_s=max(0.05, min(0.5, deadline - time.monotonic())))
-            if ack:
-                for m in got:
-                    m.ack()
+                batch = c.receive_batch(max_messages - len(got),
+                                        timeout_s=max(0.05, min(0.5, deadline - time.monotonic())))
+                got += batch
+                if ack:
+                    # At once, not at exit: an ordered queue's gate holds a group's next message
+                    # until this one is settled (acked at exit, one message per group per call).
+                    batch.ack()
             c.flush()
     if as_json:
         for m in got:

@@ -1,11 +1,13 @@
 """docs/cli.md's `kmq send` and `kmq receive` against the embedded broker and the shared
 tracker, as a user runs them: stdin lines sent (bytes as given), the `sent ...` line, a receive
 without `--ack` releasing at exit, so the next receive gets the same messages with one more
-delivery, and a purge without `--yes` that asks."""
+delivery, a receive with `--ack` on an ordered queue getting a group's messages one after
+another in one call, and a purge without `--yes` that asks."""
 
 from __future__ import annotations
 
 import json
+import time
 
 from click.testing import CliRunner
 
@@ -14,6 +16,7 @@ import kmq
 from kmq.cli import main
 from kmq.dev.devstack import settings_env
 from tests.conftest import wait_for
+from tests.integration.views import tracker_sees
 
 
 def test_send_from_stdin_and_a_receive_without_ack_releases_at_exit(shared_settings, tracker, queue):
@@ -36,6 +39,31 @@ def test_send_from_stdin_and_a_receive_without_ack_releases_at_exit(shared_setti
     again = receive("--ack")  # released at exit: delivered again at once, counted
     assert sorted(m["id"] for m in again) == sorted(m["id"] for m in looked)
     assert {m["delivery_count"] for m in again} == {2} and all(m["acked"] for m in again)
+
+
+def test_a_receive_with_ack_of_an_ordered_queue_gets_each_groups_next_message_in_the_same_call(
+        shared_settings, tracker, queue):
+    # Acked only at exit, the gate held each group's next message for the whole call:
+    # m0 and h0 after the full --timeout-s (an audit: 2 of 6 after 5.4 s of a 4 s timeout).
+    with kmq.Client(settings=shared_settings) as client:
+        client.configure_queue(queue, ordering="group", dispatch="shared")
+        tracker_sees(tracker, queue, ordering="group", dispatch="shared")
+        for i in range(5):
+            client.send(queue, f"m{i}".encode(), group="G")
+        client.send(queue, b"h0", group="H")
+        client.flush()
+    timeout_s = 30
+    started = time.monotonic()
+    # A visibility far past the timeout: nothing comes twice, whatever the machine's load.
+    out = CliRunner().invoke(main, ["receive", queue, "--ack", "--max", "6", "--timeout-s", str(timeout_s),
+                                    "--visibility-timeout-s", "120", "--json"], env=settings_env(shared_settings))
+    elapsed_s = time.monotonic() - started
+    assert out.exit_code == 0, out.output
+    got = [json.loads(line) for line in out.output.splitlines()]
+    assert [m["value"] for m in got if m["value"].startswith("m")] == ["m0", "m1", "m2", "m3", "m4"]
+    assert sorted(m["value"] for m in got) == ["h0", "m0", "m1", "m2", "m3", "m4"] and all(m["acked"] for m in got)
+    assert {m["delivery_count"] for m in got} == {1}
+    assert elapsed_s < timeout_s  # --max 6 reached: the timeout only bounds a failure
 
 
 def test_a_purge_without_yes_asks_and_a_no_aborts(shared_settings, queue):
