@@ -12,6 +12,7 @@ queue, so a second concurrent redrive of the same queue fences the first.
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from kmq.protocol.placement import queue_partitions, validate_queue_name
 from kmq.settings import Settings
 
 REDRIVEN_FROM = "kmq.redriven-from"  # on a redriven queue record: its dead-letter offset
+log = logging.getLogger("kmq.redrive")
 
 
 # Every reason the tracker and the SDK write (kmq.dlq.reason).
@@ -122,17 +124,19 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
     _check_batch_size(batch_size)
 
     conf = profiles.producer_config(settings)
+    lines = LibrdkafkaLines()
     producer = Producer({**conf,
                          "transactional.id": f"{settings.app_id}-redrive-{queue}",
                          # librdkafka wants message.timeout.ms <= transaction.timeout.ms;
                          # the tracker checks it against the brokers' bound at start.
                          "transaction.timeout.ms": redrive_transaction_timeout_ms(settings),
-                         "linger.ms": 5})
+                         "linger.ms": 5, "logger": lines})
     try:
         # Fences an earlier redrive of this queue and settles its last transaction,
         # so the fold below sees everything that was moved.
         producer.init_transactions(30)
     except Exception as exc:
+        lines.emit(producer)  # librdkafka's lines on it
         if "INVALID_TRANSACTION_TIMEOUT" in str(exc).upper():
             raise ConfigError(
                 f"KMQ_DELIVERY_TIMEOUT_MS={settings.delivery_timeout_ms} asks for transactions of "
@@ -163,19 +167,48 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
             producer.commit_transaction(60)
         except KafkaException as exc:
             if not _fenced(exc):
+                lines.emit(producer)
                 raise
+            # The transaction is void: drop its records now (left to the exit, librdkafka said
+            # it was "terminating with 2 messages still in queue") and its lines, which are
+            # about the fencing this one error reports (ADDPARTS, TXNERR, FATAL).
+            producer.purge()
+            producer.flush(0)
+            lines.held.clear()
             raise KmqError(
                 f"another redrive of {queue!r} took over (it fenced this one's transactional id) "
                 f"after this one moved {moved}: nothing was lost (the unfinished transaction is "
                 "void); rerun the redrive once the other is done to move what remains") from exc
         moved += len(chunk)
+        lines.emit(producer)
         if progress is not None:
             progress(moved, len(todo))
         # Bounded rate: wait until this many messages are due at rate_per_s.
         wait = started + moved / rate_per_s - time.monotonic()
         if wait > 0 and moved < len(todo):
             time.sleep(wait)
+    lines.emit(producer)
     return RedriveResult(moved=moved, remaining=len(folded.pending()) - moved)
+
+
+class LibrdkafkaLines:
+    """The redrive producer's ``logger``: librdkafka's log lines, held until its transaction
+    ends and then logged to ``kmq.redrive`` (on stderr where logging is not set up), so a
+    fenced redrive can leave out what librdkafka said of the fencing (its commit serves them
+    before the error is raised). Without it librdkafka printed them itself."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[int, str, tuple[object, ...]]] = []
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        self.held.append((level, msg, args))
+
+    def emit(self, producer: Producer) -> None:
+        """Log what librdkafka said so far (``producer.poll`` serves what it has not handed over)."""
+        producer.poll(0)
+        held, self.held = self.held, []
+        for level, msg, args in held:
+            log.log(level, msg, *args)
 
 
 # Fenced by a newer producer of the same transactional id: librdkafka's own code, or the broker's.

@@ -1,15 +1,22 @@
-"""Dead-letter operations and purges on a real broker: list, redrive exactly once, purge."""
+"""Dead-letter operations and purges on a real broker: list, redrive exactly once (a redrive
+taken over by another ending in one error line), purge."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import kmq
+from kmq.dev.devstack import settings_env
 from tests.conftest import wait_for
 from tests.integration.views import tracker_sees
 
 pytestmark = pytest.mark.usefixtures("tracker")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -94,6 +101,34 @@ def test_redrive_is_rate_bounded(client, queue):
     t0 = time.monotonic()
     assert client.redrive(queue, rate_per_s=20, batch_size=5).moved == 30
     assert time.monotonic() - t0 >= 30 / 20 - 5 / 20  # the last batch needs no wait
+
+
+def test_a_redrive_taken_over_by_another_ends_in_its_one_error_line(client, queue, shared_settings):
+    # docs/cli.md promises one error line; librdkafka added its own "%4|...|TERMINATE|..."
+    # line for the fenced transaction's records still queued (an audit).
+    client.send_batch(queue, [b"m%d" % i for i in range(10)])
+    client.flush()
+    reject_all(client, queue, 10)
+    env = {**os.environ, **settings_env(shared_settings)}
+    redrive = [sys.executable, "-m", "kmq.cli", "dlq", "redrive", queue, "--batch-size", "1"]
+    first = subprocess.Popen([*redrive, "--rate", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, cwd=ROOT, env=env)
+    try:
+        # Past its init_transactions (one moved), or the second would be the one fenced.
+        wait_for(lambda: len(client.dead_letters(queue)) < 10 or first.poll() is not None, 60,
+                 what="the first redrive's first move")
+        second = subprocess.run(redrive, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+        assert second.returncode == 0, second.stderr
+        _, stderr = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 1, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"another redrive of '{queue}' took over" in errors[0], stderr
+    assert "rdkafka" not in stderr and "Traceback" not in stderr, stderr
+    assert client.dead_letters(queue) == []  # the second moved what remained
 
 
 def test_purging_dead_letters_drops_them(client, queue):

@@ -143,6 +143,9 @@ def test_redrive_refused_for_its_transaction_timeout_names_the_setting_and_the_f
         def init_transactions(self, timeout_s: float) -> None:
             raise KafkaException(KafkaError(KafkaError.INVALID_TRANSACTION_TIMEOUT))
 
+        def poll(self, timeout_s: float) -> int:
+            return 0
+
     monkeypatch.setattr(deadletters, "Producer", RefusingProducer)
     s = Settings(delivery_timeout_ms=1_200_000)
     with pytest.raises(ConfigError, match=r"KMQ_DELIVERY_TIMEOUT_MS=1200000 .*transaction\.max\.timeout\.ms"):

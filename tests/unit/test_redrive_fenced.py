@@ -1,9 +1,12 @@
 """Two redrives of one queue: the newer one's producer fences the older one's transactional
 id, and the older one ends in one error line saying so (a raw KafkaException traceback
-before). A fake producer at the constructor: the fencing is the broker's, its code is
-what this test gives."""
+before; then librdkafka's own lines on the fencing). A fake producer at the constructor: the
+fencing is the broker's, its code and librdkafka's line are what this test gives (the real
+broker's: tests/integration/test_dead_letters.py)."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -25,10 +28,18 @@ class Log:
         return [letter(0), letter(1), letter(2)]
 
 
-def fenced_at(code: int, commits_before: int) -> type:
+class Stderr:
+    """librdkafka's own printing, where no logger is given."""
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        print(f"%{level // 10}|{msg % args}", file=sys.stderr)
+
+
+def fenced_at(code: int, commits_before: int, purged: list[str] | None = None) -> type:
     class FencedProducer:
         def __init__(self, conf: dict) -> None:
             self.commits = 0
+            self.logger = conf.get("logger") or Stderr()
 
         def init_transactions(self, timeout_s: float) -> None:
             pass
@@ -41,8 +52,22 @@ def fenced_at(code: int, commits_before: int) -> type:
 
         def commit_transaction(self, timeout_s: float) -> None:
             if self.commits == commits_before:
+                # librdkafka's line, served to the logger while the commit waits
+                self.logger.log(50, "%s [%s] %s", "FATAL", "rdkafka#producer-1", "Fatal error: fenced")
                 raise KafkaException(KafkaError(code, "Producer fenced by newer instance", fatal=True))
             self.commits += 1
+
+        def poll(self, timeout_s: float) -> int:
+            return 0
+
+        def purge(self) -> None:
+            if purged is not None:
+                purged.append("purge")
+
+        def flush(self, timeout_s: float) -> int:
+            if purged is not None:
+                purged.append(f"flush({timeout_s})")
+            return 0
 
     return FencedProducer
 
@@ -91,9 +116,12 @@ def test_kmq_dlq_redrive_fenced_is_one_error_line_and_exit_status_1(monkeypatch,
 
     monkeypatch.setattr(kmq.cli.connect, "check_broker", lambda settings, timeout_s: None)
     monkeypatch.setattr(kmq.client, "Client", OneRedriveClient)
-    monkeypatch.setattr(deadletters, "Producer", fenced_at(KafkaError._FENCED, commits_before=0))
+    purged: list[str] = []
+    monkeypatch.setattr(deadletters, "Producer", fenced_at(KafkaError._FENCED, commits_before=0, purged=purged))
     result = CliRunner().invoke(main, ["dlq", "redrive", "orders", "--batch-size", "1"])
     assert result.exit_code == 1 and not isinstance(result.exception, KafkaException), result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert errors == [line for line in errors if "another redrive of 'orders' took over" in line] and \
         len(errors) == 1 and "Traceback" not in result.output, result.output
+    # the void transaction's records dropped, and librdkafka's line on the fencing left out
+    assert purged == ["purge", "flush(0)"] and "rdkafka" not in result.output, result.output
