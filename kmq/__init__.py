@@ -11,7 +11,7 @@ from kmq.client import Client
 from kmq.consumer import Consumer
 from kmq.errors import (BrokerUnavailableError, ConfigError, ConsumerClosedError, DeliveryError,
                         InvalidQueueNameError, KmqError, MarkerDecodeError, MessageSettledError,
-                        MessageTooLargeError, PermissionDeniedError)
+                        MessageTooLargeError, PermissionDeniedError, TokenRefusedError)
 from kmq.consumer import MessageBatch
 from kmq.message import Message
 from kmq.queue_config import QueueConfig
@@ -24,7 +24,7 @@ __all__ = [
     "compute_backoff",
     "KmqError", "ConfigError", "InvalidQueueNameError", "MessageTooLargeError",
     "MarkerDecodeError", "MessageSettledError", "BrokerUnavailableError", "DeliveryError",
-    "ConsumerClosedError", "PermissionDeniedError",
+    "ConsumerClosedError", "PermissionDeniedError", "TokenRefusedError",
     "handler", "Handler", "Reject", "aio",
 ]
 __version__ = "0.1.0"

@@ -12,6 +12,7 @@
      +-- DeliveryError          the broker refused or lost a record we produced
      +-- ConsumerClosedError    the consumer was used after close()
      +-- PermissionDeniedError  the token may not act on this queue (auth on)
+          +-- TokenRefusedError no token, or one that is nobody's (``reason``: which)
 
 Messages name the argument or setting and how to fix it; lower-level causes
 are chained with ``raise ... from``.
@@ -66,3 +67,13 @@ class ConsumerClosedError(KmqError):
 
 class PermissionDeniedError(KmqError):
     """The token presented may not act on this queue (or auth needs a token)."""
+
+
+class TokenRefusedError(PermissionDeniedError):
+    """Auth is on and no token was presented, or one that is neither the admin's nor a
+    tenant's. :attr:`reason` says which without naming where a token is given, so the CLI
+    can name its ``--token`` where the SDK names ``KMQ_TOKEN or token=...``."""
+
+    def __init__(self, reason: str, given_as: str | None = None) -> None:
+        super().__init__(f"{reason} ({given_as})" if given_as else reason)
+        self.reason = reason

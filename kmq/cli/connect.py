@@ -20,7 +20,7 @@ from typing import Any, Callable
 import click
 
 from kmq.cli.option_checks import positive_seconds
-from kmq.errors import BrokerUnavailableError, KmqError
+from kmq.errors import BrokerUnavailableError, KmqError, TokenRefusedError
 from kmq.settings import Settings
 
 def console(stderr: bool = False) -> Any:
@@ -67,6 +67,9 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+TOKEN_GIVEN_AS = "--token / KMQ_TOKEN"  # where a CLI user gives the token (the SDK: token=...)
+
+
 def option_name(keyword: str) -> str:
     """How a CLI user gave a setting: its option (``bootstrap_servers`` -> ``--bootstrap-servers``)."""
     return "--" + keyword.replace("_", "-")
@@ -88,6 +91,8 @@ def connection_options(fun: Callable) -> Callable:
             settings = Settings.from_env(bootstrap_servers=bootstrap_servers, token=token, given_as=option_name)
             check_broker(settings, connect_timeout_s)
             return fun(settings=settings, **kwargs)
+        except TokenRefusedError as exc:  # the SDK's message names its KMQ_TOKEN or token=...
+            fail(f"{exc.reason} ({TOKEN_GIVEN_AS})")
         except KmqError as exc:
             fail(str(exc))
 

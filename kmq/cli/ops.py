@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import click
 
-from kmq.cli.connect import connection_options, console, fail, printable, shown
+from kmq.cli.connect import TOKEN_GIVEN_AS, connection_options, console, fail, printable, shown
 from kmq.cli.option_checks import count_limit, delay_seconds, header_pairs, positive_seconds, tracker_url
 from kmq.errors import BrokerUnavailableError, KmqError, MessageTooLargeError
 from kmq.protocol.limits import MAX_BATCH_SIZE
@@ -143,7 +143,7 @@ def tracker_get(url: str, token: str | None, timeout_s: float) -> dict[str, Any]
             answer = None
         if not (isinstance(answer, dict) and isinstance(answer.get("error"), str)):
             raise KmqError(not_a_tracker(url, f"HTTP {exc.code}")) from exc  # a bare "HTTP 404" before
-        hint = " (--token / KMQ_TOKEN)" if exc.code in (401, 403) else ""
+        hint = f" ({TOKEN_GIVEN_AS})" if exc.code in (401, 403) else ""
         raise KmqError(f"{url}: HTTP {exc.code} {answer['error']}{hint}") from exc
     except http.client.HTTPException as exc:  # a server that does not speak HTTP: a traceback before
         raise KmqError(not_a_tracker(url, f"not HTTP ({type(exc).__name__})")) from exc

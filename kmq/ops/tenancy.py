@@ -33,7 +33,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kmq.errors import ConfigError, PermissionDeniedError
+from kmq.errors import ConfigError, PermissionDeniedError, TokenRefusedError
 from kmq.ops.admin_hash import AdminHash
 
 TENANT_KEY_PREFIX = "!tenant/"
@@ -124,14 +124,16 @@ def identify(token: str | None, *, auth_on: bool, is_admin: Callable[[str], bool
     if not auth_on:
         return Caller(admin=True)
     if not token:
-        raise PermissionDeniedError("this kmq deployment requires a token (KMQ_TOKEN or token=...)")
+        raise TokenRefusedError("this kmq deployment requires a token", "KMQ_TOKEN or token=...")
     digest = hash_token(token)
     for t in tenants.values():
         if hmac.compare_digest(digest, t.token_sha256):
             return Caller(admin=False, tenant=t.name)
     if is_admin is not None and is_admin(token):
         return Caller(admin=True)
-    raise PermissionDeniedError(admin_refused or "the token is not valid here")
+    if admin_refused:
+        raise PermissionDeniedError(admin_refused)
+    raise TokenRefusedError("the token is not valid here")
 
 
 def require_queue_access(caller: Caller, queue: str, queue_tenant: str | None) -> None:

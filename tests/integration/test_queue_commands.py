@@ -1,6 +1,7 @@
 """``kmq queue show | set | purge`` against the embedded broker and a tracker, as an operator
 runs them: a mode switch from the shell that consumers follow, settings shown with their
-defaults, bad values refused with the option named, a purge the tracker confirms."""
+defaults, bad values refused with the option named, a purge the tracker confirms, and with
+auth on a missing or wrong token refused naming --token."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 import kmq
 from kmq.cli import main
 from kmq.dev.devstack import settings_env
+from kmq.ops.queues_writes import publish_auth
 from tests.conftest import wait_for
 
 
@@ -97,3 +99,20 @@ def test_purge_drops_what_was_enqueued(cli, queue, shared_settings):
             wait_for(lambda: got.extend(c.receive_batch(10, timeout_s=0.2)) or got, 60, what="a message")
             assert [m.value for m in got] == [b"after"]  # none of the five purged before it
             got[0].ack()
+
+
+def test_with_auth_on_a_missing_or_wrong_token_is_refused_naming_the_token_option(make_settings):
+    # The CLI said "(KMQ_TOKEN or token=...)", the SDK's keyword; its option is --token.
+    settings = make_settings(auth="on", admin_token="admin-" + "x" * 20)
+    publish_auth(settings)  # what a tracker with KMQ_AUTH=on writes at start; the SDK checks it itself
+    env = {k: v for k, v in settings_env(settings).items() if k not in ("KMQ_AUTH", "KMQ_ADMIN_TOKEN")}
+    runner = CliRunner()
+    for args in (["queue", "show", "qa"], ["queue", "set", "qa", "--max-deliveries", "3"], ["dlq", "list", "qa"]):
+        out = runner.invoke(main, args, env={**env, "KMQ_TOKEN": ""})
+        assert out.exit_code == 1 and out.output == \
+            "error: this kmq deployment requires a token (--token / KMQ_TOKEN)\n", (args, out.output)
+    out = runner.invoke(main, ["queue", "show", "qa", "--token", "not-a-token"], env=env)
+    assert out.exit_code == 1 and out.output == "error: the token is not valid here (--token / KMQ_TOKEN)\n", out.output
+    with kmq.Client(settings=settings.replace(token="")) as client:  # the SDK's words stay its own
+        with pytest.raises(kmq.PermissionDeniedError, match=r"requires a token \(KMQ_TOKEN or token=\.\.\.\)$"):
+            client.queue_config("qa")
