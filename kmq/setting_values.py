@@ -53,20 +53,22 @@ def check_type(f: dataclasses.Field, value: Any) -> None:
             raise ConfigError(f"{name} is not a finite number: give one")
 
 
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
-
-
 def is_wildcard(host: str) -> bool:
-    """Whether binding ``host`` (``KMQ_WEB_HOST``) listens on every interface: ``0.0.0.0`` and
-    ``::`` however written (``::0``, ``[::]``, ``0``, ``0.0.0.00``)."""
+    """Whether binding ``host`` (``KMQ_WEB_HOST``) listens on every interface: empty, ``0.0.0.0``
+    and ``::`` however written (``::0``, ``[::]``, ``::%eth0``, ``0``, ``0.0.0.00``, ``0x0``),
+    and the IPv4-mapped ``::ffff:0.0.0.0`` (``::ffff:0:0``), which a dual-stack socket binds
+    as every IPv4 interface."""
     h = host.strip()
-    if h in WILDCARD_HOSTS:
+    if not h:
         return True
     h = h[1:-1] if h.startswith("[") and h.endswith("]") else h
     try:
-        return ipaddress.ip_address(h).is_unspecified
+        ip = ipaddress.ip_address(h)
     except ValueError:
         pass
+    else:
+        mapped = getattr(ip, "ipv4_mapped", None)  # IPv6 only
+        return ip.is_unspecified or (mapped is not None and mapped.is_unspecified)
     try:  # the resolver's IPv4 forms: "0", "0.0.0.00", "0x0"
         return socket.inet_aton(h) == bytes(4)
     except OSError:

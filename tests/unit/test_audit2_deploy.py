@@ -35,7 +35,9 @@ def test_acls_update_of_a_file_without_the_markers_is_a_usage_error(tmp_path):
     assert doc.read_text() == "# no checklist here\n"
 
 
-@pytest.mark.parametrize("host", ["::0", "0:0:0:0:0:0:0:0", "[::]", "0", "0.0.0.00"])
+@pytest.mark.parametrize("host", ["::0", "0:0:0:0:0:0:0:0", "[::]", "0", "0.0.0.00", "0x0", "000.0.0.0", "::%1",
+                                  # IPv4-mapped: a dual-stack socket binds every IPv4 interface
+                                  "::ffff:0.0.0.0", "[::ffff:0.0.0.0]", "::ffff:0:0", "0:0:0:0:0:ffff:0:0"])
 def test_every_spelling_of_a_wildcard_web_bind_needs_auth_on(host):
     from app.settings import advertised_web_host, check_web_bind
 
