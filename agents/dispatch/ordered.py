@@ -125,10 +125,11 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
     def take_parts(self, key: Key, n: int, now_ms: int, run: int = 1,
                    consumer: str | None = None) -> list[list]:
         """:meth:`take` as the deliveries to write, each record carrying its run's id
-        (``kmq.run``): each group's records of two or more on their own (so a consumer
-        whose user code holds the run's head can hand out other groups' deliveries
-        meanwhile, kmq.consumer.gated_receive), the single records together, cut where a
-        gap is wide (:func:`agents.dispatch.ordered_records.close_runs`); by first offset."""
+        (``kmq.run``): each group's records of two or more, or more of a run going on, on
+        their own (so a consumer whose user code holds the run's head can hand out other
+        groups' deliveries meanwhile, kmq.consumer.gated_receive), the single records
+        together, cut where a gap is wide (:func:`agents.dispatch.ordered_records.close_runs`);
+        by first offset."""
         q = self._queues.get(key)
         if q is None or n <= 0:
             return []
@@ -137,11 +138,13 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
             by_group.setdefault(group, []).append(offset)
         parts, singles = [], []
         for group, offsets in by_group.items():
-            chain = b"%d" % q.order.chain(group)
+            first = q.order.chain(group)
             waited = [q.records.pop(o) for o in offsets]
             q.held_bytes -= sum(map(record_size, waited))
-            recs = [InRun(rec, chain) for rec in waited]
-            if len(recs) > 1:
+            recs = [InRun(rec, b"%d" % first) for rec in waited]
+            # One more of a run going on waits at the consumer too: among the singles, it held
+            # up those behind it (measured: b's head behind a's 11th, a receive of 10 s got None).
+            if len(recs) > 1 or offsets[0] != first:
                 parts.append(recs)
             else:
                 singles += recs
@@ -243,9 +246,9 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
         for slot, k in roster.share(roster.demand()):
             # A consumer gets whole runs of a group (it hands them to its user code one at a
             # time, kmq.consumer.group_gate): a group's run is one round trip, not one each.
+            # Nothing for one consumer is not nothing for the next: the last of its credit
+            # is for another group's head (GroupOrder.take), its runs going on are its own.
             parts = self.take_parts(key, k, now_ms, run=k, consumer=slot.consumer_id)
-            if not parts:
-                break
             shares += [(slot, part) for part in parts]
         # ACQUIREs in offset order across consumers too: the first sets the base of the
         # handed-out bitmap, below which an offset is not remembered (a successor would

@@ -11,7 +11,8 @@ dispatcher keeps one :class:`GroupOrder` per queue partition it serves:
   flight, its oldest waiting records, up to ``run`` of them (a *run*, handed out in order
   as one delivery; the consumer handles them one at a time, kmq.consumer.group_gate), or
   the first message of its run that came back, alone. A group with a message at a
-  consumer gives nothing more; a hot group is one group.
+  consumer gives nothing more; a hot group is one group, and the rest of a run never
+  takes the last of a consumer's credit (:func:`run_room`).
 - :meth:`GroupOrder.settled` / :meth:`GroupOrder.dead_lettered` end a run's messages;
   the group goes on when its run is over.
 - :meth:`GroupOrder.purge_below` forgets what a queue purge removed: records below the
@@ -39,6 +40,17 @@ def valid_group(raw: bytes | None) -> bytes | None:
     if not raw or len(raw) > MAX_GROUP_BYTES:
         return None
     return bytes(raw)
+
+
+def run_room(left: int, others_wait: bool, going_on: bool = False) -> int:
+    """How many records of one group may go to a consumer that has ``left`` of its credit:
+    a new run's first always; the rest of a run (what waits at the consumer while its user
+    code holds the one before) never the last of the credit, kept for another group's
+    first (filled by one run, a consumer whose user code held its first took nothing else
+    while it did: docs/ordering.md), and at most half while other groups wait. A run going
+    on (``going_on``: its first is at the consumer) is all such rest."""
+    room = max(0, left // 2 if others_wait else left - 1)
+    return room if going_on else max(1, room)
 
 
 class GroupOrder(PurgeAndGauges):
@@ -158,12 +170,12 @@ class GroupOrder(PurgeAndGauges):
         handled there in order, and a run broken there is given back whole, by its id,
         :meth:`chain`). Then each ready group gives its run's first message that came
         back, alone, or up to ``run`` of its waiting records, no two more than
-        ``max_gap`` offsets apart (one delivery holds a run whole)."""
+        ``max_gap`` offsets apart (one delivery holds a run whole). ``n`` is the
+        consumer's credit: how much of it a run may take is :func:`run_room`'s."""
         out: list[tuple[int, bytes]] = []
-        # Runs going on take half the room when other groups wait: a consumer whose user code
-        # holds a hot group's head gets other groups too (their messages can be handled
-        # meanwhile), not only more of the one that waits.
-        owned_room = n if not self._ready else max(1, n // 2)
+        # Room for the rest of runs never fills the credit (run_room()): a consumer whose user
+        # code holds a hot group's head gets other groups too (handled meanwhile).
+        owned_room = run_room(n, bool(self._ready), going_on=True)
         for group in list(self._owned.get(consumer, ())) if consumer is not None else ():
             g = self._groups[group]
             if len(out) >= owned_room:
@@ -187,7 +199,7 @@ class GroupOrder(PurgeAndGauges):
             if consumer is not None:
                 g.owner = consumer
                 self._owned.setdefault(consumer, {})[group] = None
-            self._take_waiting(group, g, min(run, n - len(out)), max_gap, out)
+            self._take_waiting(group, g, min(run, run_room(n - len(out), bool(self._ready))), max_gap, out)
         return out
 
     def _take_waiting(self, group: bytes, g: _Group, k: int, max_gap: int | None,

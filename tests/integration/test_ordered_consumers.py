@@ -71,3 +71,30 @@ def test_a_consumer_holding_a_hot_groups_head_still_gets_other_groups(client, or
             got = wait_for(lambda: c.receive(0.2), 30, what=f"{want}")
             assert got.id == want
             got.ack()
+
+
+@pytest.mark.parametrize("open_first", [True, False], ids=["opened-before-sends", "opened-after"])
+def test_a_consumer_holding_a_hot_groups_head_gets_other_groups_at_a_small_max_in_flight(
+        client, ordered, open_first):
+    # docs/ordering.md (audit): at max_in_flight 10 the first CREDIT (10) went whole to a's
+    # run, the rest of it waited behind the head in user code and filled max_in_flight, so
+    # the consumer asked for nothing and b's message waited: a receive of 10 s got None.
+    c = client.consumer(ordered, max_in_flight=10, visibility_timeout_s=30) if open_first else None
+    if open_first:
+        assert c.receive(0.2) is None  # it asked for work before the sends
+    hot = [client.send(ordered, f"a-{i}".encode(), group="a") for i in range(20)]
+    other = client.send(ordered, b"b-0", group="b")
+    client.flush()
+    c = c or client.consumer(ordered, max_in_flight=10, visibility_timeout_s=30)
+    with c:
+        head = wait_for(lambda: c.receive(0.2), 30, what="the hot group's head")
+        assert head.id == hot[0]
+        m = c.receive(timeout_s=10)  # one receive, as the audit did: None before the fix
+        assert m is not None and m.id == other
+        assert c.in_flight <= 10
+        m.ack()
+        head.ack()
+        for want in hot[1:]:
+            got = wait_for(lambda: c.receive(0.2), 30, what=f"{want}")
+            assert got.id == want
+            got.ack()
