@@ -67,10 +67,15 @@ def test_a_consumer_holding_a_hot_groups_head_still_gets_other_groups(client, or
         assert m.id == other
         m.ack()
         head.ack()
-        for want in hot[1:]:
-            got = wait_for(lambda: c.receive(0.2), 30, what=f"{want}")
-            assert got.id == want
-            got.ack()
+        acks_in_send_order(c, hot[1:])
+
+
+def acks_in_send_order(c, ids: list[str]) -> None:
+    """Receive ``ids`` one at a time, in this order, acking each."""
+    for want in ids:
+        got = wait_for(lambda: c.receive(0.2), 30, what=f"{want}")
+        assert got.id == want
+        got.ack()
 
 
 @pytest.mark.parametrize("open_first", [True, False], ids=["opened-before-sends", "opened-after"])
@@ -94,7 +99,4 @@ def test_a_consumer_holding_a_hot_groups_head_gets_other_groups_at_a_small_max_i
         assert c.in_flight <= 10
         m.ack()
         head.ack()
-        for want in hot[1:]:
-            got = wait_for(lambda: c.receive(0.2), 30, what=f"{want}")
-            assert got.id == want
-            got.ack()
+        acks_in_send_order(c, hot[1:])
