@@ -26,9 +26,8 @@ def _whole(q: Any, name: str, default: int, least: int) -> int:
 def detail_params_error(query: Any) -> str | None:
     """A queue's detail takes no parameters: what to say of the first one given (None: none);
     it answered 200 as if they were not there, while the list refuses unknown ones."""
-    for name in query:
-        return f"{name}={query.get(name)!r}: unknown parameter; a queue's detail takes none"
-    return None
+    name = next(iter(query), None)
+    return None if name is None else f"{name}={query.get(name)!r}: unknown parameter; a queue's detail takes none"
 
 
 def _page_params(request: Any) -> dict[str, Any]:

@@ -139,9 +139,10 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
         parts, singles = [], []
         for group, offsets in by_group.items():
             first = q.order.chain(group)
+            chain = b"%d" % first  # once per group, not per record
             waited = [q.records.pop(o) for o in offsets]
             q.held_bytes -= sum(map(record_size, waited))
-            recs = [InRun(rec, b"%d" % first) for rec in waited]
+            recs = [InRun(rec, chain) for rec in waited]
             # One more of a run going on waits at the consumer too: among the singles, it held
             # up those behind it (measured: b's head behind a's 11th, a receive of 10 s got None).
             if len(recs) > 1 or offsets[0] != first:

@@ -26,7 +26,7 @@ class Reject(Exception):
 
     def __init__(self, reason: object = "") -> None:
         super().__init__(reason)
-        self.reason = reason if isinstance(reason, str) else _text_of(reason)
+        self.reason = _text_of(reason)
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,9 @@ def failure_reason(exc: BaseException, limit_bytes: int = REASON_MAX_BYTES) -> s
 def _text_of(value: object) -> str:
     """``str(value)``, or what it is when its ``__str__`` fails."""
     try:
-        text = value if isinstance(value, str) else str(value)
-    except Exception as exc:  # a user's __str__: any error
+        return value if isinstance(value, str) else str(value)
+    except Exception as exc:  # a user's __str__: any error (one returning no str included)
         return f"<{type(value).__name__}: str() raised {type(exc).__name__}>"
-    return text if isinstance(text, str) else type(value).__name__
 
 
 def one_line(text: str) -> str:
