@@ -3,8 +3,8 @@
 A CREDIT says how many more messages the consumer can take (its free ``max_in_flight``,
 capped by its read-ahead) as of the last delivery it received, and renews its lease. It
 goes out when half the read-ahead was settled (so a delivery carries many messages, not
-one), when user code has nothing left and some room was freed, at least every
-``HEARTBEAT_S``, or when leaving (no lease). While user code is away (holding a message
+one), when user code has nothing left and some room was freed, at least every heartbeat
+(``kmq.protocol.liveness``: a second, less under a visibility timeout under 4 s), or when leaving (no lease). While user code is away (holding a message
 past its last extension, and neither receiving nor settling since: kmq.consumer.user_code)
 it says nothing is free, and says so, and that it is back, at once. Mixed into
 :class:`~kmq.consumer.shared_source.SharedSource`; called by the flusher thread with the
@@ -20,12 +20,10 @@ from kmq.consumer.lanes import ConsumerLanes
 from kmq.consumer.marker_writer import RetryTransaction
 from kmq.consumer.receipts import Receipts
 from kmq.protocol import markers as M
+from kmq.protocol.liveness import LEASE_MS, heartbeat_s
 
 if TYPE_CHECKING:  # pragma: no cover
     from kmq.consumer.facade import Consumer
-
-HEARTBEAT_S = 1.0   # a consumer asks for work at least this often ...
-LEASE_MS = 5000     # ... and is dropped by the dispatcher this long after it last asked
 
 
 class CreditAsking:
@@ -53,7 +51,7 @@ class CreditAsking:
         away = c._user_code_away  # kmq.consumer.user_code: ask for nothing it cannot hand out
         free = 0 if self._leaving or away else max(0, min(c.max_in_flight - c._in_flight,
                                                           self.prefetch - unhanded, M.MAX_CREDIT))
-        due = now_s - self._last_credit_s >= HEARTBEAT_S or self.lanes.unsaid or away != self._said_away
+        due = now_s - self._last_credit_s >= heartbeat_s(c._timeout_ms) or self.lanes.unsaid or away != self._said_away
         self.lanes.unsaid = False
         refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
         if not (force or due or (refill and free) or (self._last_free < 0 and free)):

@@ -29,6 +29,12 @@ from kmq.consumer.stale import is_stale
 from kmq.protocol.masks import mask_of as rels_mask
 
 
+def keepalive_interval_s(visibility_s: float) -> float:
+    """How often a consumer's keepalive round runs: often enough that a live consumer's
+    messages never lapse (a quarter of the visibility timeout, 50 ms to 5 s)."""
+    return max(0.05, min(visibility_s / 4, 5.0))
+
+
 def extension_budget_s(visibility_s: float, max_processing_s: float, interval_s: float) -> float:
     """How long after its hand-out (or an explicit extend's end minus the visibility) a message
     in user code is still extended: its last EXTEND lands at or after ``max_processing_s``."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from kmq.consumer.arguments import MAX_EXTEND_S
+from kmq.consumer.keepalive import keepalive_interval_s
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.shared_source import SharedSource
 from kmq.errors import ConfigError
@@ -57,8 +58,7 @@ class LiveSettings:
         # (its operators' bound on processing), else by SQS's 12 hours.
         self.max_extend_s = min(MAX_EXTEND_S, cfg.max_processing_s or MAX_EXTEND_S)
         self._timeout_ms = int(vis * 1000)
-        # Keepalive rounds: often enough that a live consumer's messages never lapse.
-        self.keepalive_interval_s = max(0.05, min(vis / 4, 5.0))
+        self.keepalive_interval_s = keepalive_interval_s(vis)
         self._purged_before = dict(cfg.purged_before)
         if not hasattr(self, "_dropped_purge"):
             self._dropped_purge = dict(self._purged_before)

@@ -87,7 +87,7 @@ class MarkerWriter:
         out at once: an idempotent producer's first record waited ~0.5 s for its producer
         id (librdkafka, measured on the embedded broker: 505-521 ms against 2-3 ms), and a
         new shared consumer's first message waits for its first CREDIT. A CREDIT that is
-        lost is sent again within the heartbeat (``kmq.consumer.credits.HEARTBEAT_S``).
+        lost is sent again within the heartbeat (``kmq.protocol.liveness.heartbeat_s``).
         """
         if not markers:
             return

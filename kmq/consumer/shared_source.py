@@ -9,8 +9,9 @@ Any number of consumers share a shared queue; none joins a group. Each consumer
    the old one too until the dispatcher's FAREWELL there says nothing more comes);
 2. asks for work with CREDIT markers on the queue's markers partition: how many more
    messages it can take (its free ``max_in_flight``), as of the last delivery it
-   received; it asks again whenever that grows and at least every ``HEARTBEAT_S`` (its
-   lease: a consumer that stops asking is dropped by the dispatcher within ``LEASE_MS``;
+   received; it asks again whenever that grows and at least every heartbeat (its
+   lease: a consumer that stops asking is handed nothing more within half its visibility
+   timeout, and dropped by the dispatcher within ``LEASE_MS``; kmq.protocol.liveness,
    kmq.consumer.credits);
 3. receives deliveries (kmq.protocol.deliveries): a header naming the ACQUIREd range, then
    copies of the records, or, where the queue dominates the range, nothing more: it reads

@@ -8,7 +8,8 @@ the queue's partitions once for every consumer and hands each what it asked for.
   still take (its *available* credit). A CREDIT says "as of having received delivery
   ``seq`` of dispatcher ``epoch``, I can take ``free`` more": deliveries sent after that
   one are still on their way and count against it, so a consumer never gets more than it
-  asked for. A consumer that does not ask again within its lease is dropped.
+  asked for. A consumer that does not ask again within its lease is dropped; one silent
+  past its hand-out window (``kmq.protocol.liveness``) is handed nothing meanwhile.
 - :func:`select` takes, from a chunk of one queue partition read in offset order, each
   wanting queue's records at or above its *cursor* (the first offset not yet examined for
   it) while it has demand, and advances the cursors.
@@ -27,6 +28,7 @@ from typing import Any, Iterable, Protocol
 
 from kmq.protocol.chunk import Chunk
 from kmq.protocol.limits import MAX_CONSUMERS_PER_PARTITION, MAX_CONSUMERS_PER_QUEUE, MAX_RANGE_LEN
+from kmq.protocol.liveness import handout_window_ms
 from kmq.protocol.markers import Credit
 
 
@@ -46,6 +48,8 @@ class ConsumerSlot:
     timeout_ms: int
     available: int = 0
     lease_until_ms: int = 0
+    handout_until_ms: int = 0  # past it (silent since its last CREDIT) it is handed nothing
+    silent: bool = False       # as of the last expire()
     next_seq: int = 1
     # (seq, count) of deliveries sent in this epoch that the consumer has not said it received
     unconfirmed: deque = field(default_factory=deque)
@@ -73,6 +77,8 @@ class Roster:
         slot.lane = c.lane
         slot.timeout_ms = c.timeout_ms
         slot.lease_until_ms = now_ms + c.lease_ms
+        slot.handout_until_ms = now_ms + handout_window_ms(c.timeout_ms, c.lease_ms)
+        slot.silent = False
         if c.epoch == self.epoch:
             while slot.unconfirmed and slot.unconfirmed[0][0] <= c.seq:
                 slot.unconfirmed.popleft()
@@ -80,15 +86,20 @@ class Roster:
         return slot
 
     def expire(self, now_ms: int) -> list[str]:
-        """Drop consumers whose lease ran out; returns their ids."""
-        gone = [cid for cid, s in self.slots.items() if s.lease_until_ms <= now_ms]
+        """Drop consumers whose lease ran out, and hand nothing to those silent past their
+        hand-out window until they ask again; returns the ids of those dropped."""
+        gone = []
+        for cid, s in self.slots.items():
+            if s.lease_until_ms <= now_ms:
+                gone.append(cid)
+            s.silent = s.handout_until_ms <= now_ms
         for cid in gone:
             del self.slots[cid]
         return gone
 
     def demand(self) -> int:
         """How many messages the queue's consumers can take now, together."""
-        return sum(s.available for s in self.slots.values())
+        return sum(s.available for s in self.slots.values() if not s.silent)
 
     def share(self, n: int) -> list[tuple[ConsumerSlot, int]]:
         """Split ``n`` records among consumers with credit: fair shares, rotating start.
@@ -96,7 +107,7 @@ class Roster:
         Returns (slot, count) in the order the records are handed out; the counts add up
         to at most ``n`` and never exceed a consumer's available credit.
         """
-        takers = [s for s in self.slots.values() if s.available > 0]
+        takers = [s for s in self.slots.values() if s.available > 0 and not s.silent]
         if not takers or n <= 0:
             return []
         start = self._turn % len(takers)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -228,3 +229,34 @@ def test_a_receive_that_times_out_polls_a_few_times_not_hundreds(client, queue, 
         for _ in range(10):
             assert c.receive(0.1) is None
     assert len(fetches) <= 40, f"{len(fetches)} fetches in 10 receives; the shortest waits: {sorted(fetches)[:5]}"
+
+
+def test_a_dead_consumers_messages_come_back_once_under_a_short_visibility_timeout(client, queue):
+    """Its lease (5 s) outlives its messages' visibility (4 s): their copies must not go
+    back to it. Before (kmq.protocol.liveness), the dispatcher handed 10 of the 20 lapsed
+    messages to the dead consumer, a member till its lease ran out: they came back after
+    a second timeout, as delivery 3 (so at 2 and 3 s too)."""
+    shared(client, queue)
+    dead = client.consumer(queue, visibility_timeout_s=4, max_in_flight=50, max_processing_s=60)
+    ids = client.send_batch(queue, [b"m%d" % i for i in range(20)])
+    client.flush()
+    held: list[str] = []
+    wait_for(lambda: held.extend(m.id for m in dead.receive_batch(20 - len(held), 0.2)) or len(held) == 20,
+             60, what="the consumer that dies holds all 20")
+    # It dies having asked for more (a heartbeat CREDIT with room), as a busy worker would.
+    holding_since = time.monotonic()
+    wait_for(lambda: dead._source._last_credit_s > holding_since and dead._source._last_free > 0, 30,
+             what="a CREDIT with room, sent while holding the 20")
+    dead._writer.flush(10)
+    dead._vanish()  # as a SIGKILL: no farewell, no keepalive
+    counts: dict[str, list[int]] = {}
+    with client.consumer(queue, visibility_timeout_s=30) as live:
+        def step() -> bool:
+            for m in live.receive_batch(20, 0.2):
+                counts.setdefault(m.id, []).append(m.delivery_count)
+                m.ack()
+            return len(counts) == 20
+        wait_for(step, 60, what="all 20 at the live consumer")
+        live.flush()
+    assert set(counts) == set(ids)
+    assert sorted(counts.values()) == [[2]] * 20, f"delivery counts: {counts}"

@@ -1,5 +1,5 @@
 """Whether a shared queue's user code is away (kmq.consumer.user_code; pure: time passed in),
-and what its consumer's CREDIT says then (kmq.consumer.credits)."""
+what its consumer's CREDIT says then, and how often its CREDITs go out (kmq.consumer.credits)."""
 
 from types import SimpleNamespace
 
@@ -121,3 +121,14 @@ def test_a_consumer_whose_user_code_is_away_asks_for_nothing_and_says_so_at_once
     assert c.credit(1.3)[0].free == 0  # heartbeats say nothing is free
     c._c._user_code_away = False
     assert c.credit(1.4)[0].free == 10  # back: at once
+
+
+def test_a_consumer_asks_every_quarter_visibility_timeout_within_a_quarter_and_one_second():
+    # Its dispatcher hands it work for half a visibility timeout after a CREDIT (two
+    # heartbeats; kmq.protocol.liveness): a live consumer must ask within it.
+    c = _Credits()                    # a 2 s visibility timeout: every 0.5 s
+    assert c.credit(0.0) and c.credit(0.49) == [] and c.credit(0.5)
+    c._c._timeout_ms = 30_000         # every second
+    assert c.credit(1.49) == [] and c.credit(1.5)
+    c._c._timeout_ms = 100            # every 0.25 s at most
+    assert c.credit(1.74) == [] and c.credit(1.75)
