@@ -203,9 +203,14 @@ class Message(tuple):
         self[1].log.add(self, Verb.REJECT, reason)
 
     def extend(self, seconds: float) -> None:
-        """Keep this message invisible for ``seconds`` from now (it stays held); at most the
-        queue's ``max_processing_s`` where one is set, and never more than 12 hours at once
-        (one EXTEND's limit: call it again later for more)."""
+        """Keep this message invisible for at least ``seconds`` from now (it stays held); at
+        most the queue's ``max_processing_s`` where one is set, and never more than 12 hours
+        at once (one EXTEND's limit: call it again later for more). Never less than the
+        consumer's visibility timeout: the keepalive renews that much every quarter of it, and
+        a shorter extension let the message go to another consumer between two rounds while
+        user code still held it (an audit: ``extend(1)`` under a 30 s timeout, redelivered
+        after 1.6 s). To give a message back sooner, ``release()`` it. An extension counts as
+        a fresh hand-out for ``max_processing_s``."""
         held = self[1]
         limit_s = held.consumer.max_extend_s
         if limit_s < MAX_TIMEOUT_MS / 1000:
@@ -217,6 +222,7 @@ class Message(tuple):
             raise MessageSettledError(
                 f"message {self.id} of queue {self.queue!r} was already {self.settled}; "
                 "it cannot be extended")
+        timeout_ms = max(timeout_ms, held.consumer._timeout_ms)
         held.holds[self[2]] = time.monotonic() + timeout_ms / 1000
         held.log.add(self, Verb.EXTEND, timeout_ms)
 

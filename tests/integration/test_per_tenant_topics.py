@@ -23,12 +23,12 @@ def detail(t: TrackerProcess) -> dict | None:
 
 
 def run_the_flow(s: Settings, tenant: str, n: int) -> None:
-    """Send n, ack all but two: one rejected (dead letter), one left to come back and acked then."""
+    """Send n, ack all but two: one rejected (dead letter), one released to come back and acked then."""
     with kmq.Client(settings=s) as client:
         client.send_batch(QUEUE, [f"{tenant}-{i}".encode() for i in range(n)])
         client.flush()
         # 30 s: none may time out while the n are gathered and settled on a loaded machine;
-        # only the one left unsettled is cut short (to 1.5 s from now) to come back.
+        # the one not processed is released, to come back from the tracker after 1.5 s.
         with client.consumer(QUEUE, visibility_timeout_s=30) as c:
             got: list = []
             wait_for(lambda: got.extend(c.receive_batch(n - len(got), timeout_s=0.2)) or len(got) >= n, 60,
@@ -38,7 +38,7 @@ def run_the_flow(s: Settings, tenant: str, n: int) -> None:
             for m in rest:
                 m.ack()
             poison.reject("poison")
-            slow.extend(1.5)  # not settled: it times out and comes back
+            slow.release(delay_s=1.5)  # not processed: the tracker sends it again
             c.flush()
             again = wait_for(lambda: c.receive(0.2), 60, what=f"{tenant}'s redelivery")
             assert (again.id, again.value, again.delivery_count) == (slow.id, slow.value, 2)

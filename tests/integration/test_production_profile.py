@@ -24,14 +24,14 @@ def test_a_production_profile_tracker_redelivers_what_was_not_acked(make_setting
             ids = client.send_batch(queue, [b"a", b"b", b"c"])
             client.flush()
             # 30 s: none may time out while the three are gathered and the first acked on a
-            # loaded machine; the two not acked are cut short (to 1.5 s from now) to come back.
+            # loaded machine; the two not processed are released, to come back after 1.5 s.
             with client.consumer(queue, visibility_timeout_s=30) as c:
                 first: list = []
                 wait_for(lambda: first.extend(c.receive_batch(3, 0.2)) or len(first) >= 3, 30,
                          what="3 messages")
                 first[0].ack()
                 for m in first[1:]:
-                    m.extend(1.5)
+                    m.release(delay_s=1.5)
                 c.flush()
                 again: list = []
                 wait_for(lambda: again.extend(c.receive_batch(3, 0.2)) or len(again) >= 2, 30,

@@ -94,6 +94,21 @@ def test_explicit_extend_keeps_a_message_invisible(client, queue):
         again.ack()
 
 
+def test_an_extend_shorter_than_the_visibility_timeout_never_gives_the_message_away(client, queue):
+    # Before, extend(0) or extend(1) set the tracker's deadline that close, and the keepalive
+    # (every 7.5 s at 30 s) came too late: the message went back out while user code held it,
+    # and m.lapsed stayed False (an audit: another consumer had it 1.6 s after extend(1)).
+    client.send(queue, b"slow")
+    client.flush()
+    with client.consumer(queue, visibility_timeout_s=30, max_processing_s=60) as c:
+        m = first(c)
+        m.extend(0)
+        c.flush()
+        assert c.receive(4.0) is None
+        assert not m.lapsed
+        m.ack()
+
+
 def test_keepalive_holds_a_slow_message_until_max_processing_s(client, queue):
     client.send(queue, b"slow")
     client.flush()

@@ -20,6 +20,7 @@ R = M.RangeRef("q", 1, 100, 110)
 class Limits:
     max_delay_s = 3600.0
     max_extend_s = 3600.0
+    _timeout_ms = 30_000  # the consumer's visibility timeout
 
 
 def held_range(log: SettlementLog, n: int = 10) -> HeldRange:
@@ -49,6 +50,17 @@ def test_verbs_become_one_marker_per_range_and_verb():
     assert counts == {"acked": 4, "released": 2, "rejected": 1, "settled": 8, "by-user-code": 8}
     assert settled == [0b1111, 0b110000, 1 << 6, 1 << 8]
     assert not log
+
+
+def test_an_extend_never_asks_for_less_than_the_visibility_timeout():
+    # The keepalive renews a visibility timeout every quarter of one: a shorter EXTEND let
+    # the message go out again between two rounds while user code held it.
+    log = SettlementLog()
+    h = held_range(log)
+    for i, seconds in enumerate((0, 1, 29.999, 30, 45)):
+        Message((h.recs[i], h, i)).extend(seconds)
+    markers, _ = log.drain(lambda held, mask: 0)
+    assert markers == [M.Extend(R, 0b1111, 30_000), M.Extend(R, 1 << 4, 45_000)]
 
 
 def test_a_batch_ack_is_one_run_whatever_its_size():
