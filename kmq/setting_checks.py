@@ -39,16 +39,6 @@ def check_values(s: Settings) -> None:
             f"KMQ_PROFILE={s.profile!r} is not a profile: use one of {', '.join(PROFILES)}")
     if not s.bootstrap_servers.strip():
         raise ConfigError("KMQ_BOOTSTRAP_SERVERS is empty: give host:port of a Kafka broker")
-    for f in dataclasses.fields(s):
-        value = getattr(s, f.name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            allow_zero = f.name in ("replication_factor", "session_timeout_ms",
-                                    "standby_replicas", "min_insync_replicas",
-                                    "tracker_fetch_wait_ms", "max_processing_s",
-                                    "deliveries_topic_partitions")
-            if value < 0 or (value == 0 and not allow_zero):
-                raise ConfigError(f"{f.metadata['env']}={value} must be a positive number"
-                                  + (" or 0" if allow_zero else ""))
     if not (0 < s.web_port < 65536):
         raise ConfigError(f"KMQ_WEB_PORT={s.web_port} is not a TCP port (1-65535)")
     if not 1 <= s.max_deliveries <= MAX_DELIVERIES:  # a queue's own max_deliveries has the same bounds
@@ -60,6 +50,18 @@ def check_values(s: Settings) -> None:
     if 0 < s.max_processing_s < MIN_TIMEOUT_S:
         raise ConfigError(f"KMQ_MAX_PROCESSING_S={s.max_processing_s:g} is below {MIN_TIMEOUT_S} s: "
                           f"give at least {MIN_TIMEOUT_S}, or 0 for no keepalive")
+    for f in dataclasses.fields(s):
+        value = getattr(s, f.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            allow_zero = f.name in ("replication_factor", "session_timeout_ms",
+                                    "standby_replicas", "min_insync_replicas",
+                                    "tracker_fetch_wait_ms", "max_processing_s",
+                                    "deliveries_topic_partitions")
+            if value < 0 or (value == 0 and not allow_zero):
+                shown = value if isinstance(value, int) else f"{value:g}"
+                raise ConfigError(f"{f.metadata['env']}={shown} is "
+                                  + ("negative: give 0 or more" if allow_zero else
+                                     "not above 0: give a positive number"))
     if s.lane_layout.topics > MAX_LANE_TOPICS:
         raise ConfigError(
             f"KMQ_DELIVERIES_PARTITIONS={s.deliveries_partitions} at "

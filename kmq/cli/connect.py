@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable
 
 import click
+from click.core import ParameterSource
 
 from kmq.cli.option_checks import positive_seconds
 from kmq.errors import BrokerUnavailableError, KmqError, TokenRefusedError
@@ -87,6 +88,13 @@ def connection_options(fun: Callable) -> Callable:
     @functools.wraps(fun)
     def wrapper(bootstrap_servers: str | None, token: str | None, connect_timeout_s: float,
                 **kwargs: Any) -> Any:
+        # Values click read from KMQ_* variables are left to Settings.from_env, which reads
+        # them too: passed on, an error named an option that was never given.
+        source = click.get_current_context().get_parameter_source
+        if source("bootstrap_servers") is not ParameterSource.COMMANDLINE:
+            bootstrap_servers = None
+        if source("token") is not ParameterSource.COMMANDLINE:
+            token = None
         try:
             settings = Settings.from_env(bootstrap_servers=bootstrap_servers, token=token, given_as=option_name)
             check_broker(settings, connect_timeout_s)

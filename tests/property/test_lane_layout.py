@@ -81,5 +81,5 @@ def test_the_profiles_lay_lanes_out_as_documented():
 def test_too_many_topics_is_refused_naming_the_setting_to_raise():
     with pytest.raises(ConfigError, match="KMQ_DELIVERIES_TOPIC_PARTITIONS=1 makes 5000 deliveries topics"):
         Settings.from_env({"KMQ_DELIVERIES_PARTITIONS": "5000", "KMQ_DELIVERIES_TOPIC_PARTITIONS": "1"})
-    with pytest.raises(ConfigError, match="KMQ_DELIVERIES_TOPIC_PARTITIONS=-1 must be a positive number"):
+    with pytest.raises(ConfigError, match="KMQ_DELIVERIES_TOPIC_PARTITIONS=-1 is negative: give 0 or more"):
         Settings.from_env({"KMQ_DELIVERIES_TOPIC_PARTITIONS": "-1"})

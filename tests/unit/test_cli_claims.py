@@ -122,9 +122,9 @@ def test_a_whole_number_variable_asks_for_a_whole_number():
 
 
 def test_a_variable_that_may_be_zero_says_so():
-    with pytest.raises(ConfigError, match=r"KMQ_REPLICATION_FACTOR=-1 must be a positive number or 0"):
+    with pytest.raises(ConfigError, match=r"KMQ_REPLICATION_FACTOR=-1 is negative: give 0 or more"):
         Settings.from_env({"KMQ_REPLICATION_FACTOR": "-1"})
-    with pytest.raises(ConfigError, match=r"KMQ_QUEUE_PARTITIONS=0 must be a positive number"):
+    with pytest.raises(ConfigError, match=r"KMQ_QUEUE_PARTITIONS=0 is not above 0: give a positive number"):
         Settings.from_env({"KMQ_QUEUE_PARTITIONS": "0"})
 
 
@@ -268,3 +268,14 @@ def test_kmq_devs_tracker_has_the_default_settings_a_client_given_its_env_line_h
     client = Settings.from_env({"KMQ_BOOTSTRAP_SERVERS": "127.0.0.1:9", "KMQ_PROFILE": "embedded"})
     differ = {f.name for f in fields(Settings) if getattr(dev, f.name) != getattr(client, f.name)}
     assert differ == {"data_dir"} and dev.max_deliveries == 5
+
+
+def test_a_zero_port_or_timeout_is_named_with_its_range_as_typed():
+    # Audit: KMQ_WEB_PORT=0 said only "must be a positive number" (65536 named the range),
+    # and KMQ_VISIBILITY_TIMEOUT_S=0 showed 0.0.
+    with pytest.raises(ConfigError, match=r"KMQ_WEB_PORT=0 is not a TCP port \(1-65535\)"):
+        Settings.from_env({"KMQ_WEB_PORT": "0"})
+    with pytest.raises(ConfigError, match=r"KMQ_VISIBILITY_TIMEOUT_S=0 is below 0.001 s: give at least 0.001"):
+        Settings.from_env({"KMQ_VISIBILITY_TIMEOUT_S": "0"})
+    with pytest.raises(ConfigError, match=r"KMQ_DELIVERY_TIMEOUT_MS=0 is not above 0: give a positive number"):
+        Settings.from_env({"KMQ_DELIVERY_TIMEOUT_MS": "0"})

@@ -92,3 +92,12 @@ def test_a_bad_connection_option_is_named_as_the_option_not_an_sdk_keyword():
     result = run("dlq", "list", "orders", "--bootstrap-servers", "", "--connect-timeout-s", "0.5")
     assert result.exit_code == 1 and "(given as --bootstrap-servers)" in result.output, result.output
     assert "kmq.Client" not in result.output
+
+
+def test_a_bad_connection_variable_is_named_as_the_variable_not_an_option():
+    # Audit: KMQ_BOOTSTRAP_SERVERS=127.0.0.1:0 with no option said "(given as
+    # --bootstrap-servers)": click had read the variable and passed it on as the option.
+    result = CliRunner().invoke(main, ["send", "orders", "x", "--connect-timeout-s", "0.5"],
+                                env={"KMQ_BOOTSTRAP_SERVERS": "127.0.0.1:0"})
+    assert result.exit_code == 1 and "KMQ_BOOTSTRAP_SERVERS='127.0.0.1:0'" in result.output, result.output
+    assert "given as" not in result.output
