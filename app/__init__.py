@@ -21,6 +21,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 import faust  # noqa: E402
 
 from app import consumer_tuning, data_dir  # noqa: E402
+from app.stop_watchdog import StopWatchdog, TrackerWorker  # noqa: E402
 from app.settings import faust_options  # noqa: E402
 from kmq import writable_dir  # noqa: E402
 from kmq.errors import ConfigError  # noqa: E402
@@ -84,10 +85,12 @@ class TrackerApp(faust.App):
         data_dir.mark_clean_stop(settings.data_dir)
 
 
+TrackerWorker.watchdog = StopWatchdog(settings.stop_timeout_s)
 app = TrackerApp(
     settings.app_id,
     autodiscover=["agents", "web", "app.commands"],
     origin="app",
+    Worker=TrackerWorker,  # a stop on a signal ends within KMQ_STOP_TIMEOUT_S
     **options,
 )
 

@@ -11,6 +11,7 @@ Above these a value was accepted at start and broke later, far from its variable
   ``OverflowError`` when the tracker started;
 - ``KMQ_STATS_REFRESH_MS`` above ``threading.TIMEOUT_MAX``: the depth scan's
   ``Event.wait`` raised ``OverflowError`` in its thread and queue depths stood still;
+  ``KMQ_STOP_TIMEOUT_S`` is bounded the same way (the stop watchdog's wait);
 - retention above a Java long: Kafka refuses ``retention.ms`` when the topic is created;
 - ``KMQ_TRACKER_FETCH_WAIT_MS`` at or above the tracker's request timeout: every fetch
   timed out before the broker answered, so the tracker read no marker.
@@ -66,6 +67,7 @@ UPPER_BOUNDS: dict[str, tuple[int, str]] = {
     "redeliver_batch_limit": _RECORDS,
     "tracker_gc_threshold": (C_INT_MAX, "a C int (gc.set_threshold)"),
     "stats_refresh_ms": (MAX_THREAD_WAIT_MS, "threading.TIMEOUT_MAX (the depth scan's wait)"),
+    "stop_timeout_s": (MAX_THREAD_WAIT_MS // 1000, "threading.TIMEOUT_MAX (the stop watchdog's wait)"),
     "stats_scan_limit": _RECORDS,
     "metrics_top_queues": _RECORDS,
 }

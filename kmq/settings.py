@@ -180,6 +180,11 @@ class Settings:
         "Tracker's longest wait for markers in one fetch, at first (0: 20 embedded, 500 production); "
         "raised while fetches bring nothing though markers wait (docs/shared-queues.md); at most the "
         "tracker's request timeout less 1,000: the rebalance timeout + 29,000 (89,000 production by default)")
+    stop_timeout_s: float = _setting(
+        90.0, "KMQ_STOP_TIMEOUT_S",
+        "Longest a tracker worker takes to stop after SIGTERM or SIGINT: past it (a broker that does not "
+        "answer) it exits with status 1 and its next start rebuilds its tables from the changelog; keep "
+        "it below your grace period before SIGKILL (compose: 100 s)")
     stats_refresh_ms: int = _setting(
         2000, "KMQ_STATS_REFRESH_MS",
         "How often a tracker worker re-reads queue depth and dead letters while its views are watched "
