@@ -4,9 +4,10 @@ A CREDIT says how many more messages the consumer can take (its free ``max_in_fl
 capped by its read-ahead) as of the last delivery it received, and renews its lease. It
 goes out when half the read-ahead was settled (so a delivery carries many messages, not
 one), when user code has nothing left and some room was freed, at least every heartbeat
-(``kmq.protocol.liveness``: a second, less under a visibility timeout under 4 s), or when leaving (no lease). While user code is away (holding a message
-past its last extension, and neither receiving nor settling since: kmq.consumer.user_code)
-it says nothing is free, and says so, and that it is back, at once. Mixed into
+(a second, or a quarter of a visibility timeout under 4 s: kmq.protocol.liveness), or when
+leaving (no lease). While user code is away (holding a message past its last extension,
+and neither receiving nor settling since: kmq.consumer.user_code) it says nothing is free,
+and says so, and that it is back, at once. Mixed into
 :class:`~kmq.consumer.shared_source.SharedSource`; called by the flusher thread with the
 consumer's lock held.
 """
@@ -51,7 +52,8 @@ class CreditAsking:
         away = c._user_code_away  # kmq.consumer.user_code: ask for nothing it cannot hand out
         free = 0 if self._leaving or away else max(0, min(c.max_in_flight - c._in_flight,
                                                           self.prefetch - unhanded, M.MAX_CREDIT))
-        due = now_s - self._last_credit_s >= heartbeat_s(c._timeout_ms) or self.lanes.unsaid or away != self._said_away
+        due = (now_s - self._last_credit_s >= heartbeat_s(c._timeout_ms) or self.lanes.unsaid
+               or away != self._said_away)
         self.lanes.unsaid = False
         refill = self._freed >= self._refill_at() or (self._freed and unhanded == 0)
         if not (force or due or (refill and free) or (self._last_free < 0 and free)):
