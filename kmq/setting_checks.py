@@ -24,6 +24,7 @@ MIN_TIMEOUT_S = 0.001  # the shortest visibility timeout or max_processing_s, as
 REQUEST_TIMEOUT_MS = 30_000  # librdkafka request.timeout.ms; a delivery timeout must cover one
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")  # Kafka's legal characters
 MAX_TOPIC_NAME = 249
+TRACKER_TABLE = "tracker"  # tables/tracker.py: the tracker's one table, hence its changelog's name
 MIN_SESSION_TIMEOUT_MS = 1000  # a heartbeat is at least 100 ms apart: several a session
 # Settings librdkafka takes within bounds: above them the first send or consumer failed with
 # a KafkaException (message.max.bytes is KMQ_MAX_MESSAGE_BYTES + 4096, kmq/client.py).
@@ -141,9 +142,17 @@ def check_bootstrap_servers(s: Settings) -> None:
                               "is not a TCP port (1-65535): give host:port[,host:port]")
 
 
+def fausts_topics(app_id: str) -> dict[str, str]:
+    """The topics the tracker's Faust app names after KMQ_APP_ID, each with what it is."""
+    return {f"{app_id}-{TRACKER_TABLE}-changelog": "the tracker table's changelog",
+            f"{app_id}-__assignor-__leader": "Faust's leader topic"}
+
+
 def check_topic_names(s: Settings) -> None:
-    """Each topic a name Kafka takes, and no two the same (a markers topic that is the queue
-    topic makes the tracker read messages as markers and consumers receive markers)."""
+    """Each topic a name Kafka takes, no two the same (a markers topic that is the queue
+    topic makes the tracker read messages as markers and consumers receive markers), and none
+    one of Faust's topics of KMQ_APP_ID (a markers topic that is the changelog was taken, and
+    the tracker delivered nothing)."""
     t = s.topics
     named = {"KMQ_QUEUE_TOPIC": t.queue, "KMQ_MARKERS_TOPIC": t.markers, "KMQ_DLQ_TOPIC": t.dlq,
              "KMQ_QUEUES_TOPIC": t.queues, "KMQ_DELIVERIES_TOPIC": t.deliveries}
@@ -153,7 +162,7 @@ def check_topic_names(s: Settings) -> None:
             raise ConfigError(f"{env}={name!r} is not a Kafka topic name: use 1-{MAX_TOPIC_NAME} characters "
                               "from A-Z a-z 0-9 . _ -" + (f" (lane topics add a suffix: {longest!r})"
                                                           if longest != name else ""))
-    internal = f"{s.app_id}-__assignor-__leader"  # the longest of Faust's topics named after the app id
+    internal = max(fausts_topics(s.app_id), key=len)
     if not TOPIC_NAME.fullmatch(s.app_id) or len(internal) > MAX_TOPIC_NAME:
         raise ConfigError(f"KMQ_APP_ID={s.app_id!r} names the tracker's changelog and internal topics "
                           f"({internal!r}): use up to {MAX_TOPIC_NAME - len(internal) + len(s.app_id)} "
@@ -164,6 +173,12 @@ def check_topic_names(s: Settings) -> None:
             raise ConfigError(f"{env} and {seen[name]} both name topic {name!r}: give each of kmq's "
                               "topics its own name")
         seen.setdefault(name, env)
+    # (Lane topics end in .<number>, Faust's in -changelog or __leader: they cannot clash.)
+    faust = fausts_topics(s.app_id)
+    for env, name in named.items():
+        if name in faust:
+            raise ConfigError(f"{env}={name!r} is {faust[name]} of KMQ_APP_ID="
+                              f"{s.app_id!r}: give {env} another name (or KMQ_APP_ID another value)")
 
 
 def check_durability(s: Settings) -> None:

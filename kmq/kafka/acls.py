@@ -25,11 +25,11 @@ import shlex
 from dataclasses import dataclass
 
 from kmq.errors import ConfigError
+from kmq.setting_checks import TRACKER_TABLE
 from kmq.settings import Settings
 
 ROLES = ("producer", "consumer", "tenant admin", "tracker", "analytics")
 SPARK_GROUP_PREFIX = "kmq-spark-"  # kmq.spark.offsets: one random reader group per read
-TRACKER_TABLE = "tracker"  # tables/tracker.py: the table's name, hence its changelog's
 
 
 @dataclass(frozen=True)

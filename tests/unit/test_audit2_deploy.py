@@ -63,6 +63,22 @@ def test_topic_names_that_kafka_refuses_or_that_collide_are_refused(overrides, n
         Settings.from_env({}, **overrides)
 
 
+@pytest.mark.parametrize("env, named", [
+    # accepted before, and the worker tracked the changelog as markers: it delivered nothing
+    ({"KMQ_APP_ID": "aud-col", "KMQ_MARKERS_TOPIC": "aud-col-tracker-changelog"},
+     "KMQ_MARKERS_TOPIC='aud-col-tracker-changelog' is the tracker table's changelog of "
+     "KMQ_APP_ID='aud-col': give KMQ_MARKERS_TOPIC another name (or KMQ_APP_ID another value)"),
+    ({"KMQ_QUEUE_TOPIC": "kmq-tracker-tracker-changelog"},
+     "KMQ_QUEUE_TOPIC='kmq-tracker-tracker-changelog' is the tracker table's changelog of KMQ_APP_ID='kmq-tracker'"),
+    ({"KMQ_APP_ID": "t", "KMQ_DELIVERIES_TOPIC": "t-__assignor-__leader"},
+     "KMQ_DELIVERIES_TOPIC='t-__assignor-__leader' is Faust's leader topic of KMQ_APP_ID='t'"),
+])
+def test_a_topic_named_like_one_of_fausts_topics_of_the_app_id_is_refused(env, named):
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(env)
+    assert str(caught.value).startswith(named)
+
+
 def test_topic_names_from_the_environment_are_checked_too():
     with pytest.raises(ConfigError, match="KMQ_DLQ_TOPIC"):
         Settings.from_env({"KMQ_DLQ_TOPIC": "kmq.markers"})
