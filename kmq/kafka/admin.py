@@ -96,15 +96,59 @@ def check_changelog_partitions(settings: Settings, counts: Mapping[str, int]) ->
             "and new topics (docs/scaling.md, 'More partitions: migrate, never alter')")
 
 
-def _count_variables(settings: Settings) -> dict[str, tuple[str, str]]:
-    """Topic name -> (the variable of its partition count, the variable of its name)."""
-    out = {settings.queue_topic: ("KMQ_QUEUE_PARTITIONS", "KMQ_QUEUE_TOPIC"),
-           settings.markers_topic: ("KMQ_MARKERS_PARTITIONS", "KMQ_MARKERS_TOPIC"),
-           settings.dlq_topic: ("KMQ_DLQ_PARTITIONS", "KMQ_DLQ_TOPIC"),
-           settings.queues_topic: ("KMQ_QUEUES_PARTITIONS", "KMQ_QUEUES_TOPIC")}
-    for name in settings.lane_layout.names():
-        out[name] = ("KMQ_DELIVERIES_TOPIC_PARTITIONS", "KMQ_DELIVERIES_TOPIC")
-    return out
+def partition_count_error(settings: Settings, topic: str, have: int, want: int) -> str:
+    """What to say of an existing ``topic`` of ``have`` partitions that kmq would create with
+    ``want``: the variables that give ``want`` and a change of them that gives ``have``."""
+    if topic in settings.lane_layout.names():
+        return _lanes_error(settings, topic, have)
+    count, name = {settings.queue_topic: ("KMQ_QUEUE_PARTITIONS", "KMQ_QUEUE_TOPIC"),
+                   settings.markers_topic: ("KMQ_MARKERS_PARTITIONS", "KMQ_MARKERS_TOPIC"),
+                   settings.dlq_topic: ("KMQ_DLQ_PARTITIONS", "KMQ_DLQ_TOPIC"),
+                   settings.queues_topic: ("KMQ_QUEUES_PARTITIONS", "KMQ_QUEUES_TOPIC"),
+                   }.get(topic, ("KMQ_*_PARTITIONS", "its KMQ_*_TOPIC"))
+    return (f"topic {topic} has {have} partitions but {count}={want}: set {count}={have} to use it, "
+            f"or name another topic with {name} (a topic's partition count is never altered: "
+            "docs/scaling.md)")
+
+
+def _lanes_error(settings: Settings, topic: str, have: int) -> str:
+    """A deliveries topic's count comes from two variables (Settings.lane_layout): name the
+    one in play, and offer only changes whose layout gives the topic ``have`` partitions."""
+    lanes, per_topic = settings.deliveries_partitions, settings.deliveries_topic_partitions
+    layout = settings.lane_layout
+    index = layout.names().index(topic)
+    if layout.topics == 1:
+        gives = f"KMQ_DELIVERIES_PARTITIONS={lanes} makes it {layout.per_topic} (every lane in one topic)"
+    else:
+        default = " (the embedded profile's 16)" if per_topic == 0 else ""
+        gives = (f"KMQ_DELIVERIES_TOPIC_PARTITIONS={per_topic}{default} makes it {layout.per_topic} "
+                 f"(of KMQ_DELIVERIES_PARTITIONS={lanes} lanes)")
+    if index == 0:
+        tries = [{"deliveries_partitions": have}, {"deliveries_topic_partitions": have},
+                 {"deliveries_partitions": have, "deliveries_topic_partitions": have}]
+        if layout.topics > 1:  # change the variable in play first
+            tries[:2] = tries[1::-1]
+        per_topic_wanted, topics_wanted, what = have, None, "to use it"
+    else:  # left from an earlier layout: end the lanes at the topics before it
+        tries = [{"deliveries_partitions": index * layout.per_topic}]
+        per_topic_wanted, topics_wanted, what = layout.per_topic, index, "to end the lanes before it"
+    told = ""
+    for change in tries:
+        after = _layout_after(settings, change)
+        if after and after.per_topic == per_topic_wanted and topics_wanted in (None, after.topics):
+            told = f"set {' and '.join(f'KMQ_{k.upper()}={v}' for k, v in change.items())} {what}, or "
+            break
+    return (f"topic {topic} has {have} partitions but {gives}: {told}name "
+            "other topics with KMQ_DELIVERIES_TOPIC (a topic's partition count is never altered: "
+            "docs/scaling.md)")
+
+
+def _layout_after(settings: Settings, change: Mapping[str, int]) -> LaneLayout | None:
+    """The lane layout with ``change``, or None if it is out of bounds."""
+    try:
+        return settings.replace(**change).lane_layout
+    except ConfigError:
+        return None
 
 
 def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
@@ -114,11 +158,7 @@ def ensure_topics(settings: Settings, timeout_s: float = 15.0) -> list[str]:
     for spec in specs:
         have = existing.get(spec.topic)
         if have is not None and have != spec.num_partitions:
-            count, topic = _count_variables(settings).get(spec.topic, ("KMQ_*_PARTITIONS", "its KMQ_*_TOPIC"))
-            raise ConfigError(
-                f"topic {spec.topic} has {have} partitions but {count}={spec.num_partitions}: set "
-                f"{count}={have} to use it, or name another topic with {topic} (a topic's partition "
-                "count is never altered: docs/scaling.md)")
+            raise ConfigError(partition_count_error(settings, spec.topic, have, spec.num_partitions))
     check_changelog_partitions(settings, existing)
     missing = [s for s in specs if s.topic not in existing]
     created = []
