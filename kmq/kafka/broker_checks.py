@@ -117,10 +117,23 @@ def check_broker(s: Settings, configs: Mapping[str, str | None],
         out.append(Finding("transaction.max.timeout.ms", (
             f"KMQ_DELIVERY_TIMEOUT_MS={s.delivery_timeout_ms} needs transactions of "
             f"{redrive_transaction_timeout_ms(s)} ms (redrive), above the broker's "
-            f"transaction.max.timeout.ms={bound}: init_transactions would fail. Lower "
-            f"KMQ_DELIVERY_TIMEOUT_MS to at most {max(int(bound), 30_000)} or raise "
-            "transaction.max.timeout.ms on the brokers"), fatal=True))
+            f"transaction.max.timeout.ms={bound}: init_transactions would fail. "
+            f"{transaction_timeout_fix(s, int(bound))}"), fatal=True))
     return out
+
+
+def transaction_timeout_fix(s: Settings, bound_ms: int | None) -> str:
+    """The fix of a brokers' transaction.max.timeout.ms (None: not known) below redrive's
+    transaction timeout: lowering KMQ_DELIVERY_TIMEOUT_MS helps only down to a minute, the
+    least redrive asks for; below that only the brokers can move."""
+    if bound_ms is None and s.delivery_timeout_ms > MIN_REDRIVE_TRANSACTION_TIMEOUT_MS:
+        return "Lower KMQ_DELIVERY_TIMEOUT_MS or raise transaction.max.timeout.ms on the brokers"
+    if bound_ms is not None and bound_ms >= MIN_REDRIVE_TRANSACTION_TIMEOUT_MS:
+        return (f"Lower KMQ_DELIVERY_TIMEOUT_MS to at most {bound_ms} or raise "
+                "transaction.max.timeout.ms on the brokers")
+    return (f"Raise transaction.max.timeout.ms on the brokers to at least "
+            f"{redrive_transaction_timeout_ms(s)} (redrive's transactions last at least "
+            f"{MIN_REDRIVE_TRANSACTION_TIMEOUT_MS} ms, whatever KMQ_DELIVERY_TIMEOUT_MS)")
 
 
 def check_changelog(s: Settings, topic: str, configs: Mapping[str, str | None]) -> list[Finding]:

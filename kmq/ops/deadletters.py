@@ -20,7 +20,7 @@ from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kmq.kafka.broker_checks import redrive_transaction_timeout_ms
+from kmq.kafka.broker_checks import redrive_transaction_timeout_ms, transaction_timeout_fix
 from kmq.kafka import profiles
 from kmq.ops.dead_letter_log import CONTROL, CONTROL_OFFSET, DeadLetter, dlq_partition, read_letter_log
 from kmq.protocol import envelope
@@ -141,8 +141,8 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
             raise ConfigError(
                 f"KMQ_DELIVERY_TIMEOUT_MS={settings.delivery_timeout_ms} asks for transactions of "
                 f"{redrive_transaction_timeout_ms(settings)} ms, above the brokers' "
-                "transaction.max.timeout.ms (900000 by default): lower KMQ_DELIVERY_TIMEOUT_MS "
-                "or raise transaction.max.timeout.ms") from exc
+                f"transaction.max.timeout.ms (900000 by default). {transaction_timeout_fix(settings, None)}"
+            ) from exc
         raise BrokerUnavailableError(
             f"could not start a transaction on {settings.bootstrap_servers}: {exc}") from exc
     folded = read_letter_log(settings, queue)

@@ -74,6 +74,31 @@ def test_redrive_asks_for_at_least_a_minute_and_covers_the_delivery_timeout():
     assert B.check_broker(Settings(), {"transaction.max.timeout.ms": "299999"})[0].fatal
 
 
+def test_a_transaction_bound_under_a_minute_is_answered_with_the_brokers_fix_only():
+    # Found by an audit: it said "Lower KMQ_DELIVERY_TIMEOUT_MS to at most 45000", and at 45000
+    # the check refused the same way (redrive's transactions last at least 60000 ms).
+    (finding,) = B.check_broker(Settings(), {"transaction.max.timeout.ms": "45000"})
+    assert finding.message.endswith(
+        "Raise transaction.max.timeout.ms on the brokers to at least 300000 (redrive's transactions "
+        "last at least 60000 ms, whatever KMQ_DELIVERY_TIMEOUT_MS)")
+    assert "Lower" not in finding.message
+    (finding,) = B.check_broker(Settings(delivery_timeout_ms=45_000), {"transaction.max.timeout.ms": "45000"})
+    assert "at least 60000" in finding.message and "Lower" not in finding.message
+    # Unknown bound (redrive's refusal): lowering is offered only while it helps.
+    assert B.transaction_timeout_fix(Settings(delivery_timeout_ms=60_000), None).startswith("Raise")
+    assert B.transaction_timeout_fix(Settings(delivery_timeout_ms=60_001), None).startswith("Lower")
+
+
+@pytest.mark.parametrize("bound_ms", [30_000, 45_000, 59_999, 60_000, 100_000, 299_999])
+def test_the_delivery_timeout_the_fix_offers_passes_the_check(bound_ms):
+    (finding,) = B.check_broker(Settings(), {"transaction.max.timeout.ms": str(bound_ms)})
+    if "Lower KMQ_DELIVERY_TIMEOUT_MS to at most" in finding.message:
+        lowered = Settings(delivery_timeout_ms=bound_ms)
+        assert B.check_broker(lowered, {"transaction.max.timeout.ms": str(bound_ms)}) == []
+    else:
+        assert bound_ms < B.MIN_REDRIVE_TRANSACTION_TIMEOUT_MS
+
+
 def test_a_broker_that_reports_nothing_is_not_checked():
     assert B.check_broker(Settings(), {}) == []
 
