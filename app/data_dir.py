@@ -74,9 +74,9 @@ def rebuild_if_stale(data_dir: str | os.PathLike, now_s: float, tombstones_kept_
     assert seen is not None
     for d in table_dirs(data_dir):
         shutil.rmtree(d)
-    log.warning("data dir %s was last used %.1f days ago, longer than the changelog keeps "
-                "tombstones (%.1f days): its tables are rebuilt from the changelog",
-                data_dir, (now_s - seen) / 86400, tombstones_kept_ms / 86_400_000)
+    log.warning("data dir %s was last used %.1f days ago, past %.0f%% of the %.1f days the changelog "
+                "keeps tombstones (delete.retention.ms): its tables are rebuilt from the changelog",
+                data_dir, (now_s - seen) / 86400, STALE_SHARE * 100, tombstones_kept_ms / 86_400_000)
     return True
 
 
@@ -94,9 +94,9 @@ def rebuild_partition_if_stale(path: str | os.PathLike, now_s: float, tombstones
         return False
     assert seen is not None
     shutil.rmtree(path)
-    log.warning("table partition %s was last written %.1f days ago, longer than the changelog "
-                "keeps tombstones (%.1f days): it is rebuilt from the changelog",
-                Path(path).name, (now_s - seen) / 86400, tombstones_kept_ms / 86_400_000)
+    log.warning("table partition %s was last written %.1f days ago, past %.0f%% of the %.1f days the "
+                "changelog keeps tombstones (delete.retention.ms): it is rebuilt from the changelog",
+                Path(path).name, (now_s - seen) / 86400, STALE_SHARE * 100, tombstones_kept_ms / 86_400_000)
     return True
 
 

@@ -56,6 +56,23 @@ def test_the_margin_counts_most_of_the_tombstone_retention_as_fresh():
     assert D.is_stale(NOW - 0.91 * 7 * DAY_S, NOW, WEEK_MS)
 
 
+def test_the_warning_says_the_share_of_the_tombstone_retention_it_passed(tmp_path, caplog):
+    # It said "last used 6.4 days ago, longer than the changelog keeps tombstones (7.0 days)".
+    tables(tmp_path)
+    D.stamp(tmp_path, NOW - 6.4 * DAY_S)
+    with caplog.at_level("WARNING", logger="kmq.tracker"):
+        assert D.rebuild_if_stale(tmp_path, NOW, WEEK_MS)
+        partition = tmp_path / "p" / "tracker-0.db"
+        partition.mkdir(parents=True)
+        (partition / "000001.sst").write_bytes(b"x")
+        backdate(partition, NOW - 6.4 * DAY_S)
+        assert D.rebuild_partition_if_stale(partition, NOW, WEEK_MS)
+    assert (f"data dir {tmp_path} was last used 6.4 days ago, past 90% of the 7.0 days the changelog "
+            "keeps tombstones (delete.retention.ms): its tables are rebuilt") in caplog.text
+    assert ("table partition tracker-0.db was last written 6.4 days ago, past 90% of the 7.0 days the "
+            "changelog keeps tombstones (delete.retention.ms): it is rebuilt") in caplog.text
+
+
 def test_tables_of_a_worker_that_did_not_stop_cleanly_are_rebuilt(tmp_path):
     tables(tmp_path)
     (tmp_path / "other.txt").write_text("kept")
