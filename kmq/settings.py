@@ -184,7 +184,7 @@ class Settings:
         90.0, "KMQ_STOP_TIMEOUT_S",
         "Longest a tracker worker takes to stop after SIGTERM or SIGINT: past it (a broker that does not "
         "answer) it exits with status 1 and its next start rebuilds its tables from the changelog; keep "
-        "it below your grace period before SIGKILL (compose: 100 s)")
+        "it below your grace period before SIGKILL (compose: 100 s); at most 4,294,967")
     stats_refresh_ms: int = _setting(
         2000, "KMQ_STATS_REFRESH_MS",
         "How often a tracker worker re-reads queue depth and dead letters while its views are watched "

@@ -13,11 +13,12 @@ from __future__ import annotations
 from app import app, settings
 from app.settings import ROCKSDB_OPTIONS
 from kmq.kafka.broker_checks import changelog_topic_config
+from kmq.setting_checks import TRACKER_TABLE  # its changelog's name is checked against kmq's topics
 
 INDEX_VALUE = b"\x01"  # a present, non-null value (null is a changelog tombstone)
 
 tracker_state = app.Table(
-    "tracker", key_type=bytes, value_type=bytes, partitions=settings.markers_partitions,
+    TRACKER_TABLE, key_type=bytes, value_type=bytes, partitions=settings.markers_partitions,
     help="In-flight ranges (R...), scheduled sends (S...) and the deadline index (D...)",
     options=dict(ROCKSDB_OPTIONS),
     # The changelog is the state: as durable as kmq's own topics (min.insync.replicas), and
