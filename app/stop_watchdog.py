@@ -69,3 +69,6 @@ class TrackerWorker(faust.Worker):
     def _arm(self) -> None:
         if self.watchdog is not None:
             self.watchdog.arm()
+
+    def _repr_name(self) -> str:
+        return "Worker"  # its log lines stay "[^Worker]: ..." (docs/deployment.md: "[^Worker]: Ready")
