@@ -53,6 +53,7 @@ async def health(web, request):
                      "set_aside": owned.set_aside(),
                      "replayed_markers": sum(p.replayed for p in owned.values()),
                      "unreadable_batches": unreadable_batches().as_json(),
+                     "unreadable_configs": _unreadable_configs(),
                      "marker_gaps": owned.gaps.as_json(),
                      "fetch_waits_raised": raised_fetch_waits(),
                      "gc": process_clock().as_json(),
@@ -61,6 +62,12 @@ async def health(web, request):
                                  "dlq_records_read": scanner.dead_letters.records_read,
                                  "unreadable_batches": scanner.skips.batches,
                                  "error": scanner.last_error}})
+
+
+def _unreadable_configs() -> int:
+    """Records of the queues topic no decoder could read (kmq.ops.queues_topic), ignored."""
+    configs = runtime().configs_if_started()
+    return 0 if configs is None else configs.unreadable
 
 
 def _waiting_for() -> list[str]:

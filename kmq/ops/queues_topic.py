@@ -88,6 +88,7 @@ class QueueConfigs:
         self.settings = settings
         self._control_token = control_token or None
         self.unverified = 0  # control records ignored for want of the admin's signature
+        self.unreadable = 0  # records no decoder could read (hostile or from another client)
         self._configs: dict[str, QueueConfig] = {}
         self._tenant_of: dict[str, str] = {}  # queue -> its tenant, when verified
         self._tenants: dict[str, Tenant] = {}
@@ -173,11 +174,16 @@ class QueueConfigs:
             return
         try:
             config = QueueConfig.decode(rec.value())
-        except (ValueError, TypeError, ConfigError) as exc:
-            log.warning("queue %s: ignoring unreadable config at %s[%d]@%d: %s", queue,
-                        rec.topic(), rec.partition(), rec.offset(), exc)
+        except Exception as exc:  # anyone may write here: b"1" raised AttributeError, and every new client failed
+            self._unreadable(f"queue {queue}: config at {rec.topic()}[{rec.partition()}]@{rec.offset()}", exc)
             return
         self.put_local(queue, config)
+
+    def _unreadable(self, what: str, exc: BaseException) -> None:
+        """Count and log (a flood does not flood the log) a record no decoder could read."""
+        self.unreadable += 1
+        if self.unreadable <= 10 or self.unreadable % 1000 == 0:
+            log.warning("ignoring unreadable %s: %s: %s", what, type(exc).__name__, str(exc)[:200])
 
     def _drop_config(self, queue: str) -> None:
         with self._lock:
@@ -192,8 +198,8 @@ class QueueConfigs:
                 return
             try:
                 tenant = Tenant.decode(value)
-            except (ValueError, KeyError, TypeError, ConfigError) as exc:
-                log.warning("ignoring unreadable tenant record %r: %s", name, exc)
+            except Exception as exc:  # a hostile record: see _read
+                self._unreadable(f"tenant record {name!r}", exc)
                 return
             if tenant.name != name:  # a record under one key must not grant another tenant's queues
                 log.warning("ignoring tenant record %r naming tenant %r", name, tenant.name)
@@ -220,8 +226,8 @@ class QueueConfigs:
                 # old record as "auth off" would make every caller admin.
                 log.warning("%s", exc)
                 self._admin_hash, self._auth_refused = None, str(exc)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring unreadable auth record: %s", exc)
+            except Exception as exc:  # a hostile record: see _read
+                self._unreadable("auth record", exc)
 
     def auth_on(self) -> bool:
         """Whether the deployment's tracker published that auth is on."""

@@ -50,6 +50,7 @@ def test_health_stats_and_detail_have_the_fields_the_doc_names(deployment):
     status, health = get(t.url + "/kmq/health", token=None)  # open
     assert status == 200
     assert {"partitions", "ready", "waiting_for", "malformed_markers", "set_aside", "unreadable_batches",
+            "unreadable_configs",
             "marker_gaps", "fetch_waits_raised", "scanner", "gc"} <= set(health)
     assert set(health["set_aside"]) == {"malformed-marker", "unknown-range", "unknown-partition", "beyond-end",
                                         "payload-expired", "too-large", "start-on-shared", "foreign-record"}

@@ -3,11 +3,12 @@ decisions that keep one from stopping a partition, a consumer or a dispatch roun
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 
 import pytest
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from agents.dispatch.lanes import delivery_of
 from kmq.consumer.lane_reader import LaneRecords
@@ -258,3 +259,64 @@ def test_dedup_state_keeps_no_huge_message_ids():
     assert kept < 1 << 20  # was 20 MiB: every 1 MiB id kept for the dedup window
     dup = HeaderRec(50, [("kmq.id", b"A" * (1 << 20) + b"0"), ("kmq.dedup-id", b"d0")])
     assert oq.drop_duplicates(("m", "q", 0), [dup], 300_000) == []  # still deduplicated
+
+
+class ConfigRec:
+    """A record of the queues topic, as the SDK's and the tracker's readers see it."""
+
+    def __init__(self, key: bytes | None, value: bytes | None, offset: int = 0):
+        self._key, self._value, self._offset = key, value, offset
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def topic(self):
+        return "kmq.queues"
+
+    def partition(self):
+        return 0
+
+    def offset(self):
+        return self._offset
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                         max_size=3),
+                           max_leaves=10)
+HOSTILE_VALUES = (st.binary(max_size=50) | JSON_VALUES.map(lambda v: json.dumps(v).encode())
+                  | JSON_VALUES.map(lambda v: json.dumps({"v": 1, "purged_before": v, "handover": v,
+                                                           "backoff": v, "spread": v}).encode()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=HOSTILE_VALUES, key=st.sampled_from([b"q", b"!auth", b"!tenant:acme"]))
+@example(value=b"1", key=b"q")  # the audit's: every new client failed with AttributeError
+@example(value=b'{"v":1,"purged_before":{"0":1e400}}', key=b"q")  # OverflowError
+@example(value=b"[" * 100_000, key=b"q")  # RecursionError
+@example(value=b'{"v":2,"kdf":"scrypt","n":1e400}', key=b"!auth")
+@example(value=b"1", key=b"!tenant:acme")
+def test_no_record_on_the_queues_topic_stops_its_readers_and_the_next_one_still_counts(value, key):
+    from kmq.ops.queues_topic import QueueConfigs
+    from kmq.queue_config import QueueConfig
+    from kmq.settings import Settings
+    view = QueueConfigs.__new__(QueueConfigs)
+    view._init_state(Settings(), None)
+    view._read(ConfigRec(key, value, 1))
+    view._read(ConfigRec(None, b"{}", 2))  # no key: not a queue's
+    view._read(ConfigRec(b"after", QueueConfig(max_deliveries=7).encode(), 3))
+    assert view.get("after").max_deliveries == 7
+
+
+def test_an_unreadable_queues_record_is_counted():
+    from kmq.ops.queues_topic import QueueConfigs
+    from kmq.settings import Settings
+    view = QueueConfigs.__new__(QueueConfigs)
+    view._init_state(Settings(), None)
+    for i, value in enumerate([b"1", b"null", b"[" * 100_000, b'{"v":1,"purged_before":[1]}']):
+        view._read(ConfigRec(b"q%d" % i, value, i))
+    view._read(ConfigRec(b"!tenant:acme", b'["v"]', 9))
+    assert view.unreadable == 5
