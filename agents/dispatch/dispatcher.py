@@ -77,7 +77,8 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "bad-credits": 0, "credits-refused": 0, "lane-moves": 0, "acquire-errors": 0, "begin-errors": 0,
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
                       "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
-                      "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0}
+                      "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0,
+                      "foreign-begins": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
         self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write

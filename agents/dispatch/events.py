@@ -98,11 +98,32 @@ class DispatcherEvents:
         self._epochs.end(m, epoch)
 
     def _begun(self, m: int, epoch: int, cursors: dict[tuple[str, int], int], handed: dict) -> None:
+        part = self._parts.get(m)
+        if part is not None and part.ready and part.epoch != epoch:
+            self._begun_by_another(m, epoch)
+            return
         if self._epochs.begun(m, epoch, cursors):
             log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
             self._parts[m].replays = replays_at_begin(cursors, int(time.time() * 1000))
             ordered = {qp: v for qp, v in handed.items() if self._configs.get(qp[0]).ordering == "group"}
             self._ordered.recover_partition(m, ordered, self._reader.end_offset)
+
+    def _begun_by_another(self, m: int, epoch: int) -> None:
+        """A BEGIN not ours after ours, on a partition we own: from it on, the table fences
+        every ACQUIRE of ours, and what they hand out is tracked by no one. A successor
+        begins only after our revoke, so anyone who may write the markers topic wrote it (an
+        audit: one BEGIN left a partition's shared queues without redelivery until its next
+        rebalance). Begin anew: dispatching goes on from the table's cursors, so what the
+        fenced ACQUIREs handed out is handed out again (at least once). The deliveries of
+        our old epoch not yet written are dropped."""
+        self.stats["foreign-begins"] += 1
+        log.warning("markers partition %d: BEGIN of epoch %d after ours (%d) while we own it: not a "
+                    "successor's (it begins after our revoke), a record someone wrote; beginning anew",
+                    m, epoch, self._parts[m].epoch)
+        self._epochs.end(m)
+        self._ordered.forget_partition(m)
+        if time.monotonic() < self._membership():  # else the tick timer's next "owned" begins
+            self._lanes.begin(m, self._epochs.begin(m), self._begin_failed)
 
     def _started(self, m: int, fetched: M.RangeRef) -> None:
         # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.
