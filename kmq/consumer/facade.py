@@ -130,6 +130,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         # hands something out says so in its range's hand-outs: nothing more on the hot path).
         self._user_code_at = time.monotonic()
         self._user_code_away = False
+        self._away_since = 0.0  # monotonic time user code was last found away
         self._receiving: set[int] = set()  # threads waiting in a receive: user code is there
         self.stats = {"received": 0, "acked": 0, "released": 0, "rejected": 0, "markers": 0}
 

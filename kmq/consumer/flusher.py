@@ -137,8 +137,15 @@ class Flusher:
                               max_processing_s=self.max_processing_s, interval_s=self.keepalive_interval_s)
         if away and self._user_code_at != said_at:
             away = False  # a receive came meanwhile (it does not take the lock)
+        if (not away and self._user_code_away and not self._receiving
+                and self._user_code_at == said_at <= self._away_since):
+            # What user code holds lapsed and its range left held_ranges: user code is still
+            # not back. Before (an audit), the consumer asked again and held what came for as
+            # long as user code hung: 10-20 s late, while another consumer idled.
+            away = True
         if away != self._user_code_away:
             self._user_code_away = away
+            self._away_since = now
             self.stats["user-code-away"] = self.stats.get("user-code-away", 0) + away
             self._source.flusher_work()
 

@@ -103,3 +103,30 @@ def test_a_thread_waiting_in_receive_keeps_its_consumer_asking_while_another_han
         assert stats.get("lapsed", 0) == 0 and stats.get("user-code-away", 0) == 0, stats
         m.ack()
         held.ack()
+
+
+def test_a_hung_consumer_whose_message_lapsed_asks_for_nothing_until_it_is_back(client, queue, tracker):
+    # Nothing read ahead: once its one message lapsed, the range left what the consumer
+    # holds, it was no longer found away and asked again, and what it was handed waited
+    # in it for as long as user code hung (an audit: 10-20 s late, another consumer idle).
+    client.configure_queue(queue, dispatch="shared")
+    with client.consumer(queue, visibility_timeout_s=2, max_processing_s=2, max_in_flight=1) as hung:
+        client.send(queue, b"held")
+        client.flush()
+        held = wait_for(lambda: hung.receive(0.2), 60, what="the message user code holds, then hangs")
+        with client.consumer(queue, visibility_timeout_s=30) as other:
+            back = wait_for(lambda: other.receive(0.2), 60, what="the held message, lapsed")
+            assert (back.id, back.delivery_count) == (held.id, 2)
+            back.ack()
+            wait_for(lambda: hung.stats.get("lapsed"), 30, what="the hung consumer's lapse")
+            lapsed_at, i = time.monotonic(), 0
+            # One at a time, for a few keepalive rounds (0.5 s) after the lapse: each would go
+            # to any consumer that asked.
+            while i < 6 or time.monotonic() - lapsed_at < 3.0:
+                (sent,) = client.send_batch(queue, [b"later-%d" % i])
+                client.flush()
+                got = wait_for(lambda: other.receive(0.2), 30, what=f"later-{i} at the consumer that works")
+                assert got.id == sent
+                got.ack()
+                i += 1
+        assert hung.stats["received"] == 1  # it asked for nothing while hung
