@@ -238,6 +238,16 @@ class Consumer:
             if m is not None:
                 yield m
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """What it did since it opened (:attr:`kmq.Consumer.stats`; reading it does not block)."""
+        return self._open_sync().stats
+
+    @property
+    def in_flight(self) -> int:
+        """How many messages it holds now (:attr:`kmq.Consumer.in_flight`)."""
+        return self._open_sync().in_flight
+
     async def flush(self, timeout_s: float = 10.0) -> None:
         """Send the verbs recorded so far and wait for the broker (see :meth:`kmq.Consumer.flush`)."""
         await _off(self._io, self._open_sync().flush, timeout_s)

@@ -63,6 +63,8 @@ def test_send_receive_and_every_verb_on_the_loop(default_settings, queue, mode):
                         break
                 await c.flush()
                 assert await c.receive_batch(10, timeout_s=2.0) == []
+                # As on kmq.Consumer (an audit: AttributeError; the README documents both)
+                assert (c.stats["acked"], c.stats["released"], c.stats["rejected"], c.in_flight) == (99, 1, 1, 0)
             assert sorted(got) == sorted(ids)
             return ids
     ids = asyncio.run(main())
