@@ -40,7 +40,7 @@ from kmq.protocol.placement import keyed_partition, partition_for_key, queue_par
 from kmq.protocol.state import Due, DueSend
 from kmq.queue_config import QueueConfig
 from kmq.ops.queues_topic import QueueConfigs
-from kmq.ops.queues_writes import write_config
+from kmq.ops.queues_writes import write_configs
 from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.redeliver")
@@ -135,21 +135,26 @@ class Redeliverer:
         self.config("")  # starts the queue-config view
         self._get_producer().poll(0)
 
-    async def record_purge_point(self, queue: str) -> None:
-        """Make the queue topic's current end the queue's purge point (its config)."""
+    async def record_purge_points(self, queues: list[str]) -> None:
+        """Make the queue topic's current end each queue's purge point (its config): the
+        settings read, the ends asked and the configs written once for all of a markers
+        record's PURGEs (one at a time, a record of 100 made-up ones took 100 s, stalling
+        every partition of the worker: an audit)."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._record_purge_point, queue)
+        await loop.run_in_executor(self._executor, self._record_purge_points, queues)
 
-    def _record_purge_point(self, queue: str) -> None:
+    def _record_purge_points(self, queues: list[str]) -> None:
         # The record replaces the whole config: a change written just before the purge
         # must stay (configure_queue() then purge() lost the setting).
         self.configs().catch_up()
-        cfg = self.config(queue)
-        parts = list(queue_partitions(queue, self._get_queue_partitions(), cfg.spread))
-        ends = true_end_offsets(self.settings, self.settings.queue_topic, parts)
-        new = cfg.purged(ends)
-        write_config(self.settings, queue, new)
-        self._configs.put_local(queue, new)
+        n = self._get_queue_partitions()
+        parts_of = {q: list(queue_partitions(q, n, self.config(q).spread)) for q in queues}
+        ends = true_end_offsets(self.settings, self.settings.queue_topic,
+                                sorted({p for parts in parts_of.values() for p in parts}))
+        new = {q: self.config(q).purged({p: ends[p] for p in parts}) for q, parts in parts_of.items()}
+        write_configs(self.settings, new)
+        for q, cfg in new.items():
+            self._configs.put_local(q, cfg)
 
     async def read_payloads(self, partition: int, offsets: list[int]) -> expiry.PartitionRead:
         """Records of the queue topic read back on this redeliverer's thread (views).

@@ -118,6 +118,7 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
         now_ms = part.clock.now_ms()
     part.state.begin_record()
     writes = part.state.store.writes
+    purged: dict[str, None] = {}  # queues the record purges, in order
     for i, marker in enumerate(got.markers):
         try:
             refused = await _apply_marker(rt, part, marker, now_ms)
@@ -126,6 +127,10 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
             refused = f"{type(exc).__name__}: {exc}"
         if refused is not None:
             _set_aside(rt, part, msg, f"marker {i + 1} of {len(got.markers)}: {refused}", _encoded_or_empty(marker))
+        elif isinstance(marker, M.Purge):
+            purged[marker.queue] = None
+    if purged:
+        await _record_purges(rt, part, list(purged))
     changed = part.state.store.writes != writes
     if changed or part.next_deadline_ms == 0:  # 0: not known yet
         part.next_deadline_ms = part.state.next_deadline_ms()  # a seek of the deadline index
@@ -185,12 +190,20 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
         rt.dispatcher.on_started(part.partition, marker.range)
     if isinstance(marker, M.Begin):
         rt.dispatcher.on_begin(part.partition, marker.epoch, part.state.cursors(), part.state.handed_outs())
-    if isinstance(marker, M.Purge):
-        # After forgetting, so nothing republished before is above the point.
-        await rt.redeliverer.record_purge_point(marker.queue)
-        # An ordered queue's groups drop what they hold below it (docs/ordering.md).
-        rt.dispatcher.on_purged(part.partition, marker.queue, rt.redeliverer.config(marker.queue).purged_before)
     return None
+
+
+async def _record_purges(rt: TrackerRuntime, part, queues: list[str]) -> None:
+    """After the record's PURGEs forgot what was in flight (nothing republished before is
+    above the point): the queue topic's ends become their purge points, all at once."""
+    try:
+        await rt.redeliverer.record_purge_points(queues)
+    except Exception:  # as one marker's error: logged, never stopping the agent
+        log.exception("markers partition %d: recording the purge points of %d queues failed",
+                      part.partition, len(queues))
+        return
+    for queue in queues:  # an ordered queue's groups drop what they hold below it (docs/ordering.md)
+        rt.dispatcher.on_purged(part.partition, queue, rt.redeliverer.config(queue).purged_before)
 
 
 def _encoded_or_empty(marker: M.Marker) -> bytes:
