@@ -28,6 +28,7 @@ from agents.redeliver import Execution
 from agents.runtime import TrackerRuntime, runtime
 from app import app, settings
 from app.topics import markers_topic
+from kmq.protocol.clock import tick_refused
 from kmq.protocol import expiry
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
@@ -143,8 +144,10 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
     Returns why the state machine refused the marker (to be set aside), or None.
     """
     if isinstance(marker, M.Tick):
-        await _tick(rt, part, marker)
-        return None
+        refused = tick_refused(marker.now_ms, int(time.time() * 1000), part.clock.now_ms())
+        if refused is None:
+            await _tick(rt, part, marker)
+        return refused
     if isinstance(marker, M.Credit):
         why = M.violation(marker)
         if why is None:

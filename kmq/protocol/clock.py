@@ -13,6 +13,25 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+# A TICK is the tracker's own wall time, written by the partition's owner and read by it (or,
+# after a failover, by another tracker host). Anyone who may write the markers topic may write
+# one with any time: ahead by more than this (far more than hosts' clocks differ) it is set
+# aside, else it made every delayed send and every message in flight of its partition due at
+# once (tests/integration/test_forged_tick.py: a send delayed 300 s came 295 s early).
+TICK_AHEAD_LIMIT_MS = 60_000
+
+
+def tick_refused(tick_ms: int, wall_ms: int, marker_ms: int) -> str | None:
+    """Why a TICK of time ``tick_ms`` must not move the clock: it is ahead of both this host's
+    ``wall_ms`` and the partition's marker time ``marker_ms`` by more than the limit. (A
+    tracker's own TICK carries the marker time it was proposed at, never ahead of it: one
+    whose broker stamps LogAppendTime ahead of its host still takes its own TICKs.)"""
+    ahead_ms = tick_ms - max(wall_ms, marker_ms)
+    if ahead_ms > TICK_AHEAD_LIMIT_MS:
+        return (f"TICK {ahead_ms} ms ahead of this worker's clock and marker time, more than "
+                f"{TICK_AHEAD_LIMIT_MS} ms (not a tracker's; check the hosts' clocks if it is)")
+    return None
+
 
 class PartitionClock:
     """Trusted marker time plus monotonic time elapsed since it was seen."""

@@ -1,6 +1,9 @@
 """The deadline clock: trusted marker time plus monotonic time, never backwards."""
 
-from kmq.protocol.clock import PartitionClock
+from hypothesis import given, strategies as st
+
+from kmq.protocol.clock import TICK_AHEAD_LIMIT_MS, PartitionClock, tick_refused
+from kmq.protocol.limits import MAX_TIME_MS
 
 
 class FakeMonotonic:
@@ -32,3 +35,17 @@ def test_a_trusted_time_behind_never_moves_it_back():
     mono.t += 1
     assert c.observe(10) == 1_001_000
     assert c.now_ms() == 1_001_000
+
+
+@given(wall=st.integers(0, MAX_TIME_MS), marker_ahead=st.integers(-10**9, 10**9), tick=st.integers(0, MAX_TIME_MS))
+def test_a_tick_is_refused_only_when_far_ahead_of_both_the_wall_clock_and_marker_time(wall, marker_ahead, tick):
+    marker = max(0, wall + marker_ahead)
+    refused = tick_refused(tick, wall, marker)
+    assert (refused is not None) == (tick > max(wall, marker) + TICK_AHEAD_LIMIT_MS)
+
+
+def test_a_trackers_own_tick_is_never_refused_nor_one_a_little_ahead():
+    # Its own: the marker time it was proposed at, however far the broker's stamps moved it.
+    assert tick_refused(5_000_000, wall_ms=1_000_000, marker_ms=5_000_000) is None
+    assert tick_refused(1_000_000 + TICK_AHEAD_LIMIT_MS, 1_000_000, 0) is None  # hosts' clocks differ a little
+    assert "ahead" in tick_refused(1_000_000 + 10 * 86_400_000, 1_000_000, 1_000_000)
