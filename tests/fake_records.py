@@ -47,3 +47,25 @@ class StampedRec:
 
     def __len__(self):  # the value's bytes, as a confluent-kafka Message answers
         return 0
+
+
+class ConfigRec:
+    """A record of the queues topic, as the SDK's and the tracker's readers see it."""
+
+    def __init__(self, key: bytes | None, value: bytes | None, offset: int = 0):
+        self._key, self._value, self._offset = key, value, offset
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def topic(self):
+        return "kmq.queues"
+
+    def partition(self):
+        return 0
+
+    def offset(self):
+        return self._offset

@@ -18,7 +18,7 @@ from kmq.protocol import markers as M
 from kmq.protocol.batch_end import BatchEnd
 from kmq.protocol.dispatch import ConsumerSlot
 from kmq.protocol.lookahead import Lookahead
-from tests.fake_records import Rec
+from tests.fake_records import ConfigRec, Rec
 from tests.unit.test_lane_records import ME, LaneRec, copy, header
 
 
@@ -259,28 +259,6 @@ def test_dedup_state_keeps_no_huge_message_ids():
     assert kept < 1 << 20  # was 20 MiB: every 1 MiB id kept for the dedup window
     dup = HeaderRec(50, [("kmq.id", b"A" * (1 << 20) + b"0"), ("kmq.dedup-id", b"d0")])
     assert oq.drop_duplicates(("m", "q", 0), [dup], 300_000) == []  # still deduplicated
-
-
-class ConfigRec:
-    """A record of the queues topic, as the SDK's and the tracker's readers see it."""
-
-    def __init__(self, key: bytes | None, value: bytes | None, offset: int = 0):
-        self._key, self._value, self._offset = key, value, offset
-
-    def key(self):
-        return self._key
-
-    def value(self):
-        return self._value
-
-    def topic(self):
-        return "kmq.queues"
-
-    def partition(self):
-        return 0
-
-    def offset(self):
-        return self._offset
 
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
