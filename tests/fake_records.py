@@ -1,5 +1,6 @@
-"""A queue-topic record as confluent-kafka's ``Message`` answers the dispatcher: offset, key,
-partition, error, headers and ``len()`` (the value's bytes). For the pure dispatch rules' tests."""
+"""Records as confluent-kafka's ``Message`` answers: a queue-topic record for the dispatcher
+(offset, key, partition, error, headers and ``len()``, the value's bytes), for the pure
+dispatch rules' tests, and a queues-topic record for the settings view's."""
 
 from __future__ import annotations
 
