@@ -127,7 +127,11 @@ def run_worker(module: ModuleType | str, *, queues: Sequence[str] = (), concurre
                                                  "concurrency": h.concurrency,
                                                  "async": h.is_async} for h in handlers],
                                    "metrics_port": metrics.port if metrics else None}))
-        print("ready", flush=True)  # (tests and supervisors wait for this line)
+        # One write of the whole line (tests and supervisors wait for it): print() wrote "ready"
+        # and "\n" apart on an unbuffered stdout, and two processes of --processes 2 made one
+        # line "readyready" in a CI run. A write under PIPE_BUF bytes to a pipe is atomic.
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
     for r in runners:
         r.go.set()  # handle now; or, stopping, drain and close
     for t in threads:
