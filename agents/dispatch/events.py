@@ -87,9 +87,12 @@ class DispatcherEvents:
             return  # not certainly a member: the tick timer says again once it is
         for m in partitions:
             if m not in self._parts:
-                epoch = self._epochs.begin(m)
-                # Same producer as our ACQUIREs: everything we wrote before lands before it.
-                self._lanes.begin(m, epoch, self._begin_failed)
+                self._begin(m)
+
+    def _begin(self, m: int) -> None:
+        """A new epoch of ``m``, its BEGIN written on the same producer as our ACQUIREs:
+        everything we wrote before lands before it."""
+        self._lanes.begin(m, self._epochs.begin(m), self._begin_failed)
 
     def _begin_failed(self, m: int, epoch: int, err: Any) -> None:
         """A BEGIN that was not written is waited for in vain: the next tick begins anew."""
@@ -123,7 +126,7 @@ class DispatcherEvents:
         self._epochs.end(m)
         self._ordered.forget_partition(m)
         if time.monotonic() < self._membership():  # else the tick timer's next "owned" begins
-            self._lanes.begin(m, self._epochs.begin(m), self._begin_failed)
+            self._begin(m)
 
     def _started(self, m: int, fetched: M.RangeRef) -> None:
         # The cursor the state machine keeps too (BEGIN reads it); kept here from BEGIN on.

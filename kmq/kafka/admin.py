@@ -123,11 +123,10 @@ def _lanes_error(settings: Settings, topic: str, have: int) -> str:
         default = " (the embedded profile's 16)" if per_topic == 0 else ""
         gives = (f"KMQ_DELIVERIES_TOPIC_PARTITIONS={per_topic}{default} makes it {layout.per_topic} "
                  f"(of KMQ_DELIVERIES_PARTITIONS={lanes} lanes)")
-    if index == 0:
-        tries = [{"deliveries_partitions": have}, {"deliveries_topic_partitions": have},
-                 {"deliveries_partitions": have, "deliveries_topic_partitions": have}]
-        if layout.topics > 1:  # change the variable in play first
-            tries[:2] = tries[1::-1]
+    if index == 0:  # the variable in play first, then the other, then both
+        in_play, other = (("deliveries_partitions", "deliveries_topic_partitions") if layout.topics == 1
+                          else ("deliveries_topic_partitions", "deliveries_partitions"))
+        tries = [{in_play: have}, {other: have}, {"deliveries_partitions": have, "deliveries_topic_partitions": have}]
         per_topic_wanted, topics_wanted, what = have, None, "to use it"
     else:  # left from an earlier layout: end the lanes at the topics before it
         tries = [{"deliveries_partitions": index * layout.per_topic}]

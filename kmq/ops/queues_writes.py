@@ -26,17 +26,17 @@ def write_configs(settings: Settings, configs: dict[str, QueueConfig], timeout_s
         validate_queue_name(queue)
     what = (f"queue {next(iter(configs))!r} configuration" if len(configs) == 1
             else f"{len(configs)} queue configurations")
-    _write_all(settings, [(q.encode(), c.encode()) for q, c in configs.items()], what, timeout_s)
+    _write(settings, [(q.encode(), c.encode()) for q, c in configs.items()], what, timeout_s)
 
 
 def write_tenant(settings: Settings, tenant: Tenant, timeout_s: float = 15.0) -> None:
     """Write a tenant record and wait until the broker has it."""
-    _write(settings, tenant.key(), tenant.encode(), f"tenant {tenant.name!r}", timeout_s)
+    _write(settings, [(tenant.key(), tenant.encode())], f"tenant {tenant.name!r}", timeout_s)
 
 
 def delete_tenant(settings: Settings, name: str, timeout_s: float = 15.0) -> None:
     """Write a tenant's tombstone (its token stops working) and wait until the broker has it."""
-    _write(settings, (TENANT_KEY_PREFIX + name).encode(), None, f"tenant {name!r}", timeout_s)
+    _write(settings, [((TENANT_KEY_PREFIX + name).encode(), None)], f"tenant {name!r}", timeout_s)
 
 
 def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
@@ -50,14 +50,11 @@ def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
     if not settings.auth_on:
         return
     from kmq.ops.tenancy import encode_auth
-    _write(settings, AUTH_KEY, encode_auth(settings.admin_token), "the auth record", timeout_s)
+    _write(settings, [(AUTH_KEY, encode_auth(settings.admin_token))], "the auth record", timeout_s)
 
 
-def _write(settings: Settings, key: bytes, value: bytes | None, what: str, timeout_s: float) -> None:
-    _write_all(settings, [(key, value)], what, timeout_s)
-
-
-def _write_all(settings: Settings, records: list[tuple[bytes, bytes | None]], what: str, timeout_s: float) -> None:
+def _write(settings: Settings, records: list[tuple[bytes, bytes | None]], what: str, timeout_s: float) -> None:
+    """Write ``(key, value)`` records with one producer and wait until the broker has them all."""
     p = Producer(profiles.producer_config(settings))
     errors: list[str] = []
     for key, value in records:

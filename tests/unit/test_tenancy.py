@@ -67,7 +67,7 @@ def test_a_tracker_with_auth_off_leaves_the_auth_record_alone(monkeypatch):
     from kmq.settings import Settings
 
     written = []
-    monkeypatch.setattr(qc, "_write", lambda s, key, value, what, timeout_s: written.append((key, value)))
+    monkeypatch.setattr(qc, "_write", lambda s, records, what, timeout_s: written.extend(records))
     qc.publish_auth(Settings(auth="off"))
     assert written == []  # it wrote a tombstone: every SDK process then treated callers as admin
     qc.publish_auth(Settings(auth="on", admin_token="x" * 24))
