@@ -193,13 +193,14 @@ async def queue_detail(web, request, queue: str):
 
 
 def _groups_of(queue: str, ordering: str) -> dict[str, int] | None:
-    """An ordered queue's groups (docs/ordering.md): waiting, in flight, oldest head age (s);
+    """An ordered queue's groups (docs/ordering.md): waiting, in flight, held, oldest head age (s);
     None for an unordered queue. This worker owns the queue's markers partition, so its
     dispatcher is the one that holds the groups."""
     if ordering != "group":
         return None
     g = runtime().dispatcher.group_gauges().get(queue, {})
     return {"waiting": g.get("groups_waiting", 0), "in_flight": g.get("groups_in_flight", 0),
+            "held": g.get("groups_held", 0),
             "oldest_head_age_s": g.get("oldest_head_age_ms", 0) / 1000}
 
 

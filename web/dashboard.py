@@ -119,7 +119,7 @@ async function loadQueue(name){
  cards(el("qcards"),[["depth",d.depth_exact===false?"\u2265"+d.depth:d.depth,"depth"],["in flight",d.in_flight,"in_flight"],
   ["scheduled",d.scheduled,"scheduled"],["dead letters",d.dead_letters,"dead_letters"],["oldest in flight",fmtAge(d.oldest_in_flight_age_s)],...(d.consumers==null?[]:[["consumers",d.consumers,"consumers"]]),
   ["acked/min",d.acked_per_min,"acked_per_min"],["redelivered/min",d.redelivered_per_min],["dead-lettered/min",d.dead_lettered_per_min],
-  ...(d.groups?[["groups waiting",d.groups.waiting,"groups_waiting"],["groups in flight",d.groups.in_flight,"groups_in_flight"],["oldest group head",fmtAge(d.groups.oldest_head_age_s)]]:[])]);
+  ...(d.groups?[["groups waiting",d.groups.waiting,"groups_waiting"],["groups in flight",d.groups.in_flight,"groups_in_flight"],["groups held",d.groups.held,"groups_held"],["oldest group head",fmtAge(d.groups.oldest_head_age_s)]]:[])]);
  chart(el("qchart"),d.history);
  const now=Date.now();
  el("nranges").textContent=`(${d.in_flight_range_count})`;

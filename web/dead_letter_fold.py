@@ -21,6 +21,7 @@ from typing import Callable
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kmq.ops.dead_letter_log import LetterLog, letter_of
+from kmq.protocol.placement import QUEUE_NAME_RE
 from kmq.settings import Settings
 
 RECENT_KEPT = 100  # summaries per queue: the view shows 20, a filtered redrive may take newer ones
@@ -40,6 +41,7 @@ class DeadLetterFold:
         self._lock = threading.Lock()
         self.passes = 0
         self.records_read = 0  # every record read (each once: passes start where the last ended)
+        self.records_of_no_queue = 0  # keys that are no queue id: the tracker's set-aside markers, others'
 
     def read_new(self) -> None:
         """Fold what was appended to every dead-letter partition since the last call."""
@@ -72,9 +74,15 @@ class DeadLetterFold:
             self.passes += 1
 
     def _fold(self, m) -> None:
+        # A key that is no queue id is no queue's letter (the tracker's `!malformed-markers`, an
+        # empty or made-up key of another client): an audit saw them as queue rows, counted in
+        # the totals, with a detail page that was a 404 and names the CLI refused.
         try:
             queue = (m.key() or b"").decode()
         except UnicodeDecodeError:
+            queue = ""
+        if not QUEUE_NAME_RE.match(queue):
+            self.records_of_no_queue += 1
             return
         log = self._letters.setdefault(queue, LetterLog())
         log.fold(m.offset(), m.headers())

@@ -60,6 +60,7 @@ async def health(web, request):
                      "scanner": {"active": scanner.active, "passes": scanner.passes,
                                  "dlq_passes": scanner.dead_letters.passes,
                                  "dlq_records_read": scanner.dead_letters.records_read,
+                                 "dlq_records_of_no_queue": scanner.dead_letters.records_of_no_queue,
                                  "unreadable_batches": scanner.skips.batches,
                                  "error": scanner.last_error}})
 

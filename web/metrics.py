@@ -156,7 +156,10 @@ def _groups(label) -> Iterator[Any]:
                 labels=["queue"]),
             "groups_in_flight": GaugeMetricFamily(
                 "kmq_queue_groups_in_flight", "Ordered groups with their head in flight or on its way back",
-                labels=["queue"])}
+                labels=["queue"]),
+            "groups_held": GaugeMetricFamily(
+                "kmq_queue_groups_held", "Ordered groups held by a dead-lettered message until it is "
+                "redriven (dead_letter_head hold)", labels=["queue"])}
     age = GaugeMetricFamily("kmq_queue_group_head_age_seconds", "Age of the oldest group head",
                             labels=["queue"])
     sums: dict[str, dict[str, float]] = {name: {} for name in fams}

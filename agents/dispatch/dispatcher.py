@@ -226,7 +226,8 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                     (m, w.queue, p), replay.took(w), int(cfg.dedup_window_s * 1000))
                 continue
             if cfg.ordering == "group":
-                runs = self._ordered.hand_out((m, w.queue, p), w, roster, int(cfg.dedup_window_s * 1000), now_ms)
+                runs = self._ordered.hand_out((m, w.queue, p), w, roster, int(cfg.dedup_window_s * 1000), now_ms,
+                                              cfg.dead_letter_head)
                 if runs:
                     # After this queue's ACQUIREs, in their record: the cursor a successor
                     # reads from goes back to the oldest record still waiting for its group.

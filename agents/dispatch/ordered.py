@@ -60,7 +60,7 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
     def __init__(self, wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._queues: dict[Key, _Queue] = {}
         self._wall_ms = wall_ms  # caps record timestamps for dedup (Dedup.check)
-        self.stats = {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0}
+        self.stats = {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0, "held-heads-let-go": 0}
 
     def _queue(self, key: Key) -> _Queue:
         q = self._queues.get(key)
@@ -217,22 +217,28 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
         return sum(q.held_bytes for q in queues), sum(len(q.records) for q in queues)
 
     def gauges(self, now_ms: int) -> dict[str, dict[str, int]]:
-        """Per queue: groups waiting, groups in flight, oldest head age (ms)."""
+        """Per queue: groups waiting, groups in flight, of those held, oldest head age (ms)."""
         out: dict[str, dict[str, int]] = {}
         for (_, queue, _), q in list(self._queues.items()):
             if not q.ordered:
                 continue
             g = q.order.gauges(now_ms)
-            mine = out.setdefault(queue, {"groups_waiting": 0, "groups_in_flight": 0,
+            mine = out.setdefault(queue, {"groups_waiting": 0, "groups_in_flight": 0, "groups_held": 0,
                                           "oldest_head_age_ms": 0})
-            mine["groups_waiting"] += g["groups_waiting"]
-            mine["groups_in_flight"] += g["groups_in_flight"]
+            for name in ("groups_waiting", "groups_in_flight", "groups_held"):
+                mine[name] += g[name]
             mine["oldest_head_age_ms"] = max(mine["oldest_head_age_ms"], g["oldest_head_age_ms"])
         return out
 
-    def hand_out(self, key: Key, w: Want, roster: Roster, dedup_window_ms: int, now_ms: int) -> list:
+    def hand_out(self, key: Key, w: Want, roster: Roster, dedup_window_ms: int, now_ms: int,
+                 dead_letter_head: str | None = None) -> list:
         """What was read of an ordered queue goes to its groups; their heads go out, as
-        (slot, seq, records) runs like ``kmq.protocol.dispatch.hand_out``'s."""
+        (slot, seq, records) runs like ``kmq.protocol.dispatch.hand_out``'s. Under
+        ``dead_letter_head`` "continue", groups held by a dead-lettered head (set while the
+        policy was "hold") go on."""
+        q = self._queues.get(key)
+        if dead_letter_head == "continue" and q is not None and q.order.held:
+            self.stats["held-heads-let-go"] += q.order.release_held()
         taken, w.taken = w.taken, []
         if taken:  # what one ACQUIRE range can span: read no further than the window
             limit = self.floor(key, taken[0].offset()) + ORDERED_WINDOW_OFFSETS

@@ -23,6 +23,9 @@ from kmq.protocol.limits import MAX_BATCH_SIZE
 from kmq.setting_values import web_url
 from kmq.settings import Settings
 
+MAX_REPEAT = 1_000_000  # kmq send --repeat: a CLI for looking and trying, not a load generator
+SHOWN_IDS = 5  # kmq send prints the ids of at most this many messages
+
 STATS_COLUMNS = (("queue", "queue"), ("depth", "depth"), ("in_flight", "in flight"),
                  ("scheduled", "scheduled"), ("dead_letters", "dead letters"),
                  ("oldest_in_flight_age_s", "oldest s"), ("sent_per_min", "sent/min"),
@@ -38,8 +41,8 @@ STATS_COLUMNS = (("queue", "queue"), ("depth", "depth"), ("in_flight", "in fligh
 @click.option("--header", "-H", "headers", multiple=True, callback=header_pairs, help="NAME=VALUE (repeatable).")
 @click.option("--delay-s", type=float, default=None, callback=delay_seconds,
               help="Deliver after this many seconds (at most KMQ_MAX_DELAY_S).")
-@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True,
-              help="Send each value this many times.")
+@click.option("--repeat", type=click.IntRange(1, MAX_REPEAT), default=1, show_default=True,
+              help=f"Send each value this many times (at most {MAX_REPEAT:,}).")
 @connection_options
 def send(settings: Settings, queue: str, values: tuple[str, ...], headers: dict[str, str],
          delay_s: float | None, repeat: int) -> None:
@@ -51,12 +54,18 @@ def send(settings: Settings, queue: str, values: tuple[str, ...], headers: dict[
     payloads = ([os.fsencode(v) for v in values]
                 or [line.removesuffix(b"\n").removesuffix(b"\r") for line in sys.stdin.buffer])
     check_sizes(queue, payloads, headers, settings.max_message_bytes, "value" if values else "line")
-    payloads = payloads * repeat
+    # Sent as repeated, not as a list repeated first: --repeat 3e9 grew one to 23 GB (an audit).
+    sent = 0
+    first_ids: list[str] = []
     with Client(settings=settings) as client:
-        ids = [client.send(queue, p, headers=headers or None, delay_s=delay_s)
-               for p in payloads]
+        for _ in range(repeat):
+            for p in payloads:
+                msg_id = client.send(queue, p, headers=headers or None, delay_s=delay_s)
+                sent += 1
+                if len(first_ids) <= SHOWN_IDS:
+                    first_ids.append(msg_id)
         client.flush()
-    click.echo(sent_line(queue, ids))
+    click.echo(sent_line(queue, sent, first_ids))
 
 
 def check_sizes(queue: str, payloads: list[bytes], headers: dict[str, str], max_bytes: int, what: str) -> None:
@@ -70,10 +79,10 @@ def check_sizes(queue: str, payloads: list[bytes], headers: dict[str, str], max_
         raise MessageTooLargeError(f"{exc} (nothing was sent)") from None
 
 
-def sent_line(queue: str, ids: list[str]) -> str:
-    """``sent N messages to QUEUE`` and, for up to 5, their ids."""
-    return (f"sent {len(ids)} message{'s' * (len(ids) != 1)} to {queue}"
-            + (f": {', '.join(ids)}" if 0 < len(ids) <= 5 else ""))
+def sent_line(queue: str, sent: int, first_ids: list[str]) -> str:
+    """``sent N messages to QUEUE`` and, when N is at most 5, their ids."""
+    return (f"sent {sent} message{'s' * (sent != 1)} to {queue}"
+            + (f": {', '.join(first_ids)}" if 0 < sent <= SHOWN_IDS else ""))
 
 
 @click.command()
@@ -180,6 +189,19 @@ STATS_SCAN_POLL_S = 0.25  # asking again for the depth scan's first pass
 PAGE_ROWS = 1000  # the web API's most rows a page (web.paging.MAX_LIMIT): more are asked page by page
 
 
+def shape_problems(data: dict[str, Any], detail: bool) -> list[str]:
+    """The fields of a queue view (list or detail) whose types are not the tracker's, as
+    ``field of type T``: another service's JSON with the right names is refused as one line."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    checks: dict[str, Callable[[Any], bool]] = (
+        {"in_flight_range_count": number,
+         "dead_letters_detail": lambda v: isinstance(v, dict) and number(v.get("count"))} if detail else
+        {"queues": lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
+         "total": number, "workers": number, "partial": lambda v: isinstance(v, bool)})
+    return [f"{field} of type {type(data[field]).__name__}" for field, ok in checks.items() if not ok(data[field])]
+
+
 def more_pages(first: dict[str, Any], page_at: Callable[[int], list[dict[str, Any]]],
                limit: int | None) -> list[dict[str, Any]]:
     """The first ``limit`` rows (None: all) of the queue list whose first page is ``first``,
@@ -242,9 +264,10 @@ def stats(queue: str | None, url: str | None, token: str | None, sort: str, limi
             time.sleep(STATS_SCAN_POLL_S)
             data = tracker_get(address, settings.token or None, timeout_s)
         missing = [f for f in (DETAIL_FIELDS if queue else LIST_FIELDS) if f not in data]
-        if missing:  # another service's JSON (a KeyError before)
-            raise KmqError(f"{address} answered without {', '.join(missing)}: not a tracker's queue "
-                           "view; is --url / KMQ_TRACKER_URL a tracker worker's web address?")
+        wrong = missing or shape_problems(data, queue is not None)
+        if wrong:  # another service's JSON (a KeyError, an AttributeError or a TypeError before)
+            raise KmqError(f"{address} answered {'without' if missing else 'with'} {', '.join(wrong)}: not a "
+                           "tracker's queue view; is --url / KMQ_TRACKER_URL a tracker worker's web address?")
         if not queue:
             data["queues"] = more_pages(data, lambda offset: tracker_get(
                 f"{address}&offset={offset}", settings.token or None, timeout_s).get("queues"), limit)

@@ -38,7 +38,7 @@ from kmq.ops.admin_hash import AdminHash
 
 TENANT_KEY_PREFIX = "!tenant/"
 AUTH_KEY = b"!auth"  # present (with the admin token's scrypt hash) while the deployment has auth on
-TENANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+TENANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")  # \Z: $ let "t\n" through
 
 
 def hash_token(token: str) -> str:

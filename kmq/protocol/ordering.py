@@ -63,6 +63,7 @@ class GroupOrder(PurgeAndGauges):
         self._known: set[int] = set()           # offsets waiting, back, or in flight
         self._offered_ms: dict[int, int] = {}   # offset -> when first offered (head age)
         self._owned: dict[str, dict[bytes, None]] = {}  # consumer -> groups whose run goes on there
+        self.held = 0  # messages dead-lettered and held (policy "hold"): away until redriven
 
     def __len__(self) -> int:
         """Groups with a message waiting or in flight (what state is kept for)."""
@@ -116,6 +117,7 @@ class GroupOrder(PurgeAndGauges):
                 m.offset = None
             self._known.add(offset)
             self._offered_ms[offset] = now_ms
+            self.held -= m.held
             m.back, m.held = offset, False
             self._disown(group, g)
             self._update(group, g)
@@ -277,6 +279,7 @@ class GroupOrder(PurgeAndGauges):
         g = self._groups[group]
         m = next(x for x in g.run if x.offset == offset)
         m.offset, m.held = None, True
+        self.held += 1
         self._disown(group, g)
         self._update(group, g)
         return True

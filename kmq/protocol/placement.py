@@ -17,7 +17,8 @@ _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK32 = 0xFFFFFFFF
 
-QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$")
+# \Z, not $: $ also matches before a final newline, so "jobs\n" was a valid queue id.
+QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}\Z")
 
 
 def murmur2(data: bytes) -> int:

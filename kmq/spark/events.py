@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from kmq.protocol import envelope
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
+from kmq.protocol.placement import QUEUE_NAME_RE
 from kmq.errors import ConfigError, MarkerDecodeError
 from kmq.spark.arrow import INT, LONG, STRING, arrow_schema, struct
 
@@ -161,17 +162,20 @@ def with_group(df: DataFrame, records: DataFrame) -> DataFrame:
 
 
 MALFORMED_MARKERS_KEY = "!malformed-markers"
+# The queue id rule for Spark's (Java's) regexes: Java's \z is Python's \Z (the very end).
+QUEUE_ID_JAVA_RE = QUEUE_NAME_RE.pattern.removesuffix("\\Z") + "\\z"
 
 
 def dead_letters(dlq: DataFrame) -> DataFrame:
     """Dead-letter records (read with headers) with their reason and history as columns.
 
-    Malformed markers set aside on the dead-letter topic (key
-    ``!malformed-markers``) and the control events of redrives and purges (header
-    ``kmq.dlq.control``) are left out: they are no queue's messages.
+    Records whose key is no queue id (malformed markers set aside there, key
+    ``!malformed-markers``; another client's null, empty or made-up keys) and the
+    control events of redrives and purges (header ``kmq.dlq.control``) are left
+    out: they are no queue's messages (the tracker's views leave out the same).
     """
     _need_headers(dlq, "dead_letters")
-    letters = (F.col("key") != F.lit(MALFORMED_MARKERS_KEY.encode())) & header(envelope.DLQ_CONTROL).isNull()
+    letters = F.col("key").cast("string").rlike(QUEUE_ID_JAVA_RE) & header(envelope.DLQ_CONTROL).isNull()
     return dlq.where(letters).select(
         F.col("key").cast("string").alias("queue"),
         header(envelope.ID).cast("string").alias("message_id"),

@@ -41,6 +41,17 @@ def test_send_from_stdin_and_a_receive_without_ack_releases_at_exit(shared_setti
     assert {m["delivery_count"] for m in again} == {2} and all(m["acked"] for m in again)
 
 
+def test_send_repeat_sends_each_value_that_many_times_in_order(shared_settings, tracker, queue):
+    runner = CliRunner()
+    env = settings_env(shared_settings)
+    out = runner.invoke(main, ["send", queue, "a", "b", "--repeat", "4"], env=env)
+    assert out.exit_code == 0 and out.output == f"sent 8 messages to {queue}\n", out.output  # no ids past 5
+    got = runner.invoke(main, ["receive", queue, "--ack", "--max", "8", "--timeout-s", "60", "--json"], env=env)
+    assert got.exit_code == 0, got.output
+    values = [json.loads(line)["value"] for line in got.output.splitlines()]
+    assert sorted(values) == ["a"] * 4 + ["b"] * 4
+
+
 def test_a_receive_with_ack_of_an_ordered_queue_gets_each_groups_next_message_in_the_same_call(
         shared_settings, tracker, queue):
     # Acked only at exit, the gate held each group's next message for the whole call:

@@ -4,6 +4,8 @@ view every 2 s; it read the whole partition each time)."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 
 from confluent_kafka import Producer
 
@@ -71,3 +73,33 @@ def test_the_detail_view_counts_new_dead_letters_without_reading_the_topic(make_
         assert scanned()["dlq_records_read"] == 9
     finally:
         t.stop()
+
+
+def test_dead_letter_records_whose_key_is_no_queue_id_are_counted_not_shown_as_queues(
+        shared_settings, tracker, queue):
+    # An audit: keys on the dead-letter topic that are no queue id (the tracker's own
+    # `!malformed-markers`, another client's empty, null, non-UTF-8 or made-up keys) were queue
+    # rows counted in the totals, whose detail pages were 404s and whose names the CLI refused.
+    s = shared_settings
+    strays = [b"!malformed-markers", b"", None, b"\xff\xfe", "队列-x".encode(), b"a b"]
+    before = tracker.health()["scanner"]["dlq_records_of_no_queue"]
+    p = Producer(s.client_config())
+    for key in strays:
+        p.produce(s.dlq_topic, b"stray", key)
+    p.produce(s.dlq_topic, letter(0)[0], queue.encode(), partition=dlq_partition(s, queue), headers=letter(0)[1])
+    assert p.flush(30) == 0
+
+    def listed() -> dict | None:
+        rows: dict[str, dict] = {}
+        while True:  # every page: the session's other tests made more queues than one holds
+            with urllib.request.urlopen(f"{tracker.url}/kmq/api/queues?limit=1000&offset={len(rows)}",
+                                        timeout=30) as r:
+                page = json.loads(r.read())
+            rows.update((row["queue"], row) for row in page["queues"])
+            if not page["queues"] or len(rows) >= page["total"]:
+                break
+        return rows if rows.get(queue, {}).get("dead_letters") == 1 else None
+    rows = wait_for(listed, 60, interval_s=0.2, what="the queue's dead letter in the list")
+    assert not {"!malformed-markers", "", "队列-x", "a b", "\ufffd\ufffd"} & set(rows)
+    # Read in the same pass as the queue's letter (the partitions are read to their ends).
+    assert tracker.health()["scanner"]["dlq_records_of_no_queue"] - before == len(strays)

@@ -177,6 +177,32 @@ def test_a_dead_lettered_head(client, ordered, policy, tracker):
         nxt.ack()
 
 
+def test_a_group_held_by_a_purged_dead_letter_goes_on_once_the_policy_is_continue(client, ordered, tracker):
+    # An audit: with "hold", purging the head's dead letter took the only copy that could free
+    # the group; it stayed held for good, "continue" set afterwards did not free it, and the
+    # view showed only a group in flight.
+    client.configure_queue(ordered, dead_letter_head="hold")
+    tracker_sees(tracker, ordered, dead_letter_head="hold")
+    sent = send_groups(client, ordered, ["g"], 3)
+    with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=30) as c:
+        head = wait_for(lambda: c.receive(0.2), 30, what="the head")
+        assert head.id == sent["g"][0]
+        head.reject("bad")
+        c.flush()
+        wait_for(lambda: client.dead_letters(ordered), 30, what="the dead letter")
+        assert client.purge_dead_letters(ordered) == 1
+        held = wait_for(lambda: (g := (queue_detail(tracker, ordered) or {}).get("groups")) and g["held"] == 1 and g,
+                        30, what="the group shown held")
+        assert held["in_flight"] == 1
+        assert c.receive(1.0) is None  # still held: the policy is "hold"
+        client.configure_queue(ordered, dead_letter_head="continue")
+        for want in sent["g"][1:]:
+            got = wait_for(lambda: c.receive(0.2), 30, what="the group going on")
+            assert (got.id, got.delivery_count) == (want, 1)
+            got.ack()
+        wait_for(lambda: queue_detail(tracker, ordered)["groups"]["held"] == 0, 30, what="no group held")
+
+
 SEND = """
 import sys, kmq
 c = kmq.Client()
@@ -235,7 +261,7 @@ def test_a_purge_drops_the_waiting_records_of_an_ordered_queue(client, ordered, 
         # Then: the dispatcher holds nothing of the queue any more (no group waits for a
         # head the tracker forgot, no record below the point waits to go out)
         wait_for(lambda: groups_of(tracker, ordered) == {"groups_waiting": 0, "groups_in_flight": 0,
-                                                         "oldest_head_age_ms": 0}, 30,
+                                                         "groups_held": 0, "oldest_head_age_ms": 0}, 30,
                  what="the dispatcher dropping the purged groups")
         for m in held:
             m.ack()  # stale: the purge forgot them

@@ -180,6 +180,20 @@ class OrderedQueue(RuleBasedStateMachine):
         self.id_at[self.next_offset] = msg_id
         self.next_offset += 1
 
+    @rule()
+    def let_held_go(self):
+        """``dead_letter_head`` set to "continue": held groups go on (their dead letters were
+        purged, or will never be redriven), as if each head had been dead-lettered then."""
+        assert self.order.release_held() == len(self.held)
+        self.settled |= set(self.held.values())
+        self.held = {}
+
+    @invariant()
+    def held_heads_are_counted(self):
+        if hasattr(self, "order"):
+            assert self.order.held == len(self.held)
+            assert self.order.gauges(self.now)["groups_held"] == len(self.held)
+
     @rule(back=st.integers(0, 3))
     def purge(self, back):
         # The purge point is the log's end when the tracker took it; the dispatcher may
@@ -266,7 +280,7 @@ def test_hot_group_does_not_block_others():
         order.offer(o, f"c{o}", f"g{o}".encode(), 0)
     taken = order.take(16, 0)
     assert len(taken) == 11  # the hot group's head and every other group's
-    assert order.gauges(5) == {"groups_waiting": 0, "groups_in_flight": 11, "oldest_head_age_ms": 5}
+    assert order.gauges(5) == {"groups_waiting": 0, "groups_in_flight": 11, "groups_held": 0, "oldest_head_age_ms": 5}
 
 
 def test_read_twice_is_ignored():
@@ -281,7 +295,7 @@ def test_gauges_of_waiting_groups_and_head_age():
     order.offer(0, "a0", b"a", 100)
     order.offer(1, "b0", b"b", 300)
     order.take(1, 400)  # a's head in flight
-    assert order.gauges(1100) == {"groups_waiting": 1, "groups_in_flight": 1, "oldest_head_age_ms": 1000}
+    assert order.gauges(1100) == {"groups_waiting": 1, "groups_in_flight": 1, "groups_held": 0, "oldest_head_age_ms": 1000}
 
 
 def test_the_head_age_after_a_head_settles_is_the_next_heads_not_the_clock():

@@ -20,7 +20,7 @@ def test_a_purge_drops_waiting_records_and_frees_groups_of_purged_heads():
     assert order.purge_below(4) == 4  # a1, c0 waiting; a0 in flight; b0 held
     # Then: nothing is left, and a late ack of the purged head is ignored
     assert len(order) == 0 and order.waiting_records() == 0 and order.in_flight() == {}
-    assert order.gauges(10) == {"groups_waiting": 0, "groups_in_flight": 0, "oldest_head_age_ms": 0}
+    assert order.gauges(10) == {"groups_waiting": 0, "groups_in_flight": 0, "groups_held": 0, "oldest_head_age_ms": 0}
     assert not order.settled(0)
     # and the groups' next sends go out at once
     order.offer(4, "a2", b"a", 5)

@@ -69,6 +69,9 @@ def workload(spark, broker, make_topic):
             (H.DLQ_AT_MS, str(T + 350).encode())]),
         dict(value=b"\x09garbage", key=b"!malformed-markers",
              headers=[(H.DLQ_REASON, b"malformed-marker")]),
+        # Another client's keys that are no queue id: no queue's letters (the views agree).
+        *[dict(value=b"stray", key=k, headers=[(H.DLQ_REASON, b"rejected")])
+          for k in (None, b"", f"{A}\n".encode(), "\u961f\u5217".encode(), b"\xff\xfe")],
     ])
     # The tracker's changelog for the same moment: m3's second delivery in flight, one
     # scheduled send, one range that was fully acked (tombstoned), and index keys.

@@ -43,6 +43,29 @@ def test_stats_against_an_address_that_is_not_a_tracker_is_one_error_line_naming
     assert "--url" in out.output and "not a tracker" in out.output
 
 
+LIST_WITH_WRONG_TYPES = [
+    b'{"queues": [1], "total": 1, "workers": 1, "partial": false}',  # AttributeError: 'int' ... 'get'
+    b'{"queues": "abc", "total": 1, "workers": 1, "partial": false}',
+    b'{"queues": [], "total": "many", "workers": 1, "partial": false}',
+    b'{"queues": [], "total": 0, "workers": null, "partial": "no"}',
+]
+DETAIL_WITH_WRONG_TYPES = [
+    b'{"queue": "orders", "in_flight_range_count": 0, "dead_letters_detail": null, "since_start": {}}',  # TypeError
+    b'{"queue": "orders", "in_flight_range_count": 0, "dead_letters_detail": {}, "since_start": {}}',
+    b'{"queue": "orders", "in_flight_range_count": [], "dead_letters_detail": {"count": 1}, "since_start": {}}',
+]
+
+
+@pytest.mark.parametrize("body, queue", [(b, []) for b in LIST_WITH_WRONG_TYPES]
+                         + [(b, ["orders"]) for b in DETAIL_WITH_WRONG_TYPES])
+def test_stats_against_the_trackers_field_names_with_other_types_is_one_error_line(body, queue):
+    # An audit: a server answering the tracker's names with other types gave a traceback.
+    with answering(body, "application/json") as url:
+        out = run("stats", *queue, "--url", url, "--timeout-s", "5")
+    assert out.exit_code == 1 and out.output.startswith("error: "), out.output
+    assert out.output.count("\n") == 1 and " of type " in out.output and "--url" in out.output, out.output
+
+
 @pytest.mark.parametrize("body", [b"[]", b'"gone"', b"<html>404</html>"])
 def test_stats_against_a_server_answering_an_error_that_is_not_a_trackers_is_one_error_line(body):
     # tracker_get read the error's JSON with .get(): a list or a string was an AttributeError.

@@ -61,10 +61,11 @@ def test_config_reference_prints_and_writes_the_same_text(tmp_path):
     assert target.read_text() == printed.output
 
 
-@pytest.mark.parametrize("repeat", ["0", "-3"])
-def test_send_repeat_below_one_is_refused_not_sent_once(repeat):
+@pytest.mark.parametrize("repeat", ["0", "-3", "1000001", "3000000000"])
+def test_send_repeat_outside_one_to_a_million_is_refused_not_sent(repeat):
+    # 3e9 was taken, built a list of 3e9 payloads and grew to 23 GB before the kernel killed it.
     out = run("send", *DOWN, "orders", "x", "--repeat", repeat)
-    assert out.exit_code == 2 and "--repeat" in out.output and "x>=1" in out.output
+    assert out.exit_code == 2 and "--repeat" in out.output and "1<=x<=1000000" in out.output
 
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf"])
@@ -102,9 +103,10 @@ def test_the_sdk_refuses_a_negative_limit_and_a_rate_that_is_not_finite():
 
 def test_the_send_line_lists_ids_only_when_there_are_some():
     from kmq.cli.ops import sent_line
-    assert sent_line("orders", []) == "sent 0 messages to orders"
-    assert sent_line("orders", ["a-1"]) == "sent 1 message to orders: a-1"
-    assert sent_line("orders", [f"a-{i}" for i in range(6)]) == "sent 6 messages to orders"
+    assert sent_line("orders", 0, []) == "sent 0 messages to orders"
+    assert sent_line("orders", 1, ["a-1"]) == "sent 1 message to orders: a-1"
+    assert sent_line("orders", 6, [f"a-{i}" for i in range(6)]) == "sent 6 messages to orders"
+    assert sent_line("orders", 3_000_000, [f"a-{i}" for i in range(6)]) == "sent 3000000 messages to orders"
 
 
 # -- settings (docs/configuration.md) ------------------------------------------------------

@@ -23,7 +23,8 @@ def test_a_queue_spreads_over_consecutive_partitions():
     assert 0 <= markers_partition("orders", 8) < 8
 
 
-@pytest.mark.parametrize("name", ["", "-x", "a b", "ä", "x" * 129, None, 5, "a/b"])
+# "a\n" passed while the rule ended in $ (which also matches before a final newline).
+@pytest.mark.parametrize("name", ["", "-x", "a b", "ä", "x" * 129, None, 5, "a/b", "a\n", "orders\n", "\n"])
 def test_invalid_queue_names_are_refused_with_the_rule(name):
     with pytest.raises(InvalidQueueNameError, match="1-128 characters"):
         validate_queue_name(name)
@@ -32,3 +33,22 @@ def test_invalid_queue_names_are_refused_with_the_rule(name):
 @pytest.mark.parametrize("name", ["orders", "a", "tenant-1.orders_v2~x", "9" * 128])
 def test_valid_queue_names_pass(name):
     assert validate_queue_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["t\n", "t\r\n", " t", ""])
+def test_a_tenant_name_with_a_final_newline_is_refused(name):
+    from kmq.errors import ConfigError
+    from kmq.ops.tenancy import validate_tenant_name
+    with pytest.raises(ConfigError, match="not a valid tenant name"):
+        validate_tenant_name(name)
+
+
+def test_a_marker_naming_a_queue_with_a_final_newline_is_refused_by_the_codec():
+    from kmq.errors import MarkerDecodeError
+    from kmq.protocol import marker_codec
+    from kmq.protocol.markers import Purge
+    with pytest.raises(ValueError, match="not a valid queue id"):
+        marker_codec.encode([Purge("orders\n")])
+    forged = marker_codec.encode([Purge("ordersX")]).replace(b"ordersX", b"orders\n")  # another client's
+    with pytest.raises(MarkerDecodeError, match="not a valid queue id"):
+        marker_codec.decode(forged)
