@@ -21,7 +21,7 @@ from typing import Any
 
 from kmq.backoff import Backoff
 from kmq.errors import ConfigError
-from kmq.protocol.limits import MAX_TIMEOUT_MS
+from kmq.protocol.limits import MAX_TIMEOUT_MS, int_in
 from kmq.protocol.ordering import DEAD_LETTER_HEAD_POLICIES, DEFAULT_DEDUP_WINDOW_S, ORDERINGS
 from kmq.setting_checks import MAX_PROCESSING_S
 from kmq.settings import Settings
@@ -32,6 +32,18 @@ MAX_VISIBILITY_S = MAX_TIMEOUT_MS / 1000  # 12 h: the marker codec's timeout lim
 MAX_DEDUP_WINDOW_S = 12 * 3600.0
 DISPATCH_MODES = ("shared", "partition")
 MAX_SPREAD = 1024  # and at most the queue topic's partitions (checked when a spread grows)
+
+
+I64_MAX = (1 << 63) - 1
+
+
+def _check_offsets(name: str, offsets: object) -> None:
+    """A partition -> offset map of a queue: at most MAX_SPREAD partitions (a queue's own;
+    200,000 entries in a config grew the tracker and every client by 130-140 MB)."""
+    if not isinstance(offsets, dict) or len(offsets) > MAX_SPREAD or not all(
+            int_in(p, 0, 2**31 - 1) and int_in(o, 0, I64_MAX) for p, o in offsets.items()):
+        raise ConfigError(f"{name} must map at most {MAX_SPREAD} partitions (0 to 2**31-1) to "
+                          "offsets (0 to 2**63-1)")
 
 
 SECONDS_FIELDS = ("visibility_timeout_s", "max_processing_s", "dedup_window_s")
@@ -107,6 +119,15 @@ class QueueConfig:
             raise ConfigError(f"dedup_window_s=None: give seconds from 1 to {MAX_DEDUP_WINDOW_S:g} "
                               f"(default {DEFAULT_DEDUP_WINDOW_S:g})")
         _check_number("dedup_window_s", self.dedup_window_s, 1.0, MAX_DEDUP_WINDOW_S)
+        # The tracker's own fields: read from a topic anyone may write, so checked too (a
+        # dispatch_since_ms of "soon" failed every dispatch round of the tracker).
+        if not isinstance(self.handover_pending, bool):
+            raise ConfigError(f"handover_pending={self.handover_pending!r} must be True or False")
+        for name in ("dispatch_since_ms", "updated_at_ms"):
+            if not int_in(getattr(self, name), 0, I64_MAX):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be milliseconds from 0 to 2**63-1")
+        for name in ("purged_before", "partition_starts", "handover"):
+            _check_offsets(name, getattr(self, name))
 
     # -- resolved values ------------------------------------------------------
 

@@ -78,6 +78,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
                       "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
                       "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0,
+                      "handover-errors": 0,
                       "foreign-begins": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
@@ -124,7 +125,8 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
         self._expire_consumers(int(time.monotonic() * 1000))
         if time.monotonic() >= self._next_config_scan:
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
-            hand_over_switched(self.settings, self._configs, self._epochs, self._lanes, self._queue_parts)
+            self.stats["handover-errors"] += hand_over_switched(self.settings, self._configs, self._epochs,
+                                                                self._lanes, self._queue_parts)
         busy |= self._dispatch()
         self._lanes.producer.poll(0)
         busy |= self._lanes.write_lanes(self._epochs.with_deliveries())

@@ -24,10 +24,13 @@ log = logging.getLogger("kmq.tracker.dispatcher")
 
 
 def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs, lanes: LaneWriter,
-                       queue_parts: int) -> None:
+                       queue_parts: int) -> int:
     """Record where dispatching stopped for every queue that awaits its handover and whose
-    markers partition this dispatcher owns."""
+    markers partition this dispatcher owns. Returns how many handovers failed: each is
+    tried again at the next scan, and one queue's failure is not the others' (it was the
+    whole dispatch round's, every round)."""
     mparts = settings.markers_partitions
+    failed = 0
     for q in configs.queues():
         cfg = configs.get(q)
         if not modes.awaits_handover(cfg, settings):
@@ -35,12 +38,19 @@ def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs
         part = epochs.parts.get(markers_partition(q, mparts))
         if part is None or not part.ready:
             continue
-        part.rosters.pop(q, None)
-        # Our ACQUIREs of it are in the log (applied first), their lanes written.
-        lanes.settle_writes(epochs.with_deliveries(), 10)
-        lanes.producer.flush(10)
-        new = modes.handed_over(cfg, part.cursors, q, queue_partitions(q, queue_parts, cfg.spread),
-                                int(time.time() * 1000))
-        write_config(settings, q, new)
+        try:
+            part.rosters.pop(q, None)
+            # Our ACQUIREs of it are in the log (applied first), their lanes written.
+            lanes.settle_writes(epochs.with_deliveries(), 10)
+            lanes.producer.flush(10)
+            new = modes.handed_over(cfg, part.cursors, q, queue_partitions(q, queue_parts, cfg.spread),
+                                    int(time.time() * 1000))
+            write_config(settings, q, new)
+        except Exception as exc:  # noqa: BLE001 - logged and counted; the next scan tries again
+            failed += 1
+            log.warning("queue %s: its handover failed (tried again at the next scan): %s: %s",
+                        q, type(exc).__name__, str(exc)[:200])
+            continue
         configs.put_local(q, new)
         log.info("queue %s: handed over to its consumer group at %s", q, new.handover)
+    return failed

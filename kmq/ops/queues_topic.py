@@ -27,6 +27,7 @@ from kmq.queue_config import DEFAULT_CONFIG, QueueConfig
 from kmq.settings import Settings
 from kmq.ops.admin_hash import AdminHash, LegacyAuthRecordError
 from kmq.ops.control_sig import sign_queue_tenant, sign_tenant, verifies
+from kmq.protocol.placement import validate_queue_name
 from kmq.ops.tenancy import AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify
 
 log = logging.getLogger("kmq.queue_config")  # the name it always had: logging setups that name it keep working
@@ -173,6 +174,9 @@ class QueueConfigs:
             self._drop_config(queue)
             return
         try:
+            # A key that is no queue id names no queue: kept, its config made the dispatcher's
+            # every round fail (writing its handover raised), no shared queue got anything.
+            validate_queue_name(queue)
             config = QueueConfig.decode(rec.value())
         except Exception as exc:  # anyone may write here: b"1" raised AttributeError, and every new client failed
             self._unreadable(f"queue {queue}: config at {rec.topic()}[{rec.partition()}]@{rec.offset()}", exc)

@@ -31,3 +31,31 @@ def test_an_unreadable_queues_record_stops_no_client_and_is_counted(shared_setti
             assert m.value == b"after"
             m.ack()
     wait_for(lambda: unreadable_configs(tracker) > before, 30, what="the record counted")
+
+
+def test_a_decodable_config_of_no_queue_or_with_odd_tracker_fields_stops_no_shared_queue(
+        shared_settings, tracker, queue):
+    # An audit: `{"dispatch":"partition","handover_pending":true}` under a key that is no queue
+    # id (or "dispatch_since_ms":"soon" under a queue's) failed every dispatch round of the
+    # tracker: a shared queue on another markers partition got 0 of 10 in 43 s.
+    before = unreadable_configs(tracker)
+    tag = uuid.uuid4().hex[:8]
+    raw = Producer(shared_settings.client_config())
+    raw.produce(shared_settings.queues_topic, b'{"v":1,"dispatch":"partition","handover_pending":true}',
+                f"bad key {tag}".encode())
+    raw.produce(shared_settings.queues_topic, b'{"v":1,"dispatch_since_ms":"soon"}', f"odd-{tag}".encode())
+    assert raw.flush(30) == 0
+    wait_for(lambda: unreadable_configs(tracker) >= before + 2, 30, what="both records counted")
+    with kmq.Client(settings=shared_settings) as client:
+        client.configure_queue(queue, dispatch="shared")
+        for i in range(10):
+            client.send(queue, b"%d" % i)
+        client.flush()
+        got: set[bytes] = set()
+        with client.consumer(queue) as c:
+            def all_ten():
+                for m in c.receive_batch(10, timeout_s=0.2):
+                    got.add(m.value)
+                    m.ack()
+                return len(got) == 10
+            wait_for(all_ten, 60, interval_s=0, what="the shared queue's ten messages")

@@ -298,3 +298,15 @@ def test_an_unreadable_queues_record_is_counted():
         view._read(ConfigRec(b"q%d" % i, value, i))
     view._read(ConfigRec(b"!tenant:acme", b'["v"]', 9))
     assert view.unreadable == 5
+    # Decodable, but the tracker's own fields of other types, or a key that is no queue id:
+    # each made every dispatch round fail (an audit: no shared queue got a message).
+    for i, (key, fields) in enumerate([
+            (b"q5", {"dispatch_since_ms": "soon"}), (b"q6", {"handover_pending": "yes"}),
+            (b"q7", {"updated_at_ms": -1}), (b"q8", {"dispatch_since_ms": True}),
+            (b"q9", {"purged_before": {str(p): 1 for p in range(1025)}}),  # 200,000 held 130 MB
+            (b"q10", {"handover": {"0": -5}}), (b"q11", {"partition_starts": {"-1": 0}}),
+            (b"bad key", {"dispatch": "partition", "handover_pending": True}),
+            (b"q12\n", {})]):
+        view._read(ConfigRec(key, json.dumps({"v": 1, **fields}).encode(), 10 + i))
+    assert view.unreadable == 14 and not set(view.queues()) & {f"q{i}" for i in range(5, 13)}
+    assert "bad key" not in view.queues()
