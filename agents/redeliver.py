@@ -177,7 +177,10 @@ class Redeliverer:
         """
         producer = self._get_producer()
         partition = partition_for_key(key, self.settings.dlq_partitions)
-        if not self._produce(producer, self.settings.dlq_topic, key.decode(), value, partition, headers):
+        # One over the limit is not offered to the client at all: its refusal (an exception)
+        # is not needed to know, and costs a leak when raised inside a handler (track_markers).
+        if len(value) > self.settings.max_message_bytes or not self._produce(
+                producer, self.settings.dlq_topic, key.decode(), value, partition, headers):
             self._produce(producer, self.settings.dlq_topic, key.decode(), b"", partition,
                           headers + [("kmq.dlq.size", str(len(value)).encode())])
         self.set_aside_pending += 1

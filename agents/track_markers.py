@@ -108,7 +108,16 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     try:
         got = marker_codec.decode_lenient(event.value)
     except MarkerDecodeError as exc:
-        _set_aside(rt, part, msg, exc.reason, exc.data)
+        # Not the error itself: a local holding it is a cycle (it -> its traceback -> this
+        # frame -> it) that only a full collection frees, rare at the tracker's GC threshold.
+        bad = (exc.reason, exc.data)
+    else:
+        bad = None
+    if bad is not None:
+        # Set aside outside the handler: confluent-kafka's produce raising (a record too large
+        # for the dead-letter topic) while an exception is handled leaks that exception, and
+        # this one holds the record (an audit: each 200 MiB compressed bomb kept 200 MB).
+        _set_aside(rt, part, msg, *bad)
         return False
     if got.set_aside:  # markers outside the codec's limits; the rest of the record is applied
         _set_aside(rt, part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
@@ -158,6 +167,11 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
         # A shared queue's messages are handed out by its dispatcher (ACQUIRE); a START
         # would only move its cursor (a forged one past the end would stall the queue).
         part.count(marker.range.queue, Outcome.START_ON_SHARED, marker.mask.bit_count())
+        return None
+    if isinstance(marker, M.Floor) and not 0 <= marker.partition < settings.queue_partitions:
+        # A cursor of a partition the queue topic does not have (an audit: 400,000 forged
+        # FLOORs of made-up partitions grew the table, and every BEGIN loaded them all).
+        part.count(marker.queue, Outcome.UNKNOWN_PARTITION, 1)
         return None
     if isinstance(marker, (M.Start, M.Acquire)):
         purged_before = rt.config(marker.range.queue).purged_before.get(marker.range.partition, 0)

@@ -78,7 +78,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
                       "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
                       "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0,
-                      "handover-errors": 0,
+                      "handover-errors": 0, "cursors-out-of-topic": 0,
                       "foreign-begins": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
@@ -88,6 +88,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
         self._overdue_logged_s = -math.inf  # when a view stuck behind was last logged
         self._lanes: LaneWriter | None = None  # the thread's clients (_set_up)
         self._reader: QueueReader | None = None
+        self._queue_parts = 0  # the queue topic's partitions, once the thread's set-up read them
 
     # -- the dispatcher thread -------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from agents.dispatch.ordered import OrderedQueues
 from agents.dispatch.reader import QueueReader
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.protocol import markers as M
+from kmq.protocol.cursor_bounds import bounded_cursors
 from kmq.protocol.dispatch import Roster, admits
 from kmq.protocol.limits import MAX_CONSUMERS_PER_PARTITION, MAX_CONSUMERS_PER_QUEUE
 
@@ -38,6 +39,8 @@ class DispatcherEvents:
     _ordered: OrderedQueues
     _configs: QueueConfigs
     _floors: dict[int, list[M.Floor]]
+    _queue_parts: int
+    settings: Any
     _membership: Callable[[], float]
     stats: dict[str, int]
     trace: bool = False
@@ -105,11 +108,29 @@ class DispatcherEvents:
         if part is not None and part.ready and part.epoch != epoch:
             self._begun_by_another(m, epoch)
             return
+        cursors = self._within_topic(m, epoch, cursors)
         if self._epochs.begun(m, epoch, cursors):
             log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
             self._parts[m].replays = replays_at_begin(cursors, int(time.time() * 1000))
             ordered = {qp: v for qp, v in handed.items() if self._configs.get(qp[0]).ordering == "group"}
             self._ordered.recover_partition(m, ordered, self._reader.end_offset)
+
+    def _within_topic(self, m: int, epoch: int, cursors: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The table's cursors bounded by the queue topic (kmq.protocol.cursor_bounds): one far
+        past its partition's end begins at the end, and a FLOOR in the new epoch mends the table."""
+        if not self._queue_parts:  # not read yet (the set-up's): nothing to bound them by
+            return cursors
+        parts = sorted({p for _, p in cursors if 0 <= p < self._queue_parts})
+        ends = self._reader.ends_of(self.settings.queue_topic, parts, timeout_s=5) if parts else {}
+        got = bounded_cursors(cursors, ends, self._queue_parts)
+        for (queue, p), end in got.moved.items():
+            self._floors.setdefault(m, []).append(M.Floor(queue, p, end, epoch))
+        if got.moved or got.dropped:
+            self.stats["cursors-out-of-topic"] += len(got.moved) + len(got.dropped)
+            log.warning("markers partition %d: %d cursors past their partition's end (begun at it: %s) and "
+                        "%d of partitions the queue topic does not have (dropped): forged ACQUIREs or "
+                        "FLOORs", m, len(got.moved), list(got.moved.items())[:3], len(got.dropped))
+        return got.cursors
 
     def _begun_by_another(self, m: int, epoch: int) -> None:
         """A BEGIN not ours after ours, on a partition we own: from it on, the table fences

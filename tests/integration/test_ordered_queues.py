@@ -310,7 +310,7 @@ def test_the_queue_view_shows_an_ordered_queues_groups(client, ordered, queue, t
             return len(done) == 6
         wait_for(drain, 60, interval_s=0, what="every message")
         assert sorted(done) == sorted(i for ids in sent.values() for i in ids)
-        wait_for(lambda: groups() == {"waiting": 0, "in_flight": 0, "oldest_head_age_s": 0}, 30,
+        wait_for(lambda: groups() == {"waiting": 0, "in_flight": 0, "held": 0, "oldest_head_age_s": 0}, 30,
                  what="no group left in the queue view")
     # An unordered queue has no groups in its view.
     plain = queue + "-plain"

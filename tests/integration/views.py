@@ -58,3 +58,9 @@ def set_aside(tracker, reason: str) -> int:
             return json.loads(r.read())["set_aside"][reason]
     except (OSError, ValueError, KeyError):
         return 0
+
+
+def dispatcher_stats(t: TrackerProcess) -> dict:
+    """The tracker's dispatcher counters (``/kmq/stats``'s ``dispatcher``)."""
+    with urllib.request.urlopen(f"{t.url}/kmq/stats", timeout=10) as r:
+        return json.loads(r.read())["dispatcher"]
