@@ -148,6 +148,12 @@ class Flusher:
             self._away_since = now
             self.stats["user-code-away"] = self.stats.get("user-code-away", 0) + away
             self._source.flusher_work()
+        if self._user_code_away and self._ready:
+            # What user code has not taken goes back at once, uncounted (and what reaches the
+            # lane while it is away, each round): left to lapse with the message user code
+            # holds, it came back a visibility timeout later, counted, so with max_deliveries 1
+            # an ordered run was dead-lettered without reaching user code (an audit).
+            self.stats["returned-away"] = self.stats.get("returned-away", 0) + self._return_unhanded()
 
     def _flush_loop(self) -> None:
         """Send settlements within ``flush_interval_s`` of the first one, at once when a shared

@@ -127,16 +127,20 @@ class LiveSettings:
         log.info("queue %s: dispatch mode %s -> %s", self.queue, self._source.mode, mode)
         self._source = self._new_source(mode)
 
-    def _return_unhanded(self) -> None:
-        """Give back (uncounted) every held message not yet handed to user code (lock held)."""
+    def _return_unhanded(self) -> int:
+        """Give back (uncounted) every held message not yet handed to user code (lock held);
+        returns how many."""
+        returned = 0
         for held in self._ready:
             for i in range(held.handed, len(held.recs)):
                 rel = held.rels[i]
                 if not held.state[rel] and rel not in held.lapsed:
                     held.state[rel] = RELEASED
                     self._log.add(Message((held.recs[i], held, rel)), Verb.RETURN, 0)
+                    returned += 1
             held.handed = len(held.recs)
         self._ready.clear()
+        return returned
 
     def _give_back_held(self) -> None:
         """Closing: give back every held message (lock held); never handed out: uncounted,

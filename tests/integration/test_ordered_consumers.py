@@ -31,6 +31,27 @@ def test_a_hung_handler_holds_its_group_no_longer_than_its_processing_time(clien
                 m.ack()
 
 
+def test_a_hung_heads_run_comes_back_uncounted_and_is_not_dead_lettered_unhandled(client, ordered, tracker):
+    # An audit: with max_deliveries 1, user code hung on a0 past its processing time, and
+    # a1..a3, read ahead and never handed to user code, lapsed with it and were dead-lettered
+    # as max-deliveries. Now a consumer found away gives its read-ahead back uncounted.
+    client.configure_queue(ordered, max_deliveries=1)
+    tracker_sees(tracker, ordered, max_deliveries=1)
+    sent = send_groups(client, ordered, ["a"], 4)["a"]
+    with client.consumer(ordered, visibility_timeout_s=2, max_processing_s=2) as hung:
+        head = wait_for(lambda: hung.receive(0.2), 30, what="the head")
+        assert head.id == sent[0]  # ... and its user code never returns
+        wait_for(lambda: hung.stats.get("returned-away", 0) >= 1, 30, what="the read-ahead given back")
+        with client.consumer(ordered, visibility_timeout_s=30) as other:
+            for want in sent[1:]:
+                m = wait_for(lambda: other.receive(0.2), 60, what=f"{want} at the other consumer")
+                assert (m.id, m.delivery_count) == (want, 1)
+                m.ack()
+    # The head reached user code once, its one delivery: dead-lettered, alone.
+    letters = wait_for(lambda: client.dead_letters(ordered), 30, what="the head's dead letter")
+    assert [(d.id, d.reason) for d in letters] == [(sent[0], "max-deliveries")]
+
+
 def test_a_consumer_that_has_not_read_the_ordering_change_yet_keeps_the_order(client, queue, tracker):
     # docs/ordering.md: every message sent after configure_queue returned is ordered. A
     # consumer that had not read the change (another Client's, a moment behind) handed the
