@@ -47,6 +47,7 @@ class ConsumerLanes:
         self._watch = LaneWatch(time.monotonic())
         self._looked: tuple[float, dict[int, int]] | None = None  # (when, candidate lanes' ends)
         self._closed_bytes = (0, 0)  # (own, others') bytes read on lanes left
+        self._closed_malformed = 0  # forged or undecodable delivery headers on lanes left
         self.unsaid = False  # a move's new lane is not in a CREDIT yet (lock held)
         self.moves = 0
 
@@ -62,6 +63,11 @@ class ConsumerLanes:
             if r is not None:
                 own, other = own + r.own_bytes, other + r.other_bytes
         return own, other
+
+    def malformed(self) -> int:
+        """Records keyed as this consumer's delivery headers that were not one, on every lane
+        read (kmq.consumer.lane_reader): forged, or another client's."""
+        return self._closed_malformed + sum(r.malformed for r in (self.current, self.leaving) if r is not None)
 
     def settled(self) -> bool:
         """No lane being left, no delivery's copies on their way."""
@@ -92,6 +98,7 @@ class ConsumerLanes:
                 self.leaving = None
             if self.leaving is None:
                 self._closed_bytes = (self._closed_bytes[0] + old.own_bytes, self._closed_bytes[1] + old.other_bytes)
+                self._closed_malformed += old.malformed
                 old.close()
             timeout_s = 0.0 if out else min(timeout_s, MOVE_POLL_S)
         reader = self.current

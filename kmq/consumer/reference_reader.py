@@ -4,8 +4,9 @@ Where a queue dominates a range, the dispatcher sends a consumer no copies, only
 range's name (kmq.protocol.deliveries); the consumer reads the range from the queue topic
 itself. This reader keeps those ranges in delivery order, reads each one through (on from
 where the last one ended, or after a seek), and hands back each range once it is complete,
-or once its visibility timeout passed with records missing (gone from the log: what is
-missing comes back from the tracker when due). Which of its records are the consumer's is
+or once its visibility timeout (the consumer's own, at most) passed with records missing
+(gone from the log: what is missing comes back from the tracker when due; or never
+written: a forged reference). Which of its records are the consumer's is
 decided by the caller (kmq.consumer.referred.ours); this module only reads.
 
 Its librdkafka consumer is made at the first reference, and unassigned when no range
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from confluent_kafka import TopicPartition
 
@@ -33,8 +34,13 @@ IDLE_S = 1.0  # with no range to read this long, the reader stops fetching (unas
 class ReferenceReader:
     """Referred ranges of one shared consumer, read from the queue topic in delivery order."""
 
-    def __init__(self, settings: Settings, group_id: str, config: dict[str, Any] | None) -> None:
+    def __init__(self, settings: Settings, group_id: str, config: dict[str, Any] | None,
+                 visibility_s: Callable[[], float] | None = None) -> None:
         self._settings = settings
+        # The consumer's own visibility timeout: what it asked deliveries for. A reference
+        # claiming longer was not the dispatcher's (a forged one of 12 h past the end of
+        # the log held every later delivery of the consumer for 12 h: an audit).
+        self._visibility_s = visibility_s
         self._group_id = group_id
         self._config = config  # the caller's librdkafka settings apply to this reader too
         self._waiting: deque[tuple[D.Delivery, float]] = deque()
@@ -44,6 +50,7 @@ class ReferenceReader:
         self._since = 0.0  # when reading the oldest range began (monotonic s; 0: not yet)
         self._done_at = 0.0  # when the last range was complete (monotonic s)
         self._assigned = False
+        self.incomplete = 0  # ranges handed back with records missing (gone, or never written)
         self.kc: PatientReader | None = None
 
     def add(self, d: D.Delivery, sent_at: float) -> None:
@@ -71,8 +78,13 @@ class ReferenceReader:
             self._carry = []
             leftover = referred.in_range(recs, r, self._got)
             complete = bool(leftover) or bool(self._got and self._got[-1].offset() == r.end - 1)
-            if not complete and time.monotonic() - self._since <= d.timeout_ms / 1000:
+            wait_s = d.timeout_ms / 1000
+            if self._visibility_s is not None:
+                wait_s = min(wait_s, self._visibility_s())
+            if not complete and time.monotonic() - self._since <= wait_s:
                 return  # the rest is still on its way
+            if not complete:
+                self.incomplete += 1
             got, self._got = self._got, []
             self._waiting.popleft()
             # The reader goes on after this range: the next one starts there, or it seeks.

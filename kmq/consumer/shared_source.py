@@ -92,7 +92,7 @@ class SharedSource(CreditAsking):
         self._freed = 0  # messages settled since the last CREDIT
         self._last_credit_s = 0.0
         # Ranges delivered by reference, read from the queue topic.
-        self.refs = ReferenceReader(s, f"{s.group_id(c.queue)}.refs", config)
+        self.refs = ReferenceReader(s, f"{s.group_id(c.queue)}.refs", config, lambda: c.visibility_timeout_s)
         self._leaving = False
         self._farewell: D.Farewell | None = None
         # One thread at a time reads the lane and the references: the receiving thread, or
@@ -140,6 +140,9 @@ class SharedSource(CreditAsking):
             return fresh
         finally:
             self._read_at = time.monotonic()
+            # What anyone who may write the lanes or the queue topic could forge, counted.
+            self._c.stats["lane-malformed"] = self.lanes.malformed()
+            self._c.stats["references-incomplete"] = self.refs.incomplete
 
     def read_in_background(self) -> None:
         """On the flusher thread, the consumer's lock not held: take in what reached the lane

@@ -91,7 +91,9 @@ def int_header(ours: dict[str, bytes], name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         return default
-    return value if value >= 0 else default  # counts and epoch ms: a negative one is forged
+    # Counts and epoch ms: a negative one, or one past an i64 (a delivery count of 10**40
+    # reached user code: an audit), is forged.
+    return value if 0 <= value < 1 << 63 else default
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ class FakeLane:
         self.lane = lane
         self.queued: list = []
         self.polled: list[float] = []
-        self.own_bytes = self.other_bytes = 0
+        self.own_bytes = self.other_bytes = self.malformed = 0
         self.fatal = None
         self.closed = False
 

@@ -1,0 +1,73 @@
+"""Lane records another client wrote (anyone who may write the deliveries topics may): a
+forged REFERENCE to offsets the queue topic does not hold stops a shared consumer for at
+most its own visibility timeout, and is counted. Before (an audit), one claiming a 12 h
+timeout held every later delivery of the consumer for 12 h: 0 of 50 messages in 40 s,
+redelivered to it again and again towards their dead letters."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+import kmq
+from kmq.protocol import deliveries as D
+from kmq.protocol.limits import MAX_TIMEOUT_MS
+from kmq.protocol.markers import RangeRef
+from kmq.protocol.placement import queue_partitions
+from tests.conftest import wait_for
+from tests.integration.views import tracker_sees
+
+
+def last_delivery(s, topic: str, partition: int, consumer_id: str) -> D.Delivery:
+    """The newest delivery header for ``consumer_id`` on its lane (what a lane reader sees)."""
+    kc = Consumer({**s.client_config(), "group.id": f"peek-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                   "enable.partition.eof": True})
+    try:
+        kc.assign([TopicPartition(topic, partition, 0)])
+        key, last, eof = D.header_key(consumer_id), None, False
+        while not eof:
+            for m in kc.consume(1000, 5.0):
+                if m.error() is not None:
+                    eof = True
+                elif m.key() == key:
+                    last = D.decode(m.value())
+        assert isinstance(last, D.Delivery)
+        return last
+    finally:
+        kc.close()
+
+
+def test_a_forged_reference_past_the_log_holds_a_consumer_no_longer_than_its_visibility(
+        shared_settings, tracker, queue):
+    s = shared_settings
+    with kmq.Client(settings=s) as client:
+        client.configure_queue(queue, dispatch="shared")
+        tracker_sees(tracker, queue, dispatch="shared")
+        with client.consumer(queue, visibility_timeout_s=4) as c:
+            client.send(queue, b"first")
+            client.flush()
+            first = wait_for(lambda: c.receive(0.2), 30, what="the first message")
+            first.ack()
+            layout = client.lane_layout()
+            topic, partition = layout.topic(c._source.lane), layout.partition(c._source.lane)
+            real = last_delivery(s, topic, partition, c._source.consumer_id)
+            p = queue_partitions(queue, s.queue_partitions)[0]
+            far = RangeRef(queue, p, 10**12, 10**12 + 10)
+            forged = D.Delivery(D.REFERENCE, real.epoch, real.seq + 1, MAX_TIMEOUT_MS, far, far.full_mask)
+            raw = Producer(s.client_config())
+            raw.produce(topic, D.encode(forged), D.header_key(c._source.consumer_id), partition=partition)
+            assert raw.flush(30) == 0
+            wait_for(lambda: c.receive(0.2) is None and c.stats.get("references-incomplete", 0) >= 1, 60,
+                     interval_s=0, what="the forged reference given up")
+            sent = set(client.send_batch(queue, [b"after-%d" % i for i in range(10)]))
+            client.flush()
+            got: dict[str, int] = {}
+
+            def all_ten() -> bool:
+                for m in c.receive_batch(10, 0.2):
+                    got[m.id] = m.delivery_count
+                    m.ack()
+                return set(got) >= sent
+            wait_for(all_ten, 60, interval_s=0, what="the ten sent after the forged reference")
+            assert set(got.values()) == {1}
