@@ -151,16 +151,20 @@ def test_order_holds_when_a_consumer_is_killed_holding_heads(client, ordered, sh
     assert len(acked_by_child) == 2  # only the child's acks were skipped over
 
 
+def reject_the_head(c, head_id: str) -> None:
+    head = wait_for(lambda: c.receive(0.2), 30, what="the head")
+    assert head.id == head_id
+    head.reject("bad")
+    c.flush()
+
+
 @pytest.mark.parametrize("policy", ["continue", "hold"])
 def test_a_dead_lettered_head(client, ordered, policy, tracker):
     client.configure_queue(ordered, dead_letter_head=policy)
     tracker_sees(tracker, ordered, dead_letter_head=policy)  # else the head's fate races it
     sent = send_groups(client, ordered, ["g"], 2)
     with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=30) as c:
-        head = wait_for(lambda: c.receive(0.2), 30, what="the head")
-        assert head.id == sent["g"][0]
-        head.reject("bad")
-        c.flush()
+        reject_the_head(c, sent["g"][0])
         if policy == "continue":  # SQS: the group goes on with its next
             nxt = wait_for(lambda: c.receive(0.2), 30, what="the next")
             assert nxt.id == sent["g"][1]
@@ -185,10 +189,7 @@ def test_a_group_held_by_a_purged_dead_letter_goes_on_once_the_policy_is_continu
     tracker_sees(tracker, ordered, dead_letter_head="hold")
     sent = send_groups(client, ordered, ["g"], 3)
     with client.consumer(ordered, max_in_flight=5, visibility_timeout_s=30) as c:
-        head = wait_for(lambda: c.receive(0.2), 30, what="the head")
-        assert head.id == sent["g"][0]
-        head.reject("bad")
-        c.flush()
+        reject_the_head(c, sent["g"][0])
         wait_for(lambda: client.dead_letters(ordered), 30, what="the dead letter")
         assert client.purge_dead_letters(ordered) == 1
         held = wait_for(lambda: (g := (queue_detail(tracker, ordered) or {}).get("groups")) and g["held"] == 1 and g,
