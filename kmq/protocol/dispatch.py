@@ -28,7 +28,7 @@ from typing import Any, Iterable, Protocol
 
 from kmq.protocol.chunk import Chunk
 from kmq.protocol.limits import MAX_CONSUMERS_PER_PARTITION, MAX_CONSUMERS_PER_QUEUE, MAX_RANGE_LEN
-from kmq.protocol.liveness import handout_window_ms
+from kmq.protocol.liveness import MAX_LEASE_MS, handout_window_ms
 from kmq.protocol.markers import Credit
 
 
@@ -76,8 +76,9 @@ class Roster:
             slot = self.slots[c.consumer_id] = ConsumerSlot(c.consumer_id, c.lane, c.timeout_ms)
         slot.lane = c.lane
         slot.timeout_ms = c.timeout_ms
-        slot.lease_until_ms = now_ms + c.lease_ms
-        slot.handout_until_ms = now_ms + handout_window_ms(c.timeout_ms, c.lease_ms)
+        lease_ms = min(c.lease_ms, MAX_LEASE_MS)
+        slot.lease_until_ms = now_ms + lease_ms
+        slot.handout_until_ms = now_ms + handout_window_ms(c.timeout_ms, lease_ms)
         slot.silent = False
         if c.epoch == self.epoch:
             while slot.unconfirmed and slot.unconfirmed[0][0] <= c.seq:

@@ -20,6 +20,10 @@ is slow to ask waits for its next CREDIT; it is not dropped. Pure; times in ms.
 from __future__ import annotations
 
 LEASE_MS = 5000             # a consumer silent this long is dropped from its queue's roster
+# A CREDIT's lease counts for at most this: consumers ask every heartbeat (1 s at most) with
+# LEASE_MS. Taken as written, 16,384 made-up consumers with 12 h leases in four records kept
+# a markers partition's consumer slots, and new consumers out, for 12 h (an audit).
+MAX_LEASE_MS = 60_000
 HEARTBEAT_MAX_S = 1.0       # it asks at least this often ...
 HEARTBEAT_MIN_S = 0.25      # ... and, under a short visibility timeout, at most this often
 
