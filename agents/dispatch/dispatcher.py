@@ -78,7 +78,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "lanes-withheld": 0, "lane-errors": 0, "writers-replaced": 0, "lease-lapses": 0,
                       "unreadable-batches": 0, "unreadable-offsets": 0, "too-large-to-copy": 0,
                       "dedup-replays": 0, "dedup-ids-read-back": 0, "settings-checks": 0, "held-for-settings": 0,
-                      "handover-errors": 0, "cursors-out-of-topic": 0,
+                      "handover-errors": 0, "cursors-out-of-topic": 0, "forged-run-headers": 0,
                       "foreign-begins": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
@@ -228,6 +228,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                 self.stats["dedup-ids-read-back"] += self._ordered.remember_sends(
                     (m, w.queue, p), replay.took(w), int(cfg.dedup_window_s * 1000))
                 continue
+            forged_runs = False  # an ordered queue's copies carry the dispatcher's own (InRun)
             if cfg.ordering == "group":
                 runs = self._ordered.hand_out((m, w.queue, p), w, roster, int(cfg.dedup_window_s * 1000), now_ms,
                                               cfg.dead_letter_head)
@@ -251,6 +252,9 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                                                          int(cfg.dedup_window_s * 1000), names)
                     dropped, w.taken = len(kept) < len(w.taken), kept
                 runs = hand_out(w, roster)
+                forged_runs = names is None or envelope.RUN in names
+                if forged_runs and names is not None:
+                    self.stats["forged-run-headers"] += 1
                 if dropped:
                     # No ACQUIRE covers a dropped record: a FLOOR after this round's ACQUIREs
                     # moves the queue's position past it (its depth; a successor's cursor).
@@ -258,6 +262,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
             for slot, seq, run in runs:
                 batch = delivery_of(run, w.queue, p, part.epoch, slot, seq, ahead, cfg.ordering == "group",
                                     len(roster.slots), max_copy_bytes=self.settings.max_message_bytes)
+                batch.strip_run = forged_runs
                 out.setdefault(m, []).append(batch)
                 self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor

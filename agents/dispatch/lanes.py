@@ -30,6 +30,7 @@ from kmq.kafka import profiles
 from kmq.kafka.admin import existing_lanes, partition_counts
 from kmq.kafka.backpressure import produce_when_room
 from kmq.protocol import deliveries as D
+from kmq.protocol import envelope
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import ConsumerSlot, refer
@@ -51,6 +52,10 @@ class Batch:
     lane: int
     delivery: D.Delivery
     records: list  # copies to write; empty for a delivery by reference
+    # The copies carry a kmq.run header no dispatcher wrote (an unordered queue's records,
+    # from a plain producer): written without it, else it switched the consumer's group
+    # gate on for an unordered queue (an audit: a group's messages waited behind the first).
+    strip_run: bool = False
 
 
 def delivery_of(run: list, queue: str, p: int, epoch: int, slot: ConsumerSlot, seq: int,
@@ -209,9 +214,12 @@ class LaneWriter:
                 key = b.consumer_id.encode()
                 for rec in b.records:
                     ts = rec.timestamp()[1]
+                    headers = rec.headers()
+                    if b.strip_run and headers:
+                        headers = [h for h in headers if h[0] != envelope.RUN]
                     try:
                         produce_when_room(self.producer, topic, rec.value(), key, partition=lane_partition,
-                                          headers=rec.headers(), timestamp=ts if ts > 0 else 0)
+                                          headers=headers, timestamp=ts if ts > 0 else 0)
                     except KafkaException as exc:
                         self._copy_refused(b.delivery.range, rec.offset(), exc)
                         break  # the consumer pairs copies with offsets by order: none after a gap

@@ -16,7 +16,8 @@ class InRun:
 
     def __init__(self, record: Any, chain: bytes) -> None:
         self.record = record
-        self._headers = [*(record.headers() or []), (envelope.RUN, chain)]
+        # A kmq.run the record carried was not a dispatcher's (a plain producer's): only ours.
+        self._headers = [*(h for h in record.headers() or () if h[0] != envelope.RUN), (envelope.RUN, chain)]
 
     def headers(self) -> list:
         return self._headers

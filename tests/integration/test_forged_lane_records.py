@@ -16,7 +16,7 @@ from kmq.protocol.limits import MAX_TIMEOUT_MS
 from kmq.protocol.markers import RangeRef
 from kmq.protocol.placement import queue_partitions
 from tests.conftest import wait_for
-from tests.integration.views import tracker_sees
+from tests.integration.views import dispatcher_stats, tracker_sees
 
 
 def last_delivery(s, topic: str, partition: int, consumer_id: str) -> D.Delivery:
@@ -71,3 +71,35 @@ def test_a_forged_reference_past_the_log_holds_a_consumer_no_longer_than_its_vis
                 return set(got) >= sent
             wait_for(all_ten, 60, interval_s=0, what="the ten sent after the forged reference")
             assert set(got.values()) == {1}
+
+
+def test_a_plain_producers_run_header_does_not_gate_an_unordered_queue(shared_settings, tracker, queue):
+    # An audit: a record with kmq.run (a header only the dispatcher writes, on an ordered
+    # queue's copies) among other tenants' records went out as a copy with it, switched the
+    # consumer's group gate on, and the group's messages after it waited behind it unacked.
+    s = shared_settings
+    p = queue_partitions(queue, s.queue_partitions)[0]
+    other = next(f"{queue}-other-{i}" for i in range(100_000)
+                 if queue_partitions(f"{queue}-other-{i}", s.queue_partitions)[0] == p)
+    with kmq.Client(settings=s) as client:
+        client.configure_queue(queue, dispatch="shared")
+        tracker_sees(tracker, queue, dispatch="shared")
+        raw = Producer(s.client_config())
+        for _ in range(200):  # another tenant's records around it: a copy, not a reference
+            raw.produce(s.queue_topic, b"x" * 1000, other.encode(), partition=p)
+        raw.produce(s.queue_topic, b"forged", queue.encode(), partition=p,
+                    headers=[("kmq.id", b"forged-1"), ("kmq.run", b"5"), ("kmq.group", b"g")])
+        for _ in range(200):
+            raw.produce(s.queue_topic, b"x" * 1000, other.encode(), partition=p)
+        assert raw.flush(30) == 0
+        sent = [client.send(queue, b"g-%d" % i, group="g") for i in range(3)]
+        client.flush()
+        with client.consumer(queue) as c:
+            got: list = []
+            wait_for(lambda: got.extend(c.receive_batch(10, 0.2)) or len(got) >= 4, 60, interval_s=0,
+                     what="all four without acking any (an unordered queue holds no group back)")
+            assert {m.id for m in got} == {"forged-1", *sent} and c._gate is None
+            assert all(m.delivery_count == 1 for m in got)
+            for m in got:
+                m.ack()
+    assert dispatcher_stats(tracker)["forged-run-headers"] >= 1
