@@ -79,7 +79,9 @@ def test_a_hung_consumers_messages_wait_for_another_consumer(client, queue, trac
             # uncounted (it came back counted after the visibility timeout before: an audit's
             # max_deliveries 1 dead-lettered an ordered run that never reached user code).
             assert sorted(got) == sorted([(sent[0], 2)] + [(i, 1) for i in sent[1:]])
-            assert hung.stats["returned-away"] == 2
+            # Both read ahead, and maybe the held message's copy too, if a delivery sent against
+            # a CREDIT from before it was found away brought it (given back at the next round).
+            assert hung.stats["returned-away"] >= 2
 
 
 def test_a_thread_waiting_in_receive_keeps_its_consumer_asking_while_another_hangs(client, queue, tracker):
