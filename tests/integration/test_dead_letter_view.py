@@ -101,5 +101,6 @@ def test_dead_letter_records_whose_key_is_no_queue_id_are_counted_not_shown_as_q
         return rows if rows.get(queue, {}).get("dead_letters") == 1 else None
     rows = wait_for(listed, 60, interval_s=0.2, what="the queue's dead letter in the list")
     assert not {"!malformed-markers", "", "队列-x", "a b", "\ufffd\ufffd"} & set(rows)
-    # Read in the same pass as the queue's letter (the partitions are read to their ends).
-    assert tracker.health()["scanner"]["dlq_records_of_no_queue"] - before == len(strays)
+    # Read in the same pass as the queue's letter (the partitions are read to their ends); the
+    # tracker may set aside other tests' garbage markers meanwhile (key !malformed-markers).
+    assert tracker.health()["scanner"]["dlq_records_of_no_queue"] - before >= len(strays)
