@@ -23,6 +23,7 @@ from kmq.backoff import Backoff
 from kmq.errors import ConfigError
 from kmq.protocol.limits import MAX_TIMEOUT_MS, int_in
 from kmq.protocol.ordering import DEAD_LETTER_HEAD_POLICIES, DEFAULT_DEDUP_WINDOW_S, ORDERINGS
+from kmq.setting_bounds import I64_MAX
 from kmq.setting_checks import MAX_PROCESSING_S
 from kmq.settings import Settings
 from kmq.ops.tenancy import validate_tenant_name
@@ -32,9 +33,6 @@ MAX_VISIBILITY_S = MAX_TIMEOUT_MS / 1000  # 12 h: the marker codec's timeout lim
 MAX_DEDUP_WINDOW_S = 12 * 3600.0
 DISPATCH_MODES = ("shared", "partition")
 MAX_SPREAD = 1024  # and at most the queue topic's partitions (checked when a spread grows)
-
-
-I64_MAX = (1 << 63) - 1
 
 
 def _check_offsets(name: str, offsets: object) -> None:

@@ -62,7 +62,7 @@ def send(settings: Settings, queue: str, values: tuple[str, ...], headers: dict[
             for p in payloads:
                 msg_id = client.send(queue, p, headers=headers or None, delay_s=delay_s)
                 sent += 1
-                if len(first_ids) <= SHOWN_IDS:
+                if len(first_ids) < SHOWN_IDS:
                     first_ids.append(msg_id)
         client.flush()
     click.echo(sent_line(queue, sent, first_ids))

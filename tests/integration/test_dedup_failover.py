@@ -5,17 +5,11 @@ queue purged since (a purge keeps the ids seen)."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
 
 from kmq.dev.devstack import TrackerProcess
 from tests.conftest import wait_for
-from tests.integration.views import tracker_sees
+from tests.integration.views import dispatcher_stats, tracker_sees
 
-
-def _dispatcher_stats(tracker) -> dict:
-    with urllib.request.urlopen(tracker.url + "/kmq/stats", timeout=10) as r:
-        return json.loads(r.read())["dispatcher"]
 
 
 def _first_then_ack(client, queue: str) -> str:
@@ -56,7 +50,7 @@ def test_a_dedup_id_sent_again_after_a_tracker_restart_is_still_a_duplicate(make
                 # "again" lies before "after" in the log: had it gone out, it would come first
                 assert (m.id, m.value) == (after, b"after")
                 m.ack()
-        stats = _dispatcher_stats(second)
+        stats = dispatcher_stats(second)
         assert stats["deduplicated"] >= 3 and stats["dedup-ids-read-back"] >= 2
     finally:
         second.stop()

@@ -4,8 +4,6 @@ FAREWELL there, then gets its deliveries on the new one; nothing is lost or doub
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections import Counter
 
 import pytest
@@ -14,7 +12,7 @@ import kmq
 from kmq.consumer import lanes
 from kmq.consumer.lane_choice import MIN_OTHER_BYTES
 from tests.conftest import wait_for
-from tests.integration.views import tracker_sees
+from tests.integration.views import dispatcher_stats, tracker_sees
 
 LANE = 5  # both consumers start here
 
@@ -24,10 +22,6 @@ def client(shared_settings, tracker):
     with kmq.Client(settings=shared_settings) as c:
         yield c
 
-
-def dispatcher_stats(tracker) -> dict:
-    with urllib.request.urlopen(tracker.url + "/kmq/stats", timeout=10) as r:
-        return json.loads(r.read())["dispatcher"]
 
 
 def test_a_consumer_whose_lane_others_fill_moves_and_nothing_is_lost(client, queue, tracker, monkeypatch):
