@@ -152,3 +152,11 @@ def test_a_whole_number_is_ascii_digits(raw):
     assert Settings.from_env({"KMQ_WEB_PORT": " 6066 "}).web_port == 6066  # spaces around: ignored
     with pytest.raises(ConfigError, match="KMQ_VISIBILITY_TIMEOUT_S='1_0' is not a number"):
         Settings.from_env({"KMQ_VISIBILITY_TIMEOUT_S": "1_0"})
+
+
+@pytest.mark.parametrize("env", ["KMQ_MAX_DELIVERIES", "KMQ_VISIBILITY_TIMEOUT_S", "KMQ_PROFILE"])
+def test_an_empty_variable_is_unset_but_one_of_only_spaces_is_refused_naming_it(env):
+    # docs/configuration.md says both: "" means the default; "  " is a value, and not a valid one.
+    assert Settings.from_env({env: ""}) == Settings.from_env({})
+    with pytest.raises(ConfigError, match=rf"^{env}='  ' "):
+        Settings.from_env({env: "  "})
