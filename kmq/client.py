@@ -22,6 +22,7 @@ Queue administration (settings, tenants, dead letters, purges) is
 from __future__ import annotations
 
 import itertools
+import threading
 import uuid
 import weakref
 from typing import Any, Callable, Iterable, Mapping
@@ -34,6 +35,7 @@ from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.kafka.admin import existing_lanes, topic_partition_counts
 from kmq.kafka.backpressure import produce_when_room
+from kmq.kafka.producer_start import started_producer
 from kmq.consumer import Consumer
 from kmq.consumer.arguments import wait_s
 from kmq.consumer.options import check_options
@@ -81,6 +83,10 @@ class Client(QueueAdmin):
         self._errors: list[str] = []
         self._sent_since_poll = 0
         self._configs: QueueConfigs | None = None
+        # One producer and one view of the queues topic, however many threads (kmq.aio's
+        # consumers open on threads of their own) ask first at once: racing opens started a
+        # view each, and all but one were never closed (an audit: 9 threads left of 10).
+        self._start_lock = threading.Lock()
         # This client's consumers: a purge reaches them before purge() returns (QueueAdmin.purge)
         self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         # which partition each send goes to (the queue topic's partitions asked when needed)
@@ -113,7 +119,9 @@ class Client(QueueAdmin):
     def queue_configs(self) -> QueueConfigs:
         """The live view of every queue's settings (started on first use)."""
         if self._configs is None:
-            self._configs = QueueConfigs(self.settings, follow=True)
+            with self._start_lock:
+                if self._configs is None:
+                    self._configs = QueueConfigs(self.settings, follow=True)
         return self._configs
 
     def queue_config(self, queue: str) -> QueueConfig:
@@ -126,18 +134,23 @@ class Client(QueueAdmin):
 
     def _get_producer(self) -> Producer:
         if self._producer is None:
-            s = self.settings
-            self._producer = Producer({
-                **profiles.producer_config(s),  # acks=all, idempotence, murmur2 placement
-                "linger.ms": 5,
-                "batch.num.messages": 10000,
-                "batch.size": 1_000_000,
-                "queue.buffering.max.messages": 1_000_000,
-                "queue.buffering.max.kbytes": 1_048_576,
-                "message.max.bytes": s.max_message_bytes + 4096,
-                "delivery.report.only.error": self.DELIVERY_REPORT_ONLY_ERROR,
-                "on_delivery": self._on_delivery,
-            })
+            with self._start_lock:
+                return self._new_producer() if self._producer is None else self._producer
+        return self._producer
+
+    def _new_producer(self) -> Producer:
+        s = self.settings
+        self._producer = started_producer({
+            **profiles.producer_config(s),  # acks=all, idempotence, murmur2 placement
+            "linger.ms": 5,
+            "batch.num.messages": 10000,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "message.max.bytes": s.max_message_bytes + 4096,
+            "delivery.report.only.error": self.DELIVERY_REPORT_ONLY_ERROR,
+            "on_delivery": self._on_delivery,
+        }, s.queue_topic)
         return self._producer
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
@@ -161,9 +174,12 @@ class Client(QueueAdmin):
 
     def _send(self, queue: str, value: bytes, headers: Mapping[str, bytes | str] | None,
               delay_s: float | None, deliver_at: float | None, group: str | bytes | None,
-              dedup_id: str | bytes | None, on_delivery: Callable[[Any, Any], None] | None) -> str:
+              dedup_id: str | bytes | None, on_delivery: Callable[[Any, Any], None] | None,
+              wait_for_room: bool = True) -> str:
         """:meth:`send`; ``on_delivery(err, record)`` gets this record's delivery report
-        (kmq.aio's per-send futures; every report needs DELIVERY_REPORT_ONLY_ERROR off)."""
+        (kmq.aio's per-send futures; every report needs DELIVERY_REPORT_ONLY_ERROR off).
+        Without ``wait_for_room`` a full local queue raises BufferError, nothing written
+        (kmq.aio then waits off its event loop)."""
         # send_args.check_send's checks, called one by one: this is every send's path
         queue = validate_queue_name(queue)
         payload = send_args.check_value(value)
@@ -181,12 +197,13 @@ class Client(QueueAdmin):
             marker = M.Schedule(queue, msg_id, due_ms, payload, tuple(order_headers + user_headers))
             mp = markers_partition(queue, self.partition_count(self.settings.markers_topic))
             self._produce(producer, self.settings.markers_topic, marker_codec.encode([marker]), queue, mp, None,
-                          on_delivery)
+                          on_delivery, wait_for_room)
         else:
             part = (self._placement.keyed_partition(queue, order_headers) if order_headers
                     else self._placement.next_partition(queue))
             self._produce(producer, self.settings.queue_topic, payload, queue, part,
-                          [(envelope.ID, msg_id.encode())] + order_headers + user_headers, on_delivery)
+                          [(envelope.ID, msg_id.encode())] + order_headers + user_headers, on_delivery,
+                          wait_for_room)
         return msg_id
 
     def _slot(self, queue: str) -> list:
@@ -194,9 +211,13 @@ class Client(QueueAdmin):
         return self._placement.slot(queue)
 
     def _produce(self, producer: Producer, topic: str, value: bytes, key: str, partition: int,
-                 headers: list | None, on_delivery: Callable[[Any, Any], None] | None = None) -> None:
+                 headers: list | None, on_delivery: Callable[[Any, Any], None] | None = None,
+                 wait_for_room: bool = True) -> None:
         try:
-            if on_delivery is None:
+            if not wait_for_room:
+                producer.produce(topic, value, key, partition=partition, headers=headers,
+                                 **({} if on_delivery is None else {"on_delivery": on_delivery}))
+            elif on_delivery is None:
                 produce_when_room(producer, topic, value, key, partition=partition, headers=headers)
             else:
                 produce_when_room(producer, topic, value, key, partition=partition, headers=headers,

@@ -38,6 +38,7 @@ from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.kafka import profiles
 from kmq.kafka.backpressure import produce_when_room
+from kmq.kafka.producer_start import started_producer
 from kmq.errors import DeliveryError
 from kmq.settings import Settings
 
@@ -66,7 +67,8 @@ class MarkerWriter:
             conf["transactional.id"] = transactional_id or f"{settings.group_id(queue)}.{uuid.uuid4().hex[:12]}"
             conf["transaction.timeout.ms"] = OPEN_TRANSACTION_LIMIT_MS
             conf["message.timeout.ms"] = OPEN_TRANSACTION_LIMIT_MS  # librdkafka: <= the above
-        self.producer = Producer(conf)
+        # (A transactional producer gets its id in init_transactions, below.)
+        self.producer = Producer(conf) if transactional else started_producer(conf, self._topic)
         if transactional:
             self.producer.init_transactions(TRANSACTION_TIMEOUT_S)
         self._pending: list[M.Marker] = []

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
+from kmq.kafka.producer_start import started_producer
 
 from kmq.kafka.broker_checks import redrive_transaction_timeout_ms, transaction_timeout_fix
 from kmq.kafka import profiles
@@ -238,7 +239,7 @@ def purge_dead_letters(settings: Settings, queue: str) -> int:
     folded = read_letter_log(settings, queue)
     dropped = len(folded.pending())
 
-    p = Producer(profiles.producer_config(settings))
+    p = started_producer(profiles.producer_config(settings), settings.dlq_topic)
     p.produce(settings.dlq_topic, b"", queue.encode(), partition=dlq_partition(settings, queue),
               headers=[(CONTROL, b"purged"), (CONTROL_OFFSET, str(folded.end).encode())])
     if p.flush(15):

@@ -3,7 +3,7 @@ write waited for until the broker has it (:mod:`kmq.ops.queues_topic` reads them
 
 from __future__ import annotations
 
-from confluent_kafka import Producer
+from kmq.kafka.producer_start import started_producer
 
 from kmq.errors import BrokerUnavailableError
 from kmq.kafka import profiles
@@ -55,7 +55,7 @@ def publish_auth(settings: Settings, timeout_s: float = 15.0) -> None:
 
 def _write(settings: Settings, records: list[tuple[bytes, bytes | None]], what: str, timeout_s: float) -> None:
     """Write ``(key, value)`` records with one producer and wait until the broker has them all."""
-    p = Producer(profiles.producer_config(settings))
+    p = started_producer(profiles.producer_config(settings), settings.queues_topic)
     errors: list[str] = []
     for key, value in records:
         produce_when_room(p, settings.queues_topic, value, key,

@@ -188,9 +188,10 @@ class _Inert:
 
 def test_the_sdk_producer_is_built_from_the_profile(monkeypatch):
     import kmq.client
+    import kmq.kafka.producer_start
 
     configs: list = []
-    monkeypatch.setattr(kmq.client, "Producer", capture(configs, then_raise=True))
+    monkeypatch.setattr(kmq.kafka.producer_start, "Producer", capture(configs, then_raise=True))
     client = kmq.client.Client(settings=production())
     with pytest.raises(Captured):
         client._get_producer()
@@ -198,13 +199,13 @@ def test_the_sdk_producer_is_built_from_the_profile(monkeypatch):
 
 
 def test_the_sdk_consumer_is_built_from_the_profile(monkeypatch):
-    import kmq.consumer.marker_writer
     import kmq.consumer.partition_source
+    import kmq.kafka.producer_start
 
     consumers: list = []
     producers: list = []
     monkeypatch.setattr(kmq.consumer.partition_source, "KafkaConsumer", capture(consumers, then_raise=True))
-    monkeypatch.setattr(kmq.consumer.marker_writer, "Producer", capture(producers, then_raise=False))
+    monkeypatch.setattr(kmq.kafka.producer_start, "Producer", capture(producers, then_raise=False))
     s = production().replace(dispatch="partition")  # the group consumer's config
     with pytest.raises(Captured):
         kmq.consumer.Consumer(s, "orders", queue_topic_partitions=8, markers_topic_partitions=8)
@@ -238,3 +239,24 @@ def test_the_tracker_app_takes_its_durability_from_the_profile():
     assert opts.items() >= profiles.faust_options(s).items()
     assert opts["broker"] == "kafka://127.0.0.1:1"
     assert "broker_credentials" not in opts
+
+
+def test_a_started_producer_asks_for_its_topic_at_once_and_shrugs_off_a_broker_that_is_down(monkeypatch):
+    # Its first record waited for librdkafka's 500 ms producer-id timer (kmq/kafka/producer_start.py).
+    from confluent_kafka import KafkaException
+
+    import kmq.kafka.producer_start as start
+
+    asked = []
+
+    class Made:
+        def __init__(self, conf):
+            self.conf = conf
+
+        def list_topics(self, topic, timeout):
+            asked.append((topic, timeout))
+            raise KafkaException("down")
+
+    monkeypatch.setattr(start, "Producer", Made)
+    p = start.started_producer({"a": 1}, "kmq.markers")
+    assert p.conf == {"a": 1} and asked == [("kmq.markers", start.CONNECT_TIMEOUT_S)]
