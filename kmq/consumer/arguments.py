@@ -27,6 +27,12 @@ def receive_timeout_s(timeout_s: Any) -> float:
     return float(timeout_s)
 
 
+def check_batch_count(max_messages: Any) -> None:
+    """``receive_batch``'s ``max_messages``: a whole number, 1 or more."""
+    if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
+        raise ConfigError(f"max_messages={max_messages!r} must be a whole number >= 1")
+
+
 def wait_s(timeout_s: Any, what: str) -> float:
     """``flush``'s and ``close``'s ``timeout_s``: a finite number of seconds, 0 or more."""
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \

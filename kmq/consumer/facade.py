@@ -43,7 +43,7 @@ from kmq.consumer.gated_receive import GatedReceive
 from kmq.consumer.held import HeldRange, MessageBatch
 from kmq.consumer.live_settings import LiveSettings
 from kmq.consumer.marker_writer import MarkerWriter
-from kmq.consumer.arguments import PLAIN_SECONDS, check_arguments, receive_timeout_s
+from kmq.consumer.arguments import PLAIN_SECONDS, check_arguments, check_batch_count, receive_timeout_s
 from kmq.consumer.options import check_client_config, refused_client_config
 from kmq.consumer.partition_source import PartitionSource
 from kmq.consumer.settlement import SettlementLog
@@ -199,8 +199,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         ``ordering="group"`` it holds at most one message of a group, and none of a group
         with a message handed out and not settled yet (docs/ordering.md).
         """
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
-            raise ConfigError(f"max_messages={max_messages!r} must be a whole number >= 1")
+        check_batch_count(max_messages)
         if timeout_s is not None and (timeout_s.__class__ not in PLAIN_SECONDS or timeout_s != timeout_s):
             timeout_s = receive_timeout_s(timeout_s)
         if self._user_code_away:

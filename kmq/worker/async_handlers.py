@@ -59,6 +59,7 @@ class AsyncHandlers:
                 await asyncio.wait(set(tasks), timeout=min(left, 0.05))
         finally:
             await loop.run_in_executor(io, self._close, consumer)
+            self._tasks_cancelled = True  # (before the cancel: what each task sees is ours)
             for task in tasks:
                 task.cancel()
             io.shutdown(wait=False)
@@ -79,9 +80,13 @@ class AsyncHandlers:
                     await self.handler.fn(msg)
                 exc = None
             except asyncio.CancelledError as e:
+                if getattr(self, "_tasks_cancelled", False):
+                    raise  # the runner's cancel: the grace is over, close() released it
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
-                    raise  # the runner's cancel: the grace is over, close() released it
+                    # The handler cancelled its own task: it was taken for the runner's cancel,
+                    # and the message was neither settled nor given back until shutdown (an audit).
+                    task.uncancel()
                 exc = e  # the handler's own await was cancelled: a failure like any other
             except BaseException as e:  # noqa: BLE001 - any BaseException, as a sync handler's
                 exc = e  # (the worker's signals are the loop's handlers: never a KeyboardInterrupt here)

@@ -25,10 +25,11 @@ S = Settings(app_id="app-x", group_prefix="pfx.")
 # Which roles run each module: every name in it must be granted to each of them, except in
 # kmq/client.py, whose methods each role uses a part of (there: to one of them).
 ALL = acls.ROLES
-SHARED_BY_PARTS = ("kmq/client.py", "kmq/aio.py")
+SHARED_BY_PARTS = ("kmq/client.py", "kmq/aio/__init__.py")
 ROLE_OF = {
     "kmq/queue_config.py": ALL[:4],
-    "kmq/aio.py": ("producer", "consumer", "tenant admin"),
+    "kmq/aio/__init__.py": ("producer", "consumer", "tenant admin"),
+    "kmq/aio/consumer.py": ("consumer",),
     "kmq/ops/queues_topic.py": ALL[:4],
     "kmq/ops/queues_writes.py": ("tracker", "tenant admin"),  # handovers and auth; settings, tenants
     "kmq/client.py": ("producer", "consumer", "tenant admin"),
