@@ -188,8 +188,11 @@ class DispatcherEvents:
             # until this FAREWELL, after every delivery sent there.
             self.stats["lane-moves"] += 1
             self._lanes.farewell(c.consumer_id, slot.lane, part.epoch, last_seq, self._epochs.with_deliveries())
+        lapsed = roster.lapsed_unconfirmed
         if roster.credit(c, int(time.monotonic() * 1000)) is None:
             self._lanes.farewell(c.consumer_id, c.lane, part.epoch, last_seq, self._epochs.with_deliveries())
+        if roster.lapsed_unconfirmed != lapsed:
+            self.stats["unconfirmed-lapsed"] += roster.lapsed_unconfirmed - lapsed
         if not roster.slots:
             del part.rosters[c.queue]
 

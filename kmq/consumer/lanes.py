@@ -48,6 +48,7 @@ class ConsumerLanes:
         self._looked: tuple[float, dict[int, int]] | None = None  # (when, candidate lanes' ends)
         self._closed_bytes = (0, 0)  # (own, others') bytes read on lanes left
         self._closed_malformed = 0  # forged or undecodable delivery headers on lanes left
+        self._closed_skipped = 0  # batches of lanes left that no client could read
         self.unsaid = False  # a move's new lane is not in a CREDIT yet (lock held)
         self.moves = 0
 
@@ -68,6 +69,11 @@ class ConsumerLanes:
         """Records keyed as this consumer's delivery headers that were not one, on every lane
         read (kmq.consumer.lane_reader): forged, or another client's."""
         return self._closed_malformed + sum(r.malformed for r in (self.current, self.leaving) if r is not None)
+
+    def skipped_batches(self) -> int:
+        """Record batches skipped on every lane read, no client being able to read them
+        (kmq.kafka.batch_skips): a compression bomb, a corrupt batch."""
+        return self._closed_skipped + sum(r.skips.batches for r in (self.current, self.leaving) if r is not None)
 
     def settled(self) -> bool:
         """No lane being left, no delivery's copies on their way."""
@@ -99,6 +105,7 @@ class ConsumerLanes:
             if self.leaving is None:
                 self._closed_bytes = (self._closed_bytes[0] + old.own_bytes, self._closed_bytes[1] + old.other_bytes)
                 self._closed_malformed += old.malformed
+                self._closed_skipped += old.skips.batches
                 old.close()
             timeout_s = 0.0 if out else min(timeout_s, MOVE_POLL_S)
         reader = self.current

@@ -30,9 +30,16 @@ class Receipts:
         self._unheld: deque[tuple[Receipt, Receipt]] = deque()
 
     def header(self, epoch: int, seq: int) -> None:
-        """A delivery's header was read; its messages are not held yet."""
-        self._unheld.append(((epoch, seq), self.read))
-        self.read = (epoch, seq)
+        """A delivery's header was read; its messages are not held yet.
+
+        Within one epoch the receipt never goes back: a header read late (from the lane
+        being left) or forged with an older seq set it back, and the dispatcher went on
+        counting every later delivery against the consumer, which then got nothing (an
+        audit: 0 of 160 in 150 s)."""
+        before = self.read
+        self._unheld.append(((epoch, seq), before))
+        if epoch != before[0] or seq > before[1]:
+            self.read = (epoch, seq)
 
     def held(self, epoch: int, seq: int) -> None:
         """That delivery's messages are held (or were given back, or were none): counted."""

@@ -45,17 +45,15 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kmq.errors import DeliveryError
-from kmq.consumer.credits import CreditAsking, nothing as _nothing
+from kmq.consumer.credits import CreditAsking
+from kmq.consumer.deliveries_held import DeliveriesHeld
 from kmq.consumer.lane_reader import Got, LaneReader
 from kmq.consumer.lanes import ConsumerLanes
 from kmq.consumer.receipts import Receipts
-from kmq.consumer import read_ahead, referred
+from kmq.consumer import read_ahead
 from kmq.consumer.reference_reader import ReferenceReader
-from kmq.protocol.masks import mask_of as rels_mask
 from kmq.protocol import deliveries as D
-from kmq.protocol import envelope
 from kmq.protocol.lane_layout import LaneLayout
-from kmq.protocol import markers as M
 
 if TYPE_CHECKING:  # pragma: no cover
     from kmq.consumer.facade import Consumer
@@ -67,7 +65,7 @@ BACKGROUND_READ_AFTER_S = 0.25
 
 
 
-class SharedSource(CreditAsking):
+class SharedSource(CreditAsking, DeliveriesHeld):
     """Receives a shared queue's deliveries on one lane and asks for them with CREDITs."""
 
     mode = "shared"
@@ -142,6 +140,7 @@ class SharedSource(CreditAsking):
             self._read_at = time.monotonic()
             # What anyone who may write the lanes or the queue topic could forge, counted.
             self._c.stats["lane-malformed"] = self.lanes.malformed()
+            self._c.stats["lane-batches-skipped"] = self.lanes.skipped_batches()
             self._c.stats["references-incomplete"] = self.refs.incomplete
 
     def read_in_background(self) -> None:
@@ -193,27 +192,6 @@ class SharedSource(CreditAsking):
             return 0
         return self._hold(d, got.copies, sent_at)
 
-    # -- references: ranges read from the queue topic ------------------------------------
-
-    def _hold_ref(self, d: D.Delivery, got: list, sent_at: float) -> int:
-        """Hold a referred range's records that are ours, at most the free room (the rest
-        is given back at once, uncounted, as in :meth:`_hold`); return how many."""
-        c, r = self._c, d.range
-        keep, rels = referred.ours(got, r, d.mask, self._key_of_queue)
-        with c._lock:
-            room = max(0, c.max_in_flight - c._in_flight)
-            if len(keep) > room:
-                c._writer.send([M.Release(r, rels_mask(list(rels[room:]), r.length), 0, counted=False)], [],
-                               on_confirmed=_nothing)
-                keep, rels = keep[:room], rels[:room]
-            if keep:
-                c._hold(r, keep, rels, sent_at)
-            self._receipts.held(d.epoch, d.seq)
-        if not keep:
-            return 0
-        self._received(len(keep))
-        return len(keep)
-
     def on_empty(self) -> None:
         """User code found nothing ready: read further ahead if it took all we asked for."""
         now = time.monotonic()
@@ -233,44 +211,6 @@ class SharedSource(CreditAsking):
         if self._wait_began is not None:
             self._waited_s += time.monotonic() - self._wait_began
             self._wait_began = None
-
-    def _hold(self, d: D.Delivery, copies: list, sent_at: float) -> int:
-        """Hold a delivery's copies (offsets in mask order); return how many.
-
-        Copies below the queue's purge point (dispatched before the purge was known) are
-        acked unseen; copies beyond the free room (possible for a moment after a tracker
-        failover) are given back at once, uncounted.
-        """
-        c = self._c
-        if not copies:
-            with c._lock:
-                self._receipts.held(d.epoch, d.seq)
-            return 0
-        r = d.range
-        rels = _rels(d.mask)[:len(copies)]
-        floor = c._purged_before.get(r.partition, 0)
-        purged = sum(1 for rel in rels if r.start + rel < floor)
-        with c._lock:
-            room = max(0, c.max_in_flight - c._in_flight)
-            keep = rels[purged:purged + room]
-            extra = rels[purged + len(keep):]
-            markers: list[M.Marker] = []
-            if purged:
-                markers.append(M.Ack(r, rels_mask(rels[:purged], r.length)))
-            if extra:
-                markers.append(M.Release(r, rels_mask(extra, r.length), 0, counted=False))
-            if keep:
-                if c._gate is None and _in_a_run(copies[purged]):
-                    # The dispatcher hands this queue out in runs: it is ordered, though the
-                    # consumer has not read that change yet. Ungated, the rest of a run went
-                    # to user code past a released head (a configure_queue, then sends at once).
-                    c._gate_on()
-                c._hold(r, copies[purged:purged + len(keep)], keep, sent_at)
-                self._received(len(keep))
-            self._receipts.held(d.epoch, d.seq)
-            if markers:
-                c._writer.send(markers, [], on_confirmed=_nothing)
-        return len(keep)
 
     # -- the rest of the source interface -------------------------------------------------
 
@@ -317,13 +257,3 @@ class SharedSource(CreditAsking):
                 reader.close()
             except Exception:  # pragma: no cover - closing twice
                 pass
-
-
-def _in_a_run(copy: Any) -> bool:
-    """Whether a lane copy carries its run's id (only an ordered queue's do)."""
-    return any(k == envelope.RUN for k, _ in copy.headers() or ())
-
-
-def _rels(mask: int) -> list[int]:
-    """Relative offsets of a mask, ascending (bytewise)."""
-    return M.mask_offsets(0, mask)

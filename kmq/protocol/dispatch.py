@@ -51,11 +51,12 @@ class ConsumerSlot:
     handout_until_ms: int = 0  # past it (silent since its last CREDIT) it is handed nothing
     silent: bool = False       # as of the last expire()
     next_seq: int = 1
-    # (seq, count) of deliveries sent in this epoch that the consumer has not said it received
+    # (seq, count, sent_ms) of deliveries sent in this epoch that the consumer has not said
+    # it received
     unconfirmed: deque = field(default_factory=deque)
 
     def outstanding(self) -> int:
-        return sum(n for _, n in self.unconfirmed)
+        return sum(e[1] for e in self.unconfirmed)
 
 
 class Roster:
@@ -65,6 +66,8 @@ class Roster:
         self.epoch = epoch
         self.slots: dict[str, ConsumerSlot] = {}
         self._turn = 0
+        self.now_ms = 0  # the latest time credit() or expire() was given: sent() stamps with it
+        self.lapsed_unconfirmed = 0  # deliveries no longer counted against their consumer (see credit)
 
     def credit(self, c: Credit, now_ms: int) -> ConsumerSlot | None:
         """Fold one CREDIT marker in; returns the consumer's slot (None: it left)."""
@@ -80,9 +83,16 @@ class Roster:
         slot.lease_until_ms = now_ms + lease_ms
         slot.handout_until_ms = now_ms + handout_window_ms(c.timeout_ms, lease_ms)
         slot.silent = False
+        self.now_ms = max(self.now_ms, now_ms)
         if c.epoch == self.epoch:
             while slot.unconfirmed and slot.unconfirmed[0][0] <= c.seq:
                 slot.unconfirmed.popleft()
+        # A delivery sent a visibility timeout ago counts no more: what it carried lapsed at the
+        # tracker, and a consumer whose CREDITs never name it (a forged lane header set its
+        # receipt back: an audit) would otherwise be handed nothing, for good.
+        while slot.unconfirmed and slot.unconfirmed[0][2] + slot.timeout_ms <= now_ms:
+            slot.unconfirmed.popleft()
+            self.lapsed_unconfirmed += 1
         slot.available = max(0, c.free - slot.outstanding())
         return slot
 
@@ -90,6 +100,7 @@ class Roster:
         """Drop consumers whose lease ran out, and hand nothing to those silent past their
         hand-out window until they ask again; returns the ids of those dropped."""
         gone = []
+        self.now_ms = max(self.now_ms, now_ms)
         for cid, s in self.slots.items():
             if s.lease_until_ms <= now_ms:
                 gone.append(cid)
@@ -134,7 +145,7 @@ class Roster:
         seq = slot.next_seq
         slot.next_seq += 1
         slot.available -= count
-        slot.unconfirmed.append((seq, count))
+        slot.unconfirmed.append((seq, count, self.now_ms))
         return seq
 
 

@@ -103,3 +103,67 @@ def test_a_plain_producers_run_header_does_not_gate_an_unordered_queue(shared_se
             for m in got:
                 m.ack()
     assert dispatcher_stats(tracker)["forged-run-headers"] >= 1
+
+
+def test_forged_copies_of_a_range_the_consumer_holds_are_left_out_and_counted(shared_settings, tracker, queue):
+    # An audit: each copy of a held range replaced it in the consumer's table and was handed
+    # to user code again; what the replaced ones held never left in_flight (12 copies: 9 of
+    # 10 slots taken for good).
+    s = shared_settings
+    with kmq.Client(settings=s) as client:
+        client.configure_queue(queue, dispatch="shared")
+        tracker_sees(tracker, queue, dispatch="shared")
+        with client.consumer(queue, max_in_flight=10, visibility_timeout_s=60) as c:
+            victim = client.send(queue, b"victim")
+            client.flush()
+            held = wait_for(lambda: c.receive(0.2), 30, what="the message")
+            assert held.id == victim
+            layout = client.lane_layout()
+            topic, partition = layout.topic(c._source.lane), layout.partition(c._source.lane)
+            real = last_delivery(s, topic, partition, c._source.consumer_id)
+            kc = Consumer({**s.client_config(), "group.id": f"peek-{uuid.uuid4().hex}", "enable.auto.commit": False})
+            kc.assign([TopicPartition(s.queue_topic, real.range.partition, real.range.start)])
+            record = wait_for(lambda: next((r for r in kc.consume(1, 1.0) if r.error() is None), None), 30,
+                              what="the record")
+            kc.close()
+            copy = D.Delivery(D.COPY, real.epoch, real.seq, real.timeout_ms, real.range, real.mask)
+            raw = Producer(s.client_config())
+            for _ in range(5):
+                raw.produce(topic, D.encode(copy), D.header_key(c._source.consumer_id), partition=partition)
+                raw.produce(topic, record.value(), c._source.consumer_id.encode(), partition=partition,
+                            headers=record.headers())
+            assert raw.flush(30) == 0
+            again: list = []
+            wait_for(lambda: again.extend(c.receive_batch(10, 0.2)) or c.stats.get("duplicate-deliveries", 0) >= 5,
+                     60, interval_s=0, what="the five copies left out")
+            assert again == [] and c.in_flight == 1
+            held.ack()
+            c.flush()
+            assert c.in_flight == 0
+
+
+def test_a_batch_on_the_lane_no_client_can_read_is_skipped_and_counted(shared_settings, tracker, queue):
+    # It was skipped (kmq.kafka.batch_skips) but counted nowhere a user looks (an audit).
+    import os
+
+    from tests import hostile_batches as H
+
+    s = shared_settings
+    with kmq.Client(settings=s) as client:
+        client.configure_queue(queue, dispatch="shared")
+        tracker_sees(tracker, queue, dispatch="shared")
+        with client.consumer(queue, visibility_timeout_s=30) as c:
+            client.send(queue, b"first")
+            client.flush()
+            wait_for(lambda: c.receive(0.2), 30, what="the first message").ack()
+            layout = client.lane_layout()
+            topic, partition = layout.topic(c._source.lane), layout.partition(c._source.lane)
+            cid = c._source.consumer_id.encode()
+            garbage = H.batch([(cid, b"x", [])] * 3, codec=H.ZSTD, payload=b"\x28\xb5\x2f\xfd" + os.urandom(200))
+            assert H.send_raw(s.bootstrap_servers, topic, partition, garbage) == 0
+            after = client.send(queue, b"after")
+            client.flush()
+            m = wait_for(lambda: c.receive(0.2), 120, what="the message after the batch")
+            assert m.id == after
+            m.ack()
+            wait_for(lambda: c.stats.get("lane-batches-skipped") == 1, 30, what="the batch counted")

@@ -187,3 +187,19 @@ def test_shares_are_fair_and_rotate():
     assert sorted(k for _, k in first) == [2, 2, 2]
     second = [s.consumer_id for s, _ in r.share(3)]
     assert second != [c for c, _ in first][:3]  # another consumer goes first
+
+
+def test_a_delivery_unconfirmed_for_the_consumers_visibility_timeout_counts_no_more():
+    # A consumer whose CREDITs never name a delivery (a forged lane header set its receipt
+    # back: an audit's consumer got 0 of 160 in 150 s) is counted against for one visibility
+    # timeout at most: what the delivery carried has lapsed at the tracker by then.
+    r = Roster(epoch=9)
+    slot = r.credit(Credit("q", "c", 0, 9, 0, 10, 5000, 1000), now_ms=0)
+    r.sent(slot, 10)
+    assert r.credit(Credit("q", "c", 0, 9, 0, 10, 5000, 1000), now_ms=999).available == 0
+    assert r.credit(Credit("q", "c", 0, 9, 0, 10, 5000, 1000), now_ms=1000).available == 10
+    assert r.lapsed_unconfirmed == 1
+    r.expire(1500)
+    later = r.sent(slot, 4)  # stamped with the roster's latest time
+    assert r.credit(Credit("q", "c", 0, 9, 0, 10, 5000, 1000), now_ms=2499).available == 6
+    assert r.credit(Credit("q", "c", 0, 9, later, 10, 5000, 1000), now_ms=2499).available == 10

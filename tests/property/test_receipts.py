@@ -51,3 +51,22 @@ def test_the_claim_is_the_last_delivery_before_the_first_one_not_held(steps):
         want = read[first_unheld - 1] if first_unheld else (0, 0)
         assert r.claim() == want
         assert r.pending() == len(read) - len(held)
+
+
+def test_a_header_older_than_the_last_of_its_epoch_does_not_set_the_claim_back():
+    # Forged (anyone who may write the lanes may), or read late from the lane being left: a
+    # receipt set back made the dispatcher count every later delivery against the consumer,
+    # which then got nothing (an audit: 0 of 160 in 150 s).
+    r = Receipts()
+    r.header(7, 5)
+    r.held(7, 5)
+    r.header(7, 0)
+    assert r.claim() == (7, 5)
+    r.held(7, 0)
+    assert r.claim() == (7, 5) and r.read == (7, 5)
+    r.header(7, 6)
+    r.held(7, 6)
+    assert r.claim() == (7, 6)
+    r.header(8, 1)  # a successor's epoch starts low: taken
+    r.held(8, 1)
+    assert r.claim() == (8, 1)
