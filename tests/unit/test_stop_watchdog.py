@@ -39,3 +39,28 @@ def test_the_limit_is_a_setting_with_bounds():
         Settings.from_env({"KMQ_STOP_TIMEOUT_S": "0"})
     with pytest.raises(ConfigError, match=r"KMQ_STOP_TIMEOUT_S=5000000000.0 is above 4,294,967"):
         Settings.from_env({"KMQ_STOP_TIMEOUT_S": "5e9"})
+
+
+def test_a_log_handler_that_blocks_does_not_keep_the_worker_alive():
+    # An audit: one worker of 22 logged no watchdog line and ran on; whatever held it, the
+    # exit no longer waits for the line to be written.
+    import logging
+    import threading
+
+    release = threading.Event()
+
+    class Stuck(logging.Handler):
+        def emit(self, record):
+            release.wait(30)
+
+    stuck = Stuck()
+    logging.getLogger("kmq.tracker").addHandler(stuck)
+    try:
+        exits: list[int] = []
+        dog = StopWatchdog(0.01, exit_now=exits.append, say_why_s=0.05)
+        dog.arm()
+        wait_for(lambda: exits, 10, what="the exit while the log line is stuck")
+        assert exits == [1]
+    finally:
+        release.set()
+        logging.getLogger("kmq.tracker").removeHandler(stuck)
