@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 
 import kmq
 import kmq.consumer.marker_writer as marker_writer
-from bench.common import stack
+from bench.common import save, stack
 
 
 def bare_producer(conf: dict, _topic: str) -> Producer:
@@ -47,6 +47,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--consumers", type=int, default=12, help="rounds of each variant")
     ap.add_argument("--delay-s", type=float, default=1.0)
+    ap.add_argument("--label", default="", help="saved as first_verb-LABEL")
     args = ap.parse_args()
     variants = {"started": marker_writer.started_producer, "bare": bare_producer}
     late: dict[str, list[int]] = {name: [] for name in variants}
@@ -60,6 +61,28 @@ def main() -> None:
         client.close()
     for name, ms in late.items():
         print(f"{name}: lateness p50 {statistics.median(ms):.0f} ms, max {max(ms)} ms, every round {ms}")
+    save(f"first_verb{'-' + args.label if args.label else ''}",
+         {"command": f"python -m bench.first_verb --consumers {args.consumers} --delay-s {args.delay_s:g}",
+          "late_ms": late})
+
+
+def section(results: dict[str, dict]) -> list[str]:
+    """BENCHMARKS.md lines for every ``first_verb`` result file, oldest first."""
+    files = sorted(((name, r) for name, r in results.items() if name.split("-")[0] == "first_verb"),
+                   key=lambda item: item[1]["when"])
+    if not files:
+        return []
+    out = ["## A new shared consumer's first verb (`bench.first_verb`)", "",
+           "How late a new consumer's first `release(delay_s)` comes back: its marker producer",
+           "made connected (`started`, kmq/kafka/producer_start.py) or bare (the code before, which",
+           "waited for librdkafka's 500 ms producer-id timer). Rounds alternate, one stack.", "",
+           "| when | command | machine | started p50 / max ms | bare p50 / max ms | every round (started; bare) |",
+           "|---|---|---|---|---|---|"]
+    for _name, r in files:
+        s, b = r["late_ms"]["started"], r["late_ms"]["bare"]
+        out.append(f"| {r['when']} | `{r['command']}` | {r['machine']} | {statistics.median(s):.0f} / {max(s)} | "
+                   f"{statistics.median(b):.0f} / {max(b)} | {s}; {b} |")
+    return out + [""]
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import argparse
 import json
 from pathlib import Path
 
-from bench import (before_after, broker_split_read, busy_overrun, dedup_replay, garbage_flood, lateness_ab,
-                   send_codecs, worker_report)
+from bench import (before_after, broker_split_read, busy_overrun, dedup_replay, first_verb, garbage_flood,
+                   lateness_ab, send_codecs, worker_report)
 from bench.report_format import PLOT, RESULTS, ROOT, every_run
 from bench.report_partition import (amplification, chaos, fairness, lateness, queues, spark, throughput,
                                     throughput_runs, tracker_scale)
@@ -48,7 +48,7 @@ def render(results: dict[str, dict]) -> str:
                 ("broker_lane_topics", broker_lane_topics),
                 ("broker_batches", broker_batches), (None, shared_bytes), (None, every_run("lane_moves", lane_moves)), (None, send_codecs.section), (None, worker_report.section),
                 (None, ordering), (None, dedup_replay.section), (None, garbage_flood.section),
-                (None, before_after.section), (None, busy_overrun.section)]
+                (None, before_after.section), (None, busy_overrun.section), (None, first_verb.section)]
     for name, fn in sections:
         if name is None:
             out += fn(results)

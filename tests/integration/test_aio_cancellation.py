@@ -89,8 +89,8 @@ def test_closing_twice_is_one_close_and_a_closed_consumer_says_so(default_settin
 def test_consumers_opened_at_once_share_one_view_of_the_queues_topic(default_settings, queue):
     # Before: 10 racing opens started 10 views (threads with a Kafka consumer each); 9 were
     # never closed.
-    def views() -> int:
-        return sum(t.name == "kmq-queue-configs" for t in threading.enumerate())
+    def views() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "kmq-queue-configs"}
 
     before = views()
 
@@ -98,14 +98,15 @@ def test_consumers_opened_at_once_share_one_view_of_the_queues_topic(default_set
         client = kmq.aio.Client(settings=default_settings)
         consumers = [client.consumer(queue) for _ in range(10)]
         await asyncio.gather(*(c.open() for c in consumers))
-        opened = views()
+        opened = views() - before
         for c in consumers:
             await c.close()
         await client.close()
         return opened
 
-    assert asyncio.run(main()) == before + 1
-    wait_for(lambda: views() == before, 20, what="the view's thread ended")
+    opened = asyncio.run(main())
+    assert len(opened) == 1
+    wait_for(lambda: not any(t.is_alive() for t in opened), 20, what="the view's thread ended")
 
 
 def test_a_send_that_finds_no_room_waits_off_the_loop_and_is_written(default_settings, queue):

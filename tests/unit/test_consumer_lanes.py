@@ -7,6 +7,7 @@ import threading
 
 from kmq.consumer import lanes as L
 from kmq.consumer.lane_reader import Got
+from kmq.kafka.batch_skips import BatchSkips
 from kmq.protocol import deliveries as D
 from kmq.protocol import markers as M
 from kmq.protocol.lane_layout import LaneLayout
@@ -18,6 +19,7 @@ class FakeLane:
         self.queued: list = []
         self.polled: list[float] = []
         self.own_bytes = self.other_bytes = self.malformed = 0
+        self.skips = BatchSkips(f"lane {lane}")
         self.fatal = None
         self.closed = False
 
@@ -86,3 +88,13 @@ def test_a_farewell_on_the_lane_asked_on_answers_a_goodbye():
     lanes.current.queued = [D.Farewell(1, 9)]
     got, _ = lanes.read(0.0, may_move=False)
     assert got == [D.Farewell(1, 9)] and lanes.leaving is not None
+
+
+def test_batches_skipped_are_counted_on_every_lane_read_the_ones_left_too():
+    lanes, _ = moving()
+    old, new = lanes.leaving, lanes.current
+    old.skips.batches, new.skips.batches = 2, 1
+    assert lanes.skipped_batches() == 3
+    old.queued = [D.Farewell(1, 0)]
+    lanes.read(0.0, may_move=True)
+    assert lanes.leaving is None and lanes.skipped_batches() == 3  # the lane left still counts
