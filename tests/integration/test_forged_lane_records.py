@@ -7,6 +7,7 @@ redelivered to it again and again towards their dead letters."""
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -38,39 +39,45 @@ def last_delivery(s, topic: str, partition: int, consumer_id: str) -> D.Delivery
         kc.close()
 
 
-def test_a_forged_reference_past_the_log_holds_a_consumer_no_longer_than_its_visibility(
-        shared_settings, tracker, queue):
-    s = shared_settings
+@contextmanager
+def shared_queue_consumer(s, tracker, queue: str, **options):
+    """(client, consumer) of ``queue`` made shared, once its first message came and was acked."""
     with kmq.Client(settings=s) as client:
         client.configure_queue(queue, dispatch="shared")
         tracker_sees(tracker, queue, dispatch="shared")
-        with client.consumer(queue, visibility_timeout_s=4) as c:
+        with client.consumer(queue, **options) as c:
             client.send(queue, b"first")
             client.flush()
-            first = wait_for(lambda: c.receive(0.2), 30, what="the first message")
-            first.ack()
-            layout = client.lane_layout()
-            topic, partition = layout.topic(c._source.lane), layout.partition(c._source.lane)
-            real = last_delivery(s, topic, partition, c._source.consumer_id)
-            p = queue_partitions(queue, s.queue_partitions)[0]
-            far = RangeRef(queue, p, 10**12, 10**12 + 10)
-            forged = D.Delivery(D.REFERENCE, real.epoch, real.seq + 1, MAX_TIMEOUT_MS, far, far.full_mask)
-            raw = Producer(s.client_config())
-            raw.produce(topic, D.encode(forged), D.header_key(c._source.consumer_id), partition=partition)
-            assert raw.flush(30) == 0
-            wait_for(lambda: c.receive(0.2) is None and c.stats.get("references-incomplete", 0) >= 1, 60,
-                     interval_s=0, what="the forged reference given up")
-            sent = set(client.send_batch(queue, [b"after-%d" % i for i in range(10)]))
-            client.flush()
-            got: dict[str, int] = {}
+            wait_for(lambda: c.receive(0.2), 30, what="the first message").ack()
+            yield client, c
 
-            def all_ten() -> bool:
-                for m in c.receive_batch(10, 0.2):
-                    got[m.id] = m.delivery_count
-                    m.ack()
-                return set(got) >= sent
-            wait_for(all_ten, 60, interval_s=0, what="the ten sent after the forged reference")
-            assert set(got.values()) == {1}
+
+def test_a_forged_reference_past_the_log_holds_a_consumer_no_longer_than_its_visibility(
+        shared_settings, tracker, queue):
+    s = shared_settings
+    with shared_queue_consumer(s, tracker, queue, visibility_timeout_s=4) as (client, c):
+        layout = client.lane_layout()
+        topic, partition = layout.topic(c._source.lane), layout.partition(c._source.lane)
+        real = last_delivery(s, topic, partition, c._source.consumer_id)
+        p = queue_partitions(queue, s.queue_partitions)[0]
+        far = RangeRef(queue, p, 10**12, 10**12 + 10)
+        forged = D.Delivery(D.REFERENCE, real.epoch, real.seq + 1, MAX_TIMEOUT_MS, far, far.full_mask)
+        raw = Producer(s.client_config())
+        raw.produce(topic, D.encode(forged), D.header_key(c._source.consumer_id), partition=partition)
+        assert raw.flush(30) == 0
+        wait_for(lambda: c.receive(0.2) is None and c.stats.get("references-incomplete", 0) >= 1, 60,
+                 interval_s=0, what="the forged reference given up")
+        sent = set(client.send_batch(queue, [b"after-%d" % i for i in range(10)]))
+        client.flush()
+        got: dict[str, int] = {}
+
+        def all_ten() -> bool:
+            for m in c.receive_batch(10, 0.2):
+                got[m.id] = m.delivery_count
+                m.ack()
+            return set(got) >= sent
+        wait_for(all_ten, 60, interval_s=0, what="the ten sent after the forged reference")
+        assert set(got.values()) == {1}
 
 
 def test_a_plain_producers_run_header_does_not_gate_an_unordered_queue(shared_settings, tracker, queue):
@@ -149,21 +156,15 @@ def test_a_batch_on_the_lane_no_client_can_read_is_skipped_and_counted(shared_se
     from tests import hostile_batches as H
 
     s = shared_settings
-    with kmq.Client(settings=s) as client:
-        client.configure_queue(queue, dispatch="shared")
-        tracker_sees(tracker, queue, dispatch="shared")
-        with client.consumer(queue, visibility_timeout_s=30) as c:
-            client.send(queue, b"first")
-            client.flush()
-            wait_for(lambda: c.receive(0.2), 30, what="the first message").ack()
-            layout = client.lane_layout()
-            topic, partition = layout.topic(c._source.lane), layout.partition(c._source.lane)
-            cid = c._source.consumer_id.encode()
-            garbage = H.batch([(cid, b"x", [])] * 3, codec=H.ZSTD, payload=b"\x28\xb5\x2f\xfd" + os.urandom(200))
-            assert H.send_raw(s.bootstrap_servers, topic, partition, garbage) == 0
-            after = client.send(queue, b"after")
-            client.flush()
-            m = wait_for(lambda: c.receive(0.2), 120, what="the message after the batch")
-            assert m.id == after
-            m.ack()
-            wait_for(lambda: c.stats.get("lane-batches-skipped") == 1, 30, what="the batch counted")
+    with shared_queue_consumer(s, tracker, queue, visibility_timeout_s=30) as (client, c):
+        layout = client.lane_layout()
+        topic, partition = layout.topic(c._source.lane), layout.partition(c._source.lane)
+        cid = c._source.consumer_id.encode()
+        garbage = H.batch([(cid, b"x", [])] * 3, codec=H.ZSTD, payload=b"\x28\xb5\x2f\xfd" + os.urandom(200))
+        assert H.send_raw(s.bootstrap_servers, topic, partition, garbage) == 0
+        after = client.send(queue, b"after")
+        client.flush()
+        m = wait_for(lambda: c.receive(0.2), 120, what="the message after the batch")
+        assert m.id == after
+        m.ack()
+        wait_for(lambda: c.stats.get("lane-batches-skipped") == 1, 30, what="the batch counted")
