@@ -31,6 +31,8 @@ class OwnedPartition:
     partition: int
     state: PartitionState
     clock: PartitionClock = field(default_factory=PartitionClock)
+    # When this worker began owning it (wall ms): records stamped before are the previous owner's
+    owned_since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     next_deadline_ms: int | None = 0  # 0: unknown yet, so the first tick goes out at once
     ticks: TickProposals = field(default_factory=TickProposals)  # the timer's TICKs on their way
     malformed: int = 0

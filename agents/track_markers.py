@@ -28,7 +28,7 @@ from agents.redeliver import Execution
 from agents.runtime import TrackerRuntime, runtime
 from app import app, settings
 from app.topics import markers_topic
-from kmq.protocol.clock import tick_refused
+from kmq.protocol.clock import applied_at_ms, tick_refused
 from kmq.protocol import expiry
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
@@ -121,8 +121,10 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
         return False
     if got.set_aside:  # markers outside the codec's limits; the rest of the record is applied
         _set_aside(rt, part, msg, "; ".join(got.set_aside[:3]), bytes(event.value), len(got.set_aside))
-    if msg.timestamp_type == LOG_APPEND_TIME and msg.timestamp:
-        now_ms = part.clock.observe(int(msg.timestamp * 1000))
+    stamp_ms = int(msg.timestamp * 1000) if msg.timestamp else None
+    trusted_stamp = msg.timestamp_type == LOG_APPEND_TIME and stamp_ms is not None
+    if trusted_stamp:
+        now_ms = part.clock.observe(stamp_ms)
     else:
         # A consumer's clock is not ours to trust (seed 003): marker time only.
         now_ms = part.clock.now_ms()
@@ -131,7 +133,8 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     purged: dict[str, None] = {}  # queues the record purges, in order
     for i, marker in enumerate(got.markers):
         try:
-            refused = await _apply_marker(rt, part, marker, now_ms)
+            at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, isinstance(marker, M.Acquire))
+            refused = await _apply_marker(rt, part, marker, at_ms)
         except Exception as exc:  # one marker's error must never stop the agent
             log.exception("markers partition %d offset %d: marker %d failed", msg.partition, msg.offset, i + 1)
             refused = f"{type(exc).__name__}: {exc}"

@@ -56,3 +56,25 @@ class PartitionClock:
             self._base_mono_s = self._mono_s()
             return trusted_ms
         return now
+
+
+# How far before this worker began owning a partition a record read again may count (see
+# applied_at_ms): a previous owner's clock far behind cannot make more than this due at once.
+REPLAY_EARLIEST_MS = 60_000
+
+
+def applied_at_ms(clock_ms: int, stamp_ms: int | None, owned_since_ms: int, trusted_stamp: bool,
+                  trackers_own: bool) -> int:
+    """The marker time a marker of one record is applied at (its deadlines run from it).
+
+    The clock's time, except for a record written before this worker owned the partition
+    (the previous owner's, read again after a takeover) whose stamp can be trusted: a broker
+    LogAppendTime, or the create time of a marker only a tracker writes (an ACQUIRE: the
+    dispatcher's clock, like a TICK's). That one counts at its stamp, at most
+    ``REPLAY_EARLIEST_MS`` before the ownership began: counted from when it was read again,
+    a message acquired just before its dispatcher was killed came back up to a visibility
+    timeout late (an audit: 11 s after the takeover). Never later than the clock.
+    """
+    if stamp_ms is None or stamp_ms >= owned_since_ms or not (trusted_stamp or trackers_own):
+        return clock_ms
+    return min(clock_ms, max(stamp_ms, owned_since_ms - REPLAY_EARLIEST_MS))

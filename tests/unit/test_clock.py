@@ -49,3 +49,24 @@ def test_a_trackers_own_tick_is_never_refused_nor_one_a_little_ahead():
     assert tick_refused(5_000_000, wall_ms=1_000_000, marker_ms=5_000_000) is None
     assert tick_refused(1_000_000 + TICK_AHEAD_LIMIT_MS, 1_000_000, 0) is None  # hosts' clocks differ a little
     assert "ahead" in tick_refused(1_000_000 + 10 * 86_400_000, 1_000_000, 1_000_000)
+
+
+def test_a_record_read_again_after_a_takeover_counts_at_its_trusted_stamp():
+    # An audit's takeover: what the previous owner was told just before it died (an ACQUIRE,
+    # a consumer's EXTEND) got its deadline from when the successor read it: up to a whole
+    # visibility timeout late (messages back 11-13 s after their deadline).
+    from kmq.protocol.clock import REPLAY_EARLIEST_MS, applied_at_ms
+
+    owned, clock = 100_000, 105_000
+    # The previous owner's ACQUIRE (a tracker's own create time) or any LogAppendTime record:
+    assert applied_at_ms(clock, 97_000, owned, trusted_stamp=False, trackers_own=True) == 97_000
+    assert applied_at_ms(clock, 97_000, owned, trusted_stamp=True, trackers_own=False) == 97_000
+    # ... at most REPLAY_EARLIEST_MS before the ownership began (a clock far behind):
+    assert applied_at_ms(clock, 0, owned, False, True) == owned - REPLAY_EARLIEST_MS
+    # A consumer's create time (a START, an EXTEND on a CreateTime topic) is not ours to trust.
+    assert applied_at_ms(clock, 97_000, owned, trusted_stamp=False, trackers_own=False) == clock
+    # Written while we own it, or without a stamp: the clock, as every marker before.
+    assert applied_at_ms(clock, 104_000, owned, True, True) == clock
+    assert applied_at_ms(clock, None, owned, True, True) == clock
+    # Never later than the clock.
+    assert applied_at_ms(99_000, 99_500, owned, True, True) == 99_000
