@@ -1,6 +1,6 @@
 """A shared consumer's deliveries held: copies and referred ranges into the consumer's
-held ranges, within its free room (pure of Kafka reads; mixed into
-:class:`kmq.consumer.shared_source.SharedSource`).
+held ranges, within its free room (mixed into :class:`kmq.consumer.shared_source.SharedSource`,
+which reads them).
 
 What is beyond the free room (possible for a moment after a tracker failover) is given
 back at once, uncounted; copies below the queue's purge point are acked unseen; a range
