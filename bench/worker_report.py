@@ -21,6 +21,9 @@ WORKER_NOTES = {
     "worker-issue17-5": "Code of c61fcb2: runners receive for every free slot at once (async: one hop to the "
                         "helper thread per batch): the async worker's CPU per message halves (0.15-0.19 "
                         "-> 0.06-0.08 ms at 32).",
+    "worker-stop54": "Code of 67a9661 (kmq.aio's send tries without waiting for room and yields every "
+                     "256 sends; receives in 0.25 s slices): shared queues at concurrency 32 only, on a "
+                     "quiet machine.",
 }
 PROBE_NOTES = {
     "worker_probe": "Before the runners received for every free slot at once (c8dfe52): the async "
