@@ -128,13 +128,17 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     else:
         # A consumer's clock is not ours to trust (seed 003): marker time only.
         now_ms = part.clock.now_ms()
+    # A record the previous owner was told (read after a takeover) counts at its trusted
+    # stamp (kmq.protocol.clock.applied_at_ms): once per record, an ACQUIRE's and the rest's.
+    at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, False)
+    acquire_at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, True)
     part.state.begin_record()
     writes = part.state.store.writes
     purged: dict[str, None] = {}  # queues the record purges, in order
     for i, marker in enumerate(got.markers):
         try:
-            at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, isinstance(marker, M.Acquire))
-            refused = await _apply_marker(rt, part, marker, at_ms)
+            refused = await _apply_marker(rt, part, marker,
+                                          acquire_at_ms if marker.__class__ is M.Acquire else at_ms)
         except Exception as exc:  # one marker's error must never stop the agent
             log.exception("markers partition %d offset %d: marker %d failed", msg.partition, msg.offset, i + 1)
             refused = f"{type(exc).__name__}: {exc}"

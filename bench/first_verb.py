@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 import kmq
 import kmq.consumer.marker_writer as marker_writer
 from bench.common import save, stack
+from bench.report_format import runs_of, table_head
 
 
 def bare_producer(conf: dict, _topic: str) -> Producer:
@@ -68,22 +69,20 @@ def main() -> None:
 
 def section(results: dict[str, dict]) -> list[str]:
     """BENCHMARKS.md lines for every ``first_verb`` result file, oldest first."""
-    files = sorted(((name, r) for name, r in results.items() if name.split("-")[0] == "first_verb"),
-                   key=lambda item: item[1]["when"])
-    if not files:
+    runs = runs_of(results, "first_verb")
+    if not runs:
         return []
     out = ["## A new shared consumer's first verb (`bench.first_verb`)", "",
            "How late a new consumer's first `release(delay_s)` comes back: its marker producer",
            "made connected (`started`, kmq/kafka/producer_start.py) or bare (the code before, which",
            "waited for librdkafka's 500 ms producer-id timer). Rounds alternate, one stack.", "",
-           "| when | command | machine | started p50 / max ms | bare p50 / max ms | every round (started; bare) |",
-           "|---|---|---|---|---|---|"]
-    for _name, r in files:
+           *table_head("when", "command", "machine", "started p50 / max ms", "bare p50 / max ms",
+                       "every round (started; bare)")]
+    for r in runs:
         s, b = r["late_ms"]["started"], r["late_ms"]["bare"]
         out.append(f"| {r['when']} | `{r['command']}` | {r['machine']} | {statistics.median(s):.0f} / {max(s)} | "
                    f"{statistics.median(b):.0f} / {max(b)} | {s}; {b} |")
     return out + [""]
-
 
 if __name__ == "__main__":
     main()

@@ -60,20 +60,23 @@ class ConsumerLanes:
     def bytes_read(self) -> tuple[int, int]:
         """Key + value bytes read on every lane so far: (this consumer's, the others')."""
         own, other = self._closed_bytes
-        for r in (self.current, self.leaving):
-            if r is not None:
-                own, other = own + r.own_bytes, other + r.other_bytes
+        for r in self._readers():
+            own, other = own + r.own_bytes, other + r.other_bytes
         return own, other
 
     def malformed(self) -> int:
         """Records keyed as this consumer's delivery headers that were not one, on every lane
         read (kmq.consumer.lane_reader): forged, or another client's."""
-        return self._closed_malformed + sum(r.malformed for r in (self.current, self.leaving) if r is not None)
+        return self._closed_malformed + sum(r.malformed for r in self._readers())
 
     def skipped_batches(self) -> int:
         """Record batches skipped on every lane read, no client being able to read them
         (kmq.kafka.batch_skips): a compression bomb, a corrupt batch."""
-        return self._closed_skipped + sum(r.skips.batches for r in (self.current, self.leaving) if r is not None)
+        return self._closed_skipped + sum(r.skips.batches for r in self._readers())
+
+    def _readers(self) -> list[LaneReader]:
+        """The lane readers open now: the current one and the one being left, if any."""
+        return [r for r in (self.current, self.leaving) if r is not None]
 
     def settled(self) -> bool:
         """No lane being left, no delivery's copies on their way."""
