@@ -47,7 +47,10 @@ class CreditAsking:
         delivery carries many messages, not one), or user code has nothing left and some
         room was freed, or the lease needs renewing, or ``force``."""
         c = self._c
-        unhanded = sum(len(h.recs) - h.handed for h in c._ready
+        # A copy (taken whole, the GIL held): the receiving thread pops from _ready without
+        # the lock, and iterating it here raised "deque mutated during iteration" into user
+        # code (a CI run of tests/chaos/test_sdk_memory.py).
+        unhanded = sum(len(h.recs) - h.handed for h in tuple(c._ready)
                        if c._gate is None or not _behind_its_head(h))
         away = c._user_code_away  # kmq.consumer.user_code: ask for nothing it cannot hand out
         free = 0 if self._leaving or away else max(0, min(c.max_in_flight - c._in_flight,

@@ -131,7 +131,7 @@ class LiveSettings:
         """Give back (uncounted) every held message not yet handed to user code (lock held);
         returns how many."""
         returned = 0
-        for held in self._ready:
+        for held in tuple(self._ready):  # a copy: the receiving thread pops without the lock
             for i in range(held.handed, len(held.recs)):
                 rel = held.rels[i]
                 if not held.state[rel] and rel not in held.lapsed:

@@ -132,3 +132,25 @@ def test_a_consumer_asks_every_quarter_visibility_timeout_within_a_quarter_and_o
     assert c.credit(1.49) == [] and c.credit(1.5)
     c._c._timeout_ms = 100            # every 0.25 s at most
     assert c.credit(1.74) == [] and c.credit(1.75)
+
+
+def test_a_credit_counts_the_read_ahead_while_the_receiving_thread_takes_from_it():
+    # The flusher thread counted _ready while the receiving thread popped from it (no lock
+    # on that path): "deque mutated during iteration" reached user code (a CI run).
+    from collections import deque
+
+    c = _Credits()
+    ready = c._c._ready = deque()
+
+    class Popping:
+        recs = [1, 2, 3]
+
+        @property
+        def handed(self):
+            if ready:
+                ready.popleft()  # what the receiving thread does meanwhile
+            return 1
+
+    ready.extend([Popping(), Popping(), Popping()])
+    (credit,) = c.credit(0.0)
+    assert credit.free == 10 - 6  # the three ranges as they were: two unhanded messages each
