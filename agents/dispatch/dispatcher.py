@@ -247,10 +247,13 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                 if self._ordered.waiting((m, w.queue, p)):  # set back from ordering="group"
                     w.taken[:0] = self._ordered.release((m, w.queue, p), roster.demand())  # those first
                     names = None
+                if w.taken:  # handed out while it was ordered: read again from its FLOOR after a BEGIN
+                    kept = self._ordered.not_handed((m, w.queue, p), w.taken)
+                    dropped, w.taken = len(kept) < len(w.taken), kept
                 if w.taken:  # sends repeated within the dedup window are never handed out
                     kept = self._ordered.drop_duplicates((m, w.queue, p), w.taken,
                                                          int(cfg.dedup_window_s * 1000), names)
-                    dropped, w.taken = len(kept) < len(w.taken), kept
+                    dropped, w.taken = dropped or len(kept) < len(w.taken), kept
                 runs = hand_out(w, roster)
                 forged_runs = names is None or envelope.RUN in names
                 if forged_runs and names is not None:

@@ -112,8 +112,10 @@ class DispatcherEvents:
         if self._epochs.begun(m, epoch, cursors):
             log.info("markers partition %d: dispatching (epoch %d, %d cursors)", m, epoch, len(cursors))
             self._parts[m].replays = replays_at_begin(cursors, int(time.time() * 1000))
-            ordered = {qp: v for qp, v in handed.items() if self._configs.get(qp[0]).ordering == "group"}
-            self._ordered.recover_partition(m, ordered, self._reader.end_offset)
+            # Every queue partition with a bitmap: its cursor is the FLOOR of when it was
+            # ordered, below runs handed out since, whatever its ordering is now.
+            ordered = {q for q, _ in handed if self._configs.get(q).ordering == "group"}
+            self._ordered.recover_partition(m, handed, self._reader.end_offset, ordered)
 
     def _within_topic(self, m: int, epoch: int, cursors: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """The table's cursors bounded by the queue topic (kmq.protocol.cursor_bounds): one far

@@ -195,8 +195,8 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
         q = self._queues.get(key)
         if q is None:
             return []
-        if q.ordered:
-            q.order, q.ordered, q.recovery = GroupOrder(), False, None
+        if q.ordered:  # what predecessors handed out stays known (recovery: not_handed)
+            q.order, q.ordered = GroupOrder(), False
         out = [q.records.pop(o) for o in sorted(q.records)[:max(0, n)]]
         q.held_bytes -= sum(map(record_size, out))
         if not q.records:

@@ -31,29 +31,53 @@ class _Recovery:
 
 
 class Recovering:
-    """:meth:`recover_partition`, :meth:`recover` and :meth:`caught_up` of
+    """:meth:`recover_partition`, :meth:`recover`, :meth:`not_handed` and :meth:`caught_up` of
     :class:`~agents.dispatch.ordered.OrderedQueues`."""
 
-    def recover_partition(self: "OrderedQueues", m: int, handed: dict, end_offset: Any) -> None:
-        """BEGIN on markers partition ``m``: its ordered queue partitions resume from what the
-        predecessor handed out (``(queue, p) -> (HandedOut, pending)``); ``end_offset(p,
-        default)`` reads a queue partition's end."""
+    def recover_partition(self: "OrderedQueues", m: int, handed: dict, end_offset: Any,
+                          ordered: set[str] | None = None) -> None:
+        """BEGIN on markers partition ``m``: its queue partitions that were ever ordered resume
+        from what the predecessor handed out (``(queue, p) -> (HandedOut, pending)``);
+        ``end_offset(p, default)`` reads a queue partition's end; ``ordered``: the queues
+        ordered now (None: all). A queue no longer ordered resumes from its FLOOR too (the
+        cursor of when it was ordered): it skips what the bitmap says went out
+        (:meth:`not_handed`)."""
         for (q, p), (h, pending) in handed.items():
             # Everything republished before BEGIN is below this end (the tracker settles
             # after republishing), so a returned head is read before its group goes on.
             until = end_offset(p, default=h.end)
-            self.recover((m, q, p), h, pending, until)
-            log.info("markers partition %d: ordered queue %s/%d resumes with %d handed out above "
-                     "its floor (%d in flight), reading to %d first", m, q, p, h.mask.bit_count(),
-                     len(pending), until)
+            now_ordered = ordered is None or q in ordered
+            self.recover((m, q, p), h, pending, until, now_ordered)
+            if now_ordered or h.mask:  # an unordered queue's bitmap left from long ago: not news
+                log.info("markers partition %d: %s queue %s/%d resumes with %d handed out above "
+                         "its floor (%d in flight), reading to %d first", m,
+                         "ordered" if now_ordered else "formerly ordered", q, p, h.mask.bit_count(),
+                         len(pending), until)
 
-    def recover(self: "OrderedQueues", key: "Key", handed: H.HandedOut, pending: frozenset[int], until: int) -> None:
+    def recover(self: "OrderedQueues", key: "Key", handed: H.HandedOut, pending: frozenset[int], until: int,
+                ordered: bool = True) -> None:
         """A new epoch begins: its predecessors handed out ``handed`` (``pending`` of it
         still in flight); nothing of the queue goes out before it is read up to ``until``
         (the partition's end as of BEGIN), so a head republished before is seen first."""
         q = self._queue(key)
-        q.ordered = True
+        q.ordered = ordered
         q.recovery = _Recovery(handed, set(pending), until)
+
+    def not_handed(self: "OrderedQueues", key: "Key", records: list) -> list:
+        """Of records read for the queue as an unordered queue's (in offset order), those no
+        predecessor handed out while it was ordered: its cursor after a BEGIN is that
+        FLOOR, below runs handed out and acked since (an audit: 262 delivered again after
+        mode flips and a rebalance). One in flight is the tracker's to redeliver, as for any
+        unordered queue. The predecessor's hand-outs are forgotten once a read begins past
+        them (records not handed out this round are read again from the first of them)."""
+        q = self._queues.get(key)
+        r = None if q is None else q.recovery
+        if r is None or not records:
+            return records
+        if records[0].offset() >= r.handed.end:
+            q.recovery = None
+            return records
+        return [rec for rec in records if not r.handed.handed(rec.offset())]
 
     def caught_up(self: "OrderedQueues", key: "Key", read_cursor: int) -> bool:
         """Whether heads may go out: after a BEGIN, only once the queue is read up to the

@@ -1,0 +1,127 @@
+"""A queue set back from ordering="group" whose dispatcher begins anew (agents.dispatch.events,
+``_begun``; docs/ordering.md, "Failover").
+
+An ordered queue's durable cursor is its FLOOR, below runs handed out since; the offsets
+handed out above it are in the table's bitmap. Before, a dispatcher that began while the
+queue was no longer ordered took only the cursor: it read from the floor and handed out
+again what its predecessor had handed out and consumers had acked (an audit: mode flips
+partition / shared / ordered while a second tracker worker was killed every 25 s; 262
+deliveries of the same id and delivery count, e.g. one acked 14 s before)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from agents.dispatch.dispatcher import Dispatcher
+from agents.dispatch.epochs import OwnedPartition
+from agents.dispatch.reader import NO_END
+from kmq.protocol import envelope as V
+from kmq.protocol import markers as M
+from kmq.protocol.dispatch import Roster, Want
+from kmq.protocol.lookahead import Lookahead
+from kmq.protocol.masks import mask_offsets
+from kmq.protocol.state import PartitionState
+from kmq.protocol.store import MemoryStore
+from kmq.queue_config import QueueConfig
+from kmq.settings import Settings
+
+Q, MP = "orders", 3
+
+
+class Rec:
+    """A record of the queue as the dispatcher reads it (one group per record's parity)."""
+
+    def __init__(self, offset: int):
+        self._o = offset
+        self._h = [(V.ID, b"m%d" % offset), (V.GROUP, b"g%d" % (offset % 2))]
+
+    def offset(self):
+        return self._o
+
+    def key(self):
+        return Q.encode()
+
+    def headers(self):
+        return self._h
+
+    def timestamp(self):
+        return (1, 1000)
+
+    def __len__(self):
+        return 10
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    logging.getLogger("kmq.tracker.dispatcher").setLevel(logging.ERROR)
+    yield
+    logging.getLogger("kmq.tracker.dispatcher").setLevel(logging.NOTSET)
+
+
+def table_after_an_ordered_epoch() -> PartitionState:
+    """Epoch 1 handed out offsets 0-5 of the ordered queue (0-3 and 5 acked, 4 in flight)
+    and held 6 back for its group: FLOOR 4, the lowest in flight."""
+    state = PartitionState(MemoryStore(), MP)
+    state.apply(M.Begin(1), 0)
+    for start, offsets in ((0, [0, 1]), (2, [2, 3]), (4, [4, 5])):
+        r = M.RangeRef(Q, 0, start, offsets[-1] + 1)
+        state.apply(M.Acquire(r, 30_000, M.offsets_mask(start, offsets), 1, True), 0)
+        for o in offsets:
+            if o != 4:
+                state.apply(M.Ack(r, 1 << (o - start)), 0)
+    state.apply(M.Floor(Q, 0, 4, 1), 0)
+    return state
+
+
+def begun(state: PartitionState, cfg: QueueConfig) -> Dispatcher:
+    """A successor (epoch 2) begun from the table, the queue configured as ``cfg``."""
+    state.apply(M.Begin(2), 0)
+    d = Dispatcher(Settings(), configs=lambda: None)
+    d._configs = SimpleNamespace(get=lambda q: cfg)
+    d._reader = SimpleNamespace(end_offset=lambda p, default: 10)
+    d._settings_cover = lambda *a: NO_END  # the settings view is current
+    d._parts[MP] = OwnedPartition(2)
+    d._begun(MP, 2, state.cursors(), state.handed_outs())
+    d._parts[MP].replays = {}  # the dedup ids sent before BEGIN read back (dedup_replay)
+    return d
+
+
+def handed_out_now(d: Dispatcher, cfg: QueueConfig, records: list[Rec]) -> tuple[list[int], Want]:
+    """One unordered dispatch round of ``records`` (read from the cursor) for one consumer."""
+    part = d._parts[MP]
+    roster = part.rosters[Q] = Roster(part.epoch)
+    roster.credit(M.Credit(Q, "c1", 0, 0, 0, 20, 30_000, 30_000), int(time.monotonic() * 1000))
+    w = Want(Q, records[-1].offset() + 1, 20, list(records))
+    out: dict = {}
+    d._take(0, {Q.encode(): w}, {Q: (part, MP, cfg)}, out, Lookahead())
+    return sorted(o for b in out.get(MP, []) for o in mask_offsets(b.delivery.range.start, b.delivery.mask)), w
+
+
+def test_a_queue_no_longer_ordered_skips_what_its_predecessor_handed_out():
+    state = table_after_an_ordered_epoch()
+    assert state.cursors()[(Q, 0)] == 4  # the floor, below 5 (acked)
+    cfg = QueueConfig(dispatch="shared", ordering="none")
+    d = begun(state, cfg)
+    got, w = handed_out_now(d, cfg, [Rec(o) for o in range(4, 10)])
+    # 4 is in flight (the tracker redelivers it when it times out), 5 was acked: only 6-9 go out.
+    assert got == [6, 7, 8, 9]
+    # A FLOOR after the round's ACQUIREs moves the durable cursor past what was skipped.
+    assert [(f.queue, f.offset) for f in d._floors[MP]] == [(Q, w.cursor)] and w.cursor == 10
+    # Read past the predecessor's hand-outs, it is forgotten: nothing further is skipped.
+    got, _ = handed_out_now(d, cfg, [Rec(o) for o in range(10, 12)])
+    assert got == [10, 11]
+
+
+def test_one_set_back_from_ordered_after_its_begin_still_skips_them():
+    state = table_after_an_ordered_epoch()
+    d = begun(state, QueueConfig(dispatch="shared", ordering="group"))
+    key = (MP, Q, 0)
+    d._ordered.feed(key, [Rec(4)], 300_000, 0)  # read as an ordered queue: 4 adopted in flight
+    d._ordered.release(key, 10)  # ordering set back to "none"
+    cfg = QueueConfig(dispatch="shared", ordering="none")
+    got, _ = handed_out_now(d, cfg, [Rec(o) for o in range(5, 8)])
+    assert got == [6, 7]
