@@ -154,10 +154,15 @@ class Message(tuple):
     def _settle(self, state: int) -> None:
         held, rel = self[1], self[2]
         if held.state[rel]:
-            raise MessageSettledError(
-                f"message {self.id} of queue {self.queue!r} was already "
-                f"{STATE_NAMES[held.state[rel]]}; it cannot be {STATE_NAMES[state]} too")
+            raise MessageSettledError(self._settled_already(f"be {STATE_NAMES[state]} too"))
         held.state[rel] = state
+
+    def _settled_already(self, cannot: str) -> str:
+        held, rel = self[1], self[2]
+        said = f"message {self.id} of queue {self.queue!r} was already {STATE_NAMES[held.state[rel]]}"
+        if getattr(held.consumer, "_closed", False):  # close() gives back what is not settled
+            said += " (by you, or by its consumer's close(): settle messages before close(); it comes again)"
+        return f"{said}; it cannot {cannot}"
 
     def ack(self) -> None:
         """Processed: never deliver this message again."""
@@ -219,9 +224,7 @@ class Message(tuple):
             source, fix = "12 h, the most one extend() asks", "and extend() again later for more"
         timeout_ms = _seconds_to_ms("seconds", seconds, limit_s, source, fix)
         if held.state[self[2]]:
-            raise MessageSettledError(
-                f"message {self.id} of queue {self.queue!r} was already {self.settled}; "
-                "it cannot be extended")
+            raise MessageSettledError(self._settled_already("be extended"))
         timeout_ms = max(timeout_ms, held.consumer._timeout_ms)
         held.holds[self[2]] = time.monotonic() + timeout_ms / 1000
         held.log.add(self, Verb.EXTEND, timeout_ms)

@@ -20,6 +20,8 @@ from kmq.errors import ConsumerClosedError, DeliveryError
 
 log = logging.getLogger("kmq.consumer")
 
+RECEIVERS_POLL_S = 0.005  # how often close() looks whether another thread's receive ended
+
 
 class Closing:
     """``flush()``, ``close()`` and the context manager of :class:`~kmq.consumer.facade.Consumer`."""
@@ -32,6 +34,7 @@ class Closing:
     _stop: threading.Event
     _log: Any
     _flusher: threading.Thread
+    _receiving: set[int]
 
     # -- flushing ----------------------------------------------------------------
 
@@ -39,7 +42,7 @@ class Closing:
         """Send the verbs recorded so far and wait until the broker has them.
 
         Call it from the thread that receives (like every Consumer method but
-        the verbs, which any thread may call).
+        the verbs and close(), which any thread may call).
 
         After this returns, an acked message is never delivered again, even
         if this process dies the next moment: the acks are on the markers
@@ -65,7 +68,11 @@ class Closing:
     # -- closing -----------------------------------------------------------------
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Send pending settlements, give back held messages, and leave (group or dispatcher)."""
+        """Send pending settlements, give back held messages, and leave (group or dispatcher).
+
+        Any thread may call it (a supervisor, a signal handler): a receive waiting on another
+        thread then ends (``for msg in consumer`` stops, ``receive()`` raises
+        ConsumerClosedError) and nothing is handed out once it began."""
         timeout_s = wait_s(timeout_s, "close()")  # before anything: a consumer half closed lost its verbs
         if self._closed:
             return
@@ -74,6 +81,7 @@ class Closing:
         self._stop.set()
         self._log.wake.set()
         self._flusher.join(timeout_s)
+        self._receivers_out(deadline)
         self._source.leave(min(timeout_s, LEAVE_TIMEOUT_S))  # shared: what was on its way is held now
         with self._lock:
             self._give_back_held()
@@ -88,6 +96,12 @@ class Closing:
         # Threads and callbacks make this object part of reference cycles; dropping the
         # producer here ends its connections now, not at some later garbage collection.
         self._writer.close()
+
+    def _receivers_out(self, deadline: float) -> None:
+        """Closed from another thread: its receive ends its fetch (at most half a second) and
+        sees the close, so what it read is held before the give-back, not handed out after."""
+        while self._receiving and time.monotonic() < deadline:
+            time.sleep(RECEIVERS_POLL_S)
 
     def __enter__(self):
         return self

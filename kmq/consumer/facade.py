@@ -46,6 +46,7 @@ from kmq.consumer.marker_writer import MarkerWriter
 from kmq.consumer.arguments import PLAIN_SECONDS, check_arguments, check_batch_count, receive_timeout_s
 from kmq.consumer.options import check_client_config, refused_client_config
 from kmq.consumer.partition_source import PartitionSource
+from kmq.consumer.reading_more import ReadingMore
 from kmq.consumer.settlement import SettlementLog
 from kmq.consumer.shared_source import SharedSource
 from kmq.consumer.stale import StaleReadAhead
@@ -60,20 +61,14 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.consumer")
 
-FLUSH_TICK_S = 0.02    # how often a receive blocked by max_in_flight looks again
-# librdkafka waits in whole milliseconds and a poll may end a little early: a receive that
-# fetched again with less than this left polled with 0 ms, at once, until its deadline
-# (measured: about 180 empty polls ending every timed-out receive(0.1), 9 of an idle
-# consumer's 14 ms of CPU a second).
-POLL_RESOLUTION_S = 0.001
 
-
-class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
+class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, ReadingMore, Closing):
     """Receives messages of one queue; see the module docstring for the flow.
 
     Following the queue's settings is :class:`LiveSettings`'s part, the background
     flusher :class:`Flusher`'s, an ordered queue's group gate :class:`GatedReceive`'s,
-    ``flush()`` and ``close()`` :class:`Closing`'s.
+    waiting for more :class:`ReadingMore`'s, ``flush()`` and ``close()`` :class:`Closing`'s.
+    Hand-outs take the lock: the flusher gives the read-ahead back when user code is away.
     """
 
     def __init__(
@@ -170,6 +165,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         """
         if timeout_s is not None and (timeout_s.__class__ not in PLAIN_SECONDS or timeout_s != timeout_s):
             timeout_s = receive_timeout_s(timeout_s)  # the rare case: say what is wrong, or take it
+        started = time.monotonic()
         if self._user_code_away:
             self._back()
         if self._gate is not None:
@@ -184,11 +180,16 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
                 return None
         if self._gate is not None:  # what was read came in runs (SharedSource._hold)
             return self._receive_gated(1, timeout_s, None)
-        held = ready[0]
-        (m,) = held.hand_out(1)
-        if held.handed == len(held.recs):
-            ready.popleft()
-        return m
+        with self._lock:  # the flusher gives the read-ahead back when user code is away
+            self._check_open()
+            if ready:
+                held = ready[0]
+                (m,) = held.hand_out(1)
+                if held.handed == len(held.recs):
+                    ready.popleft()
+                return m
+        # Given back since it was ready: wait for more within what is left.
+        return self.receive(self._left_s(started, timeout_s))
 
     def receive_batch(self, max_messages: int = 500,
                       timeout_s: float | None = 1.0) -> "MessageBatch":
@@ -202,6 +203,7 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         check_batch_count(max_messages)
         if timeout_s is not None and (timeout_s.__class__ not in PLAIN_SECONDS or timeout_s != timeout_s):
             timeout_s = receive_timeout_s(timeout_s)
+        started = time.monotonic()
         if self._user_code_away:
             self._back()
         ready = self._ready
@@ -219,72 +221,36 @@ class Consumer(LiveSettings, Flusher, GatedReceive, StaleReadAhead, Closing):
         if self._gate is not None:  # what was read came in runs (SharedSource._hold)
             self._receive_gated(max_messages, timeout_s, batch)
             return batch
-        while ready and len(batch) < max_messages and self._gate is None:
-            held = ready[0]
-            i = held.handed
-            batch += held.hand_out(max_messages - len(batch))
-            batch._runs.append((held, i, held.handed))
-            if held.handed == len(held.recs):
-                ready.popleft()
-                self._drop_stale_front()
+        with self._lock:  # the flusher gives the read-ahead back when user code is away
+            self._check_open()
+            while ready and len(batch) < max_messages and self._gate is None:
+                held = ready[0]
+                i = held.handed
+                batch += held.hand_out(max_messages - len(batch))
+                batch._runs.append((held, i, held.handed))
+                if held.handed == len(held.recs):
+                    ready.popleft()
+                    self._drop_stale_front()
+        if not batch:  # given back since it was ready: wait for more within what is left
+            return self.receive_batch(max_messages, self._left_s(started, timeout_s))
         return batch
 
     def __iter__(self):
-        """Yield messages until close()."""
+        """Yield messages until close() (from any thread: the loop then ends)."""
         while not self._closed:
-            m = self.receive(1.0)
+            try:
+                m = self.receive(1.0)
+            except ConsumerClosedError:
+                if self._closed:
+                    return
+                raise
             if m is not None:
                 yield m
 
-    def _read_fresh(self, timeout_s: float | None) -> bool:
-        """Read more within ``timeout_s``; whether something fresh is ready (what was read
-        may have waited out a stall on its lane: kmq.consumer.lane_age)."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while self._receive_into_buffer(timeout_s):
-            self._drop_stale_front()
-            if self._ready:
-                return True
-            if deadline is not None:
-                timeout_s = deadline - time.monotonic()
-                if timeout_s <= 0:
-                    return False
-        return False
-
-    def _receive_into_buffer(self, timeout_s: float | None) -> int:
-        me = self._wait_begins()
-        try:
-            return self._wait_into_buffer(timeout_s)
-        finally:
-            self._wait_ends(me)
-
-    def _wait_into_buffer(self, timeout_s: float | None) -> int:
-        if self._closed:
-            raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
-        self._source.on_empty()
-        self._log.wake.set()  # a shared consumer out of work: its settlements go out now
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            self._raise_error()
-            if self._in_flight >= self.max_in_flight:
-                with self._lock:
-                    self._flush_settlements()
-            remaining = 0.1 if deadline is None else deadline - time.monotonic()
-            if self._in_flight >= self.max_in_flight:
-                # Held messages must be settled first.
-                if remaining <= 0:
-                    return 0
-                self._stop.wait(min(remaining, FLUSH_TICK_S))
-                continue
-            if self._attention:
-                self._on_receiving_thread()
-            room = min(self.batch_size, self.max_in_flight - self._in_flight)
-            got = self._source.fetch(room, max(0.0, min(remaining, 0.5)))
-            if got:
-                with self._lock:  # the flusher counts what it reads in the background
-                    self.stats["received"] += got
-                return got
-            if deadline is not None and time.monotonic() >= deadline - POLL_RESOLUTION_S:
-                return 0
+    @staticmethod
+    def _left_s(started: float, timeout_s: float | None) -> float | None:
+        """What is left of a receive's ``timeout_s`` begun at ``started`` (0: one more look)."""
+        return None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
 
     def _hold(self, ref: M.RangeRef, recs: list, rels: range | list[int],
               sent_at: float | None = None) -> HeldRange:

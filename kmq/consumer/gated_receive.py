@@ -84,21 +84,26 @@ class GatedReceive:
             if now - self._lane_read_at >= LANE_READ_EVERY_S:
                 self._fetch_waiting(now)
             pick = None
-            for held in ready:  # the first range whose next message need not wait
-                i = held.handed
-                msg = Message((held.recs[i], held, held.rels[i]))
-                group = msg.group_bytes
-                run = None if group is None else msg.run or held
-                left = G.remaining_s(now, extended_at=held.extended_at, visibility_s=self.visibility_timeout_s)
-                if group is None:  # not gated; but past its visibility it is the tracker's (kmq.consumer.stale)
-                    verdict = G.HAND if left > 0 else G.GIVE_BACK
-                else:
-                    verdict = gate.decide(group, run, left, margin, fate_of)
-                if verdict != G.WAIT:
-                    pick = held
-                    break
-                if not self._only_group_left(held, group):
-                    break  # looking past it could hand another group's later message first
+            with self._lock:  # the flusher gives the read-ahead back when user code is away
+                self._check_open()
+                for held in ready:  # the first range whose next message need not wait
+                    i = held.handed
+                    msg = Message((held.recs[i], held, held.rels[i]))
+                    group = msg.group_bytes
+                    run = None if group is None else msg.run or held
+                    left = G.remaining_s(now, extended_at=held.extended_at, visibility_s=self.visibility_timeout_s)
+                    if group is None:  # not gated; but past its visibility it is the tracker's (kmq.consumer.stale)
+                        verdict = G.HAND if left > 0 else G.GIVE_BACK
+                    else:
+                        verdict = gate.decide(group, run, left, margin, fate_of)
+                    if verdict != G.WAIT:
+                        pick = held
+                        (m,) = held.hand_out(1)
+                        if held.handed == len(held.recs):
+                            ready.remove(held)
+                        break
+                    if not self._only_group_left(held, group):
+                        break  # looking past it could hand another group's later message first
             if pick is None:
                 if self._closed:
                     raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
@@ -111,9 +116,6 @@ class GatedReceive:
                 self._stop.wait(GATE_TICK_S if deadline is None else min(GATE_TICK_S, deadline - now))
                 continue
             held = pick
-            (m,) = held.hand_out(1)
-            if held.handed == len(held.recs):
-                ready.remove(held)
             if verdict == G.GIVE_BACK:
                 self._return_message(m)
                 gate.given_back(group, held, m[2], run)

@@ -38,7 +38,8 @@ class HeldRange:
     """
 
     __slots__ = ("ref", "consumer", "log", "acks", "recs", "rels", "state", "outstanding", "handed",
-                 "handouts", "lapsed", "holds", "meta", "extended_at", "kept_at", "acks_sent")
+                 "handouts", "lapsed", "holds", "meta", "extended_at", "kept_at", "acks_sent",
+                 "settled_sent")
 
     def __init__(self, ref: M.RangeRef, consumer: "Consumer", log: "SettlementLog",
                  arrived_at: float | None = None) -> None:
@@ -65,6 +66,10 @@ class HeldRange:
         # check for a stall, which lapses what user code holds).
         self.kept_at = self.extended_at
         self.acks_sent = 0  # mask of the acks already turned into markers (take_acks)
+        # Mask of the offsets already settled by a marker (the drain's): a verb of another
+        # thread that raced it (an ack from a worker thread against close()'s give-back; the
+        # verbs check and set a state byte without a lock) is left out, not counted twice.
+        self.settled_sent = 0
 
     def hand_out(self, n: int) -> list[Message]:
         """The next ``n`` messages, recorded as handed out now."""

@@ -70,8 +70,9 @@ class SettlementLog:
         out: list[M.Marker] = []
         counts = {"acked": 0, "released": 0, "rejected": 0, "settled": 0, "by-user-code": 0}
         for held in ranges:
-            mask = held.take_acks()
+            mask = held.take_acks() & ~held.settled_sent
             if mask:
+                held.settled_sent |= mask
                 out.append(M.Ack(held.ref, mask))
                 counts["acked"] += settled(held, mask)
                 counts["by-user-code"] += mask.bit_count()
@@ -91,14 +92,18 @@ class SettlementLog:
             if verb is Verb.EXTEND:
                 out.append(M.Extend(held.ref, mask, arg))
                 continue
+            mask &= ~held.settled_sent  # settled already by a racing verb (HeldRange.settled_sent)
+            if not mask:
+                continue
+            held.settled_sent |= mask
             if verb is Verb.RELEASE:
                 out.append(M.Release(held.ref, mask, arg))
-                counts["released"] += len(rels)
+                counts["released"] += mask.bit_count()
             elif verb is Verb.RETURN:
                 out.append(M.Release(held.ref, mask, 0, counted=False))
             else:
                 out.append(M.Reject(held.ref, mask, arg))
-                counts["rejected"] += len(rels)
+                counts["rejected"] += mask.bit_count()
             settled_verbs += settled(held, mask)
         counts["settled"] = counts["acked"] + settled_verbs
         return out, counts

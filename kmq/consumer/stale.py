@@ -48,5 +48,5 @@ class StaleReadAhead:
                     self._held.pop(held.ref, None)
             self._in_flight -= dropped
             self.stats["stale-dropped"] = self.stats.get("stale-dropped", 0) + dropped
-        if dropped:
-            self._source.on_settled(dropped)
+            if dropped:  # under the lock: the flusher counts and resets the same total
+                self._source.on_settled(dropped)
