@@ -36,6 +36,7 @@ from kmq.protocol import expiry
 from kmq.protocol.markers import RangeRef
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol import envelope
+from kmq.protocol.limits import DEAD_LETTER_HEADROOM_BYTES
 from kmq.protocol.placement import keyed_partition, partition_for_key, queue_partitions
 from kmq.protocol.state import Due, DueSend
 from kmq.queue_config import QueueConfig
@@ -232,8 +233,10 @@ class Redeliverer:
         topics = {expiry.QUEUE: self.settings.queue_topic, expiry.DLQ: self.settings.dlq_topic}
         counts: Counter = Counter()
         ended = []
+        limit = self.settings.max_message_bytes
         for w in writes:
-            if not self._produce(producer, topics[w.topic], w.queue, w.value, w.partition, w.headers) \
+            if not (expiry.fits(w, limit) and self._produce(producer, topics[w.topic], w.queue, w.value,
+                                                             w.partition, w.headers)) \
                     and w.if_too_large is not None:  # a poison record must not stop every later write
                 if w.ends is not None:
                     ended.append((*w.ends, True))
@@ -279,8 +282,9 @@ class Redeliverer:
             self._producer = Producer({
                 **profiles.producer_config(self.settings),  # acks=all, idempotence
                 "linger.ms": 2,
-                # What the SDK may send, plus the headers a redelivery adds.
-                "message.max.bytes": self.settings.max_message_bytes + 4096,
+                # What the SDK may send, plus what a dead letter adds (expiry.fits checks
+                # each record against its topic's own limit first).
+                "message.max.bytes": self.settings.max_message_bytes + DEAD_LETTER_HEADROOM_BYTES,
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,
             })

@@ -35,6 +35,7 @@ from kmq.protocol import markers as M
 from kmq.errors import DeliveryError, MarkerDecodeError
 from kmq.protocol.outcomes import Outcome
 from kmq.protocol.state import DueSend, Expiry, StaleIndexKey, replay_safe
+from kmq.send_args import headers_bytes
 
 log = logging.getLogger("kmq.tracker.markers")
 
@@ -169,6 +170,12 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
         if why is None:
             rt.dispatcher.on_credit(part.partition, marker)  # soft state: nothing in the table
         return why
+    if isinstance(marker, M.Schedule):
+        size = len(marker.value) + len(marker.queue) + headers_bytes(marker.headers)
+        if size > settings.max_message_bytes:  # the SDK's own bound (kmq.send_args.check_size)
+            # Kept, its table entry was more than the changelog takes: the worker crashed.
+            return (f"a delayed send of {size} bytes with key and headers, above "
+                    f"KMQ_MAX_MESSAGE_BYTES={settings.max_message_bytes} (a client with a larger limit?)")
     if isinstance(marker, M.Start) and not expiry.start_allowed(
             rt.config(marker.range.queue), settings, now_ms):
         # A shared queue's messages are handed out by its dispatcher (ACQUIRE); a START

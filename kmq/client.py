@@ -230,8 +230,9 @@ class Client(QueueAdmin):
             producer.poll(0)
 
     def send_batch(self, queue: str, values: Iterable[bytes],
-                   headers: Mapping[str, bytes | str] | None = None) -> list[str]:
+                   headers: Mapping[str, bytes | str] | None = None, **unsupported: Any) -> list[str]:
         """Enqueue many values on one queue; all are validated before any is written."""
+        send_args.refuse_batch_options(unsupported)
         queue = validate_queue_name(queue)
         payloads = send_args.check_values(values)
         user_headers = send_args.check_headers(headers)

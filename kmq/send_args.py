@@ -109,6 +109,18 @@ def check_send(queue: Any, value: Any, headers: Mapping[str, bytes | str] | None
     return validate_queue_name(queue), check_value(value), check_headers(headers), order_headers(group, dedup_id)
 
 
+def refuse_batch_options(given: Mapping[str, Any]) -> None:
+    """``send_batch`` takes a queue, values and headers: a send's other arguments (a delay, a
+    group, a dedup id) name ``send`` as the way (they were a bare TypeError)."""
+    if given:
+        name = sorted(given)[0]
+        known = {"delay_s", "deliver_at", "group", "dedup_id"}
+        if name in known:
+            raise ConfigError(f"send_batch takes no {name}: its messages are enqueued now, without "
+                              f"group or dedup id; use send(queue, value, {name}=...) for each")
+        raise ConfigError(f"send_batch: no option {name!r}; it takes queue, values and headers")
+
+
 def check_size(queue: str, payload: bytes, headers: list[tuple[str, bytes]], max_bytes: int) -> None:
     """One send's payload, with its key (the queue) and ``headers``, within ``max_bytes``
     (``KMQ_MAX_MESSAGE_BYTES``)."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from kmq.errors import ConfigError
 from kmq.protocol.lane_layout import MAX_LANE_TOPICS
-from kmq.protocol.limits import MAX_DELAY_MS, MAX_TIMEOUT_MS
+from kmq.protocol.limits import DEAD_LETTER_HEADROOM_BYTES, MAX_DELAY_MS, MAX_TIMEOUT_MS
 from kmq.setting_bounds import check_upper_bounds
 
 if TYPE_CHECKING:
@@ -27,9 +27,11 @@ MAX_TOPIC_NAME = 249
 TRACKER_TABLE = "tracker"  # tables/tracker.py: the tracker's one table, hence its changelog's name
 MIN_SESSION_TIMEOUT_MS = 1000  # a heartbeat is at least 100 ms apart: several a session
 # Settings librdkafka takes within bounds: above them the first send or consumer failed with
-# a KafkaException (message.max.bytes is KMQ_MAX_MESSAGE_BYTES + 4096, kmq/client.py).
+# a KafkaException (message.max.bytes is at most KMQ_MAX_MESSAGE_BYTES + 16384: the
+# tracker's dead letters, kmq.protocol.limits).
 LIBRDKAFKA_LIMITS = (("delivery_timeout_ms", 2_147_483_647, "message.timeout.ms"),
-                     ("max_message_bytes", 1_000_000_000 - 4096, "message.max.bytes (with 4096 for headers)"),
+                     ("max_message_bytes", 1_000_000_000 - DEAD_LETTER_HEADROOM_BYTES,
+                      f"message.max.bytes (with {DEAD_LETTER_HEADROOM_BYTES} for dead-letter headers)"),
                      ("session_timeout_ms", 3_600_000, "session.timeout.ms"))
 
 

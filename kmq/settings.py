@@ -133,7 +133,7 @@ class Settings:
         0, "KMQ_SESSION_TIMEOUT_MS", "Consumer group session timeout (0: 6000 embedded, 10000 production: a crashed worker's "
         "partitions move after it, so keep it well below KMQ_VISIBILITY_TIMEOUT_S; else 1,000 to 3,600,000)")
     max_message_bytes: int = _setting(
-        1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload, headers and the key: the queue's name) the broker accepts (at most 999,995,904)")
+        1_000_000, "KMQ_MAX_MESSAGE_BYTES", "Largest record (payload, headers and the key: the queue's name) the broker accepts (at most 999,983,616)")
     group_prefix: str = _setting("kmq.", "KMQ_GROUP_PREFIX", "Prefix of each queue's consumer group id")
     security_protocol: str = _setting(
         "", "KMQ_SECURITY_PROTOCOL", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: PLAINTEXT)")

@@ -174,8 +174,9 @@ class Client:
         return msg_id
 
     async def send_batch(self, queue: str, values: Iterable[bytes],
-                         headers: Mapping[str, bytes | str] | None = None) -> list[str]:
+                         headers: Mapping[str, bytes | str] | None = None, **unsupported: Any) -> list[str]:
         """Enqueue many values on one queue (see :meth:`kmq.Client.send_batch`)."""
+        send_args.refuse_batch_options(unsupported)
         values = send_args.check_values(values)  # one bytes value, listed, was a batch of ints
         validate_queue_name(queue)  # before the broker is asked, as for send()
         send_args.check_headers(headers)

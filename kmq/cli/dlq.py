@@ -85,8 +85,10 @@ def dlq_redrive(settings: Settings, queue: str, limit: int | None, reason: str |
     finally:
         if bar.live.is_started:
             bar.stop()
+    kept = (f" ({result.without_payload} without a payload, kept: payload-expired or payload-too-large)"
+            if result.without_payload else "")
     click.echo(f"redrove {result.moved} dead letter{'s' * (result.moved != 1)} to {queue}; "
-               f"{result.remaining} remain")
+               f"{result.remaining} remain{kept}")
 
 
 @dlq.command("purge")

@@ -18,6 +18,7 @@ from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.kafka.acls import changelog_topic
 from kmq.kafka.profiles import client_config, topic_durability_config
 from kmq.protocol.lane_layout import LaneLayout, discover
+from kmq.protocol.limits import DEAD_LETTER_HEADROOM_BYTES, QUEUE_RECORD_HEADROOM_BYTES
 from kmq.settings import Settings
 
 
@@ -29,14 +30,16 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
     return [
         NewTopic(settings.queue_topic, settings.queue_partitions, rf,
                  config={**common, "retention.ms": str(settings.queue_retention_ms),
-                         "max.message.bytes": str(settings.max_message_bytes + 1024)}),
+                         "max.message.bytes": str(settings.max_message_bytes + QUEUE_RECORD_HEADROOM_BYTES)}),
         NewTopic(settings.markers_topic, settings.markers_partitions, rf,
                  config={**common, "retention.ms": str(settings.markers_retention_ms),
                          # Broker time for marker timestamps where the broker honours it.
-                         "message.timestamp.type": "LogAppendTime"}),
+                         "message.timestamp.type": "LogAppendTime",
+                         # A delayed send's SCHEDULE holds its payload (the client's limit).
+                         "max.message.bytes": str(settings.max_message_bytes + 4096)}),
         NewTopic(settings.dlq_topic, settings.dlq_partitions, rf,
                  config={**common, "retention.ms": str(settings.dlq_retention_ms),
-                         "max.message.bytes": str(settings.max_message_bytes + 4096)}),
+                         "max.message.bytes": str(settings.max_message_bytes + DEAD_LETTER_HEADROOM_BYTES)}),
         # Shared queues' deliveries: copies of queue records, read once, soon useless; the
         # lanes in one topic or several (kmq.protocol.lane_layout).
         *(NewTopic(name, lanes.per_topic, rf,

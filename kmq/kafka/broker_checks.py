@@ -33,7 +33,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kmq.errors import BrokerUnavailableError, ConfigError
-from kmq.kafka.profiles import client_config, topic_durability_config
+from kmq.kafka.profiles import client_config, topic_durability_config, tracker_record_limit
 from kmq.settings import Settings
 
 # Kafka's defaults, for messages (the check uses what the broker reports).
@@ -73,7 +73,8 @@ def changelog_delete_retention_ms(s: Settings) -> int:
 
 def changelog_topic_config(s: Settings) -> dict[str, str]:
     """Extra configs of the tracker's changelog (tables/tracker.py): durability and tombstones."""
-    return {**topic_durability_config(s), "delete.retention.ms": str(changelog_delete_retention_ms(s))}
+    return {**topic_durability_config(s), "delete.retention.ms": str(changelog_delete_retention_ms(s)),
+            "max.message.bytes": str(tracker_record_limit(s))}  # delayed sends' entries
 
 
 def queue_kept_ms(s: Settings, topic_configs: Mapping[str, str | None] | None) -> int | None:

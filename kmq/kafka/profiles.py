@@ -179,6 +179,16 @@ def dispatcher_fetch_wait_ms(s: Settings) -> int:
 # -- Faust / aiokafka -------------------------------------------------------------
 
 
+TRACKER_RECORD_HEADROOM_BYTES = 65_536  # an entry's fields beside a delayed send's payload
+
+
+def tracker_record_limit(s: Settings) -> int:
+    """The largest record the tracker writes (a delayed send's table entry): what the SDK
+    may send (``KMQ_MAX_MESSAGE_BYTES``) and room for the entry's own fields. A SCHEDULE
+    above ``KMQ_MAX_MESSAGE_BYTES`` is set aside (agents/track_markers.py), so none is larger."""
+    return s.max_message_bytes + TRACKER_RECORD_HEADROOM_BYTES
+
+
 def faust_options(s: Settings) -> dict[str, Any]:
     """The durability and timing options of the tracker's ``faust.App`` (no faust import).
 
@@ -190,6 +200,9 @@ def faust_options(s: Settings) -> dict[str, Any]:
     t = group_timeouts(s)
     opts: dict[str, Any] = {
         "producer_acks": -1,
+        # A delayed send's table entry holds its payload: aiokafka's 1,000,000-byte default
+        # refused one at KMQ_MAX_MESSAGE_BYTES and the worker crashed (an audit, 2026-11-29).
+        "producer_max_request_size": tracker_record_limit(s),
         "producer_request_timeout": s.delivery_timeout_ms / 1000,
         "topic_replication_factor": s.effective_replication_factor,
         "table_standby_replicas": s.standby_replicas,
@@ -263,6 +276,7 @@ _RDKAFKA_SOURCES = {
     "max.poll.interval.ms": "KMQ_SESSION_TIMEOUT_MS",
 }
 _FAUST_SOURCES = {
+    "producer_max_request_size": "KMQ_MAX_MESSAGE_BYTES",
     "producer_request_timeout": "KMQ_DELIVERY_TIMEOUT_MS",
     "topic_replication_factor": "KMQ_REPLICATION_FACTOR",
     "table_standby_replicas": "KMQ_STANDBY_REPLICAS",

@@ -25,8 +25,8 @@ from kmq.kafka.broker_checks import redrive_transaction_timeout_ms, transaction_
 from kmq.kafka import profiles
 from kmq.ops.dead_letter_log import CONTROL, CONTROL_OFFSET, DeadLetter, dlq_partition, read_letter_log
 from kmq.protocol import envelope
-from kmq.errors import BrokerUnavailableError, ConfigError, KmqError
-from kmq.protocol.limits import MIN_RATE_PER_S
+from kmq.errors import BrokerUnavailableError, ConfigError, DeliveryError, KmqError
+from kmq.protocol.limits import DEAD_LETTER_HEADROOM_BYTES, MIN_RATE_PER_S
 from kmq.protocol.placement import queue_partitions, validate_queue_name
 from kmq.settings import Settings
 
@@ -62,6 +62,9 @@ def _check_ages(min_age_s: object, max_age_s: object) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not (math.isfinite(value) and value >= 0)):
             raise ConfigError(f"{name}={value!r} must be a number of seconds, 0 or more (or None: any age)")
+    if min_age_s is not None and max_age_s is not None and min_age_s > max_age_s:
+        raise ConfigError(f"min_age_s={min_age_s!r} is above max_age_s={max_age_s!r}: no dead letter is "
+                          "both; give min_age_s <= max_age_s")
 
 
 def _check_batch_size(batch_size: object) -> None:
@@ -99,10 +102,16 @@ def _check_limit(limit: int | None) -> None:
         raise ConfigError(f"limit={limit!r} must be a whole number, 0 or more (or None: all)")
 
 
+# Dead letters that carry no payload (it had left the queue topic, or was too large to be
+# written again): a redrive would put an empty message back, so they stay.
+WITHOUT_PAYLOAD = (envelope.REASON_PAYLOAD_EXPIRED, envelope.REASON_TOO_LARGE)
+
+
 @dataclass(frozen=True)
 class RedriveResult:
     moved: int
     remaining: int  # dead letters of the queue still there (filtered out or past the limit)
+    without_payload: int = 0  # of ``remaining``: never moved, they carry no payload (WITHOUT_PAYLOAD)
 
 
 def redrive(settings: Settings, queue: str, *, reason: str | None = None,
@@ -123,6 +132,8 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
                           f"(messages a second: one every {1 / MIN_RATE_PER_S:g} s), e.g. 200")
     _check_ages(min_age_s, max_age_s)
     _check_batch_size(batch_size)
+    if progress is not None and not callable(progress):
+        raise ConfigError(f"progress={progress!r} must be a function of (done, total), or None")
 
     conf = profiles.producer_config(settings)
     lines = LibrdkafkaLines()
@@ -131,6 +142,9 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
                          # librdkafka wants message.timeout.ms <= transaction.timeout.ms;
                          # the tracker checks it against the brokers' bound at start.
                          "transaction.timeout.ms": redrive_transaction_timeout_ms(settings),
+                         # A dead letter at KMQ_MAX_MESSAGE_BYTES with its headers (librdkafka's
+                         # 1,000,000-byte default refused it: an audit).
+                         "message.max.bytes": settings.max_message_bytes + DEAD_LETTER_HEADROOM_BYTES,
                          "linger.ms": 5, "logger": lines})
     try:
         # Fences an earlier redrive of this queue and settles its last transaction,
@@ -148,7 +162,8 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
             f"could not start a transaction on {settings.bootstrap_servers}: {exc}") from exc
     folded = read_letter_log(settings, queue)
     now = time.time()
-    todo = [d for d in folded.pending() if _matches(d, reason, min_age_s, max_age_s, now)]
+    matched = [d for d in folded.pending() if _matches(d, reason, min_age_s, max_age_s, now)]
+    todo = [d for d in matched if d.reason not in WITHOUT_PAYLOAD]
     if limit is not None:
         todo = todo[:limit]
     queue_parts = _partition_count(producer, settings.queue_topic)
@@ -169,7 +184,10 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
         except KafkaException as exc:
             if not _fenced(exc):
                 lines.emit(producer)
-                raise
+                raise DeliveryError(
+                    f"redrive of {queue!r} stopped after it moved {moved}: {exc}; "
+                    "nothing was lost (the unfinished transaction is void): rerun it to move what "
+                    "remains") from exc
             # The transaction is void: drop its records now (left to the exit, librdkafka said
             # it was "terminating with 2 messages still in queue") and its lines, which are
             # about the fencing this one error reports (ADDPARTS, TXNERR, FATAL).
@@ -189,7 +207,8 @@ def redrive(settings: Settings, queue: str, *, reason: str | None = None,
         if wait > 0 and moved < len(todo):
             time.sleep(wait)
     lines.emit(producer)
-    return RedriveResult(moved=moved, remaining=len(folded.pending()) - moved)
+    return RedriveResult(moved=moved, remaining=len(folded.pending()) - moved,
+                         without_payload=len(matched) - len(todo))
 
 
 class LibrdkafkaLines:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kmq.backoff import Backoff
 from kmq.protocol import envelope
+from kmq.protocol.limits import DEAD_LETTER_HEADROOM_BYTES, QUEUE_RECORD_HEADROOM_BYTES
 from kmq.protocol.markers import Acquire, RangeRef, Start
 from kmq.protocol.masks import mask_offsets
 from kmq.protocol.outcomes import Outcome
@@ -265,6 +266,15 @@ def _plan_expiry(out: Plan, d: Expiry, read: PartitionRead, now_ms: int, rules: 
             out.counts[(queue, Outcome.DISCARDED)] += 1
     if waits:
         out.deferred.setdefault(d.range, []).extend((mask, deadline) for deadline, mask in waits.items())
+
+
+def fits(w: Write, max_message_bytes: int) -> bool:
+    """Whether ``w`` is within its topic's limit (kmq.kafka.admin makes the topics with
+    them): checked before it is offered, so a broker that enforces the topic's limit and not
+    the producer's never refuses it after the fact (a refusal the next TICK retried for ever)."""
+    headroom = DEAD_LETTER_HEADROOM_BYTES if w.topic == DLQ else QUEUE_RECORD_HEADROOM_BYTES
+    size = len(w.value) + len(w.queue.encode()) + sum(len(k.encode()) + len(v or b"") for k, v in w.headers)
+    return size <= max_message_bytes + headroom
 
 
 def _too_large(queue: str, dlq_part: int, value: bytes, headers: list, partition: int, offset: int,

@@ -62,6 +62,12 @@ MAX_CONSUMERS_PER_QUEUE = 4096          # live consumers a dispatcher keeps of o
 MAX_CONSUMERS_PER_PARTITION = 16384     # ... of all shared queues on one markers partition
 MAX_GROUPS_PER_RANGE = 256               # (deadline, cause, reason) groups one in-flight entry keeps
 MAX_RECORD_WORK_BYTES = 64 << 20         # table entry bytes one marker record (or one tick) reads and writes
+# Beyond KMQ_MAX_MESSAGE_BYTES (what one send may be, key and headers included), what a
+# record written again may add: a redelivery's headers on the queue topic, and on the
+# dead-letter topic a reject reason (MAX_REASON_BYTES) with the dead-letter headers (an
+# audit: at 4 KiB a rejected message at the limit lost its payload, and its redrive failed).
+QUEUE_RECORD_HEADROOM_BYTES = 1024
+DEAD_LETTER_HEADROOM_BYTES = 16384
 _I64_MAX = (1 << 63) - 1
 
 

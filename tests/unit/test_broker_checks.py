@@ -106,7 +106,8 @@ def test_a_broker_that_reports_nothing_is_not_checked():
 def test_the_changelog_keeps_tombstones_as_long_as_markers():
     s = Settings(markers_retention_ms=3 * DAY_MS)
     config = B.changelog_topic_config(s.replace(profile="production"))
-    assert config == {"min.insync.replicas": "2", "delete.retention.ms": str(3 * DAY_MS)}
+    assert config == {"min.insync.replicas": "2", "delete.retention.ms": str(3 * DAY_MS),
+                      "max.message.bytes": str(s.max_message_bytes + 65_536)}  # delayed sends' entries
     assert B.check_changelog(s, "t", {"delete.retention.ms": str(3 * DAY_MS)}) == []
     (finding,) = B.check_changelog(s, "app-tracker-changelog", {"delete.retention.ms": "86400000"})
     assert not finding.fatal

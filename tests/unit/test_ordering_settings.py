@@ -132,7 +132,8 @@ def test_an_ordered_redelivery_too_large_to_write_again_ends_its_head_as_dead_le
     assert plan.ended == [] and [w.ends for w in plan.writes] == [("q", 0, 0)]
     written = []
     fake = SimpleNamespace(
-        settings=SimpleNamespace(queue_topic="kmq.queue", dlq_topic="kmq.dlq"), _get_producer=lambda: None,
+        settings=SimpleNamespace(queue_topic="kmq.queue", dlq_topic="kmq.dlq", max_message_bytes=10**6),
+        _get_producer=lambda: None,
         _flush=lambda producer: None,
         _produce=lambda producer, topic, key, value, partition, headers: written.append(topic) or topic != "kmq.queue")
     counts, ended = Redeliverer._carry_out(fake, plan.writes)

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import kmq.ops.deadletters as deadletters
-from kmq.errors import KmqError
+from kmq.errors import DeliveryError, KmqError
 from kmq.ops.dead_letter_log import DeadLetter
 from kmq.settings import Settings
 
@@ -89,8 +89,9 @@ def test_a_redrive_fenced_by_another_says_so_and_what_it_moved(monkeypatch, queu
 
 def test_another_kafka_error_is_not_taken_for_a_fencing(monkeypatch, queue_of_three):
     monkeypatch.setattr(deadletters, "Producer", fenced_at(KafkaError._TIMED_OUT, commits_before=0))
-    with pytest.raises(KafkaException):
+    with pytest.raises(DeliveryError, match="stopped after it moved 0: .*rerun it") as raised:
         deadletters.redrive(Settings(), "orders", batch_size=1, rate_per_s=1e6)
+    assert isinstance(raised.value.__cause__, KafkaException)  # a KmqError: one line from `kmq dlq`
 
 
 def test_kmq_dlq_redrive_fenced_is_one_error_line_and_exit_status_1(monkeypatch, queue_of_three):
