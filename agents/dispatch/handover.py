@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from agents.dispatch import modes
 from agents.dispatch.epochs import Epochs
@@ -23,12 +24,17 @@ from kmq.settings import Settings
 log = logging.getLogger("kmq.tracker.dispatcher")
 
 
+def _as_is(m: int, queue: str, p: int, cursor: int) -> int:
+    return cursor
+
+
 def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs, lanes: LaneWriter,
-                       queue_parts: int) -> int:
+                       queue_parts: int, past_handed: Callable[[int, str, int, int], int] = _as_is) -> int:
     """Record where dispatching stopped for every queue that awaits its handover and whose
     markers partition this dispatcher owns. Returns how many handovers failed: each is
     tried again at the next scan, and one queue's failure is not the others' (it was the
-    whole dispatch round's, every round)."""
+    whole dispatch round's, every round). ``past_handed(m, queue, p, cursor)``: the cursor
+    moved past what predecessors handed out above it (OrderedQueues.past_handed)."""
     mparts = settings.markers_partitions
     failed = 0
     for q in configs.queues():
@@ -43,7 +49,9 @@ def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs
             # Our ACQUIREs of it are in the log (applied first), their lanes written.
             lanes.settle_writes(epochs.with_deliveries(), 10)
             lanes.producer.flush(10)
-            new = modes.handed_over(cfg, part.cursors, q, queue_partitions(q, queue_parts, cfg.spread),
+            m = markers_partition(q, mparts)
+            cursors = {(q, p): past_handed(m, q, p, c) for (queue, p), c in part.cursors.items() if queue == q}
+            new = modes.handed_over(cfg, cursors, q, queue_partitions(q, queue_parts, cfg.spread),
                                     int(time.time() * 1000))
             write_config(settings, q, new)
         except Exception as exc:  # noqa: BLE001 - logged and counted; the next scan tries again

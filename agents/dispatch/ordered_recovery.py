@@ -31,7 +31,8 @@ class _Recovery:
 
 
 class Recovering:
-    """:meth:`recover_partition`, :meth:`recover`, :meth:`not_handed` and :meth:`caught_up` of
+    """:meth:`recover_partition`, :meth:`recover`, :meth:`not_handed`, :meth:`past_handed` and
+    :meth:`caught_up` of
     :class:`~agents.dispatch.ordered.OrderedQueues`."""
 
     def recover_partition(self: "OrderedQueues", m: int, handed: dict, end_offset: Any,
@@ -78,6 +79,20 @@ class Recovering:
             q.recovery = None
             return records
         return [rec for rec in records if not r.handed.handed(rec.offset())]
+
+    def past_handed(self: "OrderedQueues", key: "Key", cursor: int) -> int:
+        """Where a switch to partition mode hands the queue over, from the dispatcher's
+        ``cursor``: past the offsets from it on that a predecessor handed out while the queue
+        was ordered (after a BEGIN the cursor is that FLOOR; an audit's group re-read 116
+        acked messages). Only the unbroken run at the cursor: a gap may be another queue's
+        record or one never handed out, and the group must read those."""
+        q = self._queues.get(key)
+        r = None if q is None else q.recovery
+        if r is None:
+            return cursor
+        while cursor < r.handed.end and r.handed.handed(cursor):
+            cursor += 1
+        return cursor
 
     def caught_up(self: "OrderedQueues", key: "Key", read_cursor: int) -> bool:
         """Whether heads may go out: after a BEGIN, only once the queue is read up to the

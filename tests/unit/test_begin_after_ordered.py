@@ -24,6 +24,7 @@ from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.lookahead import Lookahead
 from kmq.protocol.masks import mask_offsets
+from kmq.protocol.placement import markers_partition
 from kmq.protocol.state import PartitionState
 from kmq.protocol.store import MemoryStore
 from kmq.queue_config import QueueConfig
@@ -125,3 +126,27 @@ def test_one_set_back_from_ordered_after_its_begin_still_skips_them():
     cfg = QueueConfig(dispatch="shared", ordering="none")
     got, _ = handed_out_now(d, cfg, [Rec(o) for o in range(5, 8)])
     assert got == [6, 7]
+
+
+def test_a_switch_to_partition_mode_after_such_a_begin_hands_over_past_what_went_out(monkeypatch):
+    # The same table, the queue switched to partition mode before its successor read it: the
+    # handover was the FLOOR (4), so the group read 5 again, acked (an audit: 116 acked
+    # messages delivered again). Now past the predecessor's unbroken run: 6.
+    import agents.dispatch.handover as handover
+
+    state = table_after_an_ordered_epoch()
+    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
+    d = begun(state, cfg)
+    part = d._parts[MP]
+    part.ready, part.cursors = True, state.cursors()
+    written = {}
+    configs = SimpleNamespace(queues=lambda: [Q], get=lambda q: cfg,
+                              put_local=lambda q, new: written.setdefault(q, new))
+    lanes = SimpleNamespace(settle_writes=lambda *a: None, producer=SimpleNamespace(flush=lambda t: 0))
+    epochs = SimpleNamespace(parts={MP: part}, with_deliveries=lambda: [])
+    settings = Settings(markers_partitions=13)  # the queue's markers partition is MP there
+    assert markers_partition(Q, settings.markers_partitions) == MP
+    monkeypatch.setattr(handover, "write_config", lambda s, q, new: None)
+    failed = handover.hand_over_switched(settings, configs, epochs, lanes, 1,
+                                         lambda m, q, p, c: d._ordered.past_handed((m, q, p), c))
+    assert failed == 0 and written[Q].handover == {0: 6}  # before: {0: 4}

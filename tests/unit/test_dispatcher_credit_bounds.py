@@ -80,3 +80,14 @@ def test_made_up_queues_stop_at_the_markers_partitions_bound(dispatcher):
     d._expire_consumers(now_ms=0)
     d._credit(0, credit("late", "c"))
     assert "late" in d._parts[0].rosters and kept(d) == MAX_CONSUMERS_PER_PARTITION
+
+
+def test_a_queue_whose_consumers_all_lapsed_is_dropped_as_if_they_had_said_goodbye(dispatcher):
+    # Before (an audit): SIGKILLed consumers left an empty roster for good, which kept the
+    # queue's records read ahead while other queues of its partition were read.
+    d = dispatcher
+    d._credit(0, credit("jobs", "a", lease_ms=1000))
+    d._credit(0, credit("other", "b", lease_ms=30_000))
+    now_ms = d._parts[0].rosters["jobs"].now_ms
+    d._expire_consumers(now_ms + 2000)
+    assert set(d._parts[0].rosters) == {"other"} and d._parts[0].consumers == 1
