@@ -3,7 +3,8 @@
 :mod:`kmq.queue_config` says what a queue's settings are; this module is where they
 live. The queues topic is compacted (key = queue id, value = versioned JSON; the
 latest record per queue is the configuration, like a Kafka Streams KTable), and
-also carries the tenant records and the ``!auth`` record. A :class:`QueueConfigs`
+also carries the tenant records and the ``!auth`` record (folded by
+:mod:`kmq.ops.queues_control`). A :class:`QueueConfigs`
 view reads it to its end at start and follows it in a background thread, so new
 values apply to later deliveries without a restart; ``write_*`` add records and
 wait until the broker has them. It stands alone because it is Kafka I/O and
@@ -25,15 +26,16 @@ from kmq.kafka import profiles
 from kmq.kafka.offsets import true_end_offsets
 from kmq.queue_config import DEFAULT_CONFIG, QueueConfig
 from kmq.settings import Settings
-from kmq.ops.admin_hash import AdminHash, LegacyAuthRecordError
-from kmq.ops.control_sig import sign_queue_tenant, sign_tenant, verifies
+from kmq.ops.admin_hash import AdminHash
+from kmq.ops.control_sig import sign_queue_tenant, verifies
+from kmq.ops.queues_control import ControlRecords
 from kmq.protocol.placement import validate_queue_name
-from kmq.ops.tenancy import AUTH_KEY, TENANT_KEY_PREFIX, Caller, Tenant, decode_auth, identify
+from kmq.ops.tenancy import AUTH_KEY, TENANT_KEY_PREFIX, Tenant
 
 log = logging.getLogger("kmq.queue_config")  # the name it always had: logging setups that name it keep working
 
 
-class QueueConfigs:
+class QueueConfigs(ControlRecords):
     """A live view of the queues topic: queue id -> :class:`QueueConfig`.
 
     Reads the topic to its end at start (so the view is current), then, with
@@ -97,6 +99,7 @@ class QueueConfigs:
         self._auth_refused: str | None = None  # why the admin token cannot be checked (old record)
         self.version = 0  # grows with every change seen: cheap staleness check for caches
         self._positions: dict[int, int] = {}  # partition -> offset below which records are applied
+        self._record_at: dict[str, tuple[int, int]] = {}  # queue -> its config's (partition, offset)
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -170,8 +173,9 @@ class QueueConfigs:
         if queue.startswith(TENANT_KEY_PREFIX):
             self._read_tenant(queue[len(TENANT_KEY_PREFIX):], rec.value())
             return
+        at = (rec.partition(), rec.offset())
         if rec.value() is None:
-            self._drop_config(queue)
+            self._drop_config(queue, at)
             return
         try:
             # A key that is no queue id names no queue: kept, its config made the dispatcher's
@@ -181,95 +185,36 @@ class QueueConfigs:
         except Exception as exc:  # anyone may write here: b"1" raised AttributeError, and every new client failed
             self._unreadable(f"queue {queue}: config at {rec.topic()}[{rec.partition()}]@{rec.offset()}", exc)
             return
-        self.put_local(queue, config)
+        self.put_local(queue, config, at)
 
-    def _unreadable(self, what: str, exc: BaseException) -> None:
-        """Count and log (a flood does not flood the log) a record no decoder could read."""
-        self.unreadable += 1
-        if self.unreadable <= 10 or self.unreadable % 1000 == 0:
-            log.warning("ignoring unreadable %s: %s: %s", what, type(exc).__name__, str(exc)[:200])
-
-    def _drop_config(self, queue: str) -> None:
+    def _drop_config(self, queue: str, at: tuple[int, int]) -> None:
         with self._lock:
+            if not self._newest(queue, at):
+                return
             self._configs.pop(queue, None)
             self._tenant_of.pop(queue, None)
             self.version += 1
-
-    def _read_tenant(self, name: str, value: bytes | None) -> None:
-        with self._lock:
-            if value is None:
-                self._tenants.pop(name, None)
-                return
-            try:
-                tenant = Tenant.decode(value)
-            except Exception as exc:  # a hostile record: see _read
-                self._unreadable(f"tenant record {name!r}", exc)
-                return
-            if tenant.name != name:  # a record under one key must not grant another tenant's queues
-                log.warning("ignoring tenant record %r naming tenant %r", name, tenant.name)
-                return
-            if self._control_token is not None and not verifies(
-                    tenant.sig, sign_tenant(self._control_token, name, tenant.token_sha256)):
-                # It replaced the tenant's record on the topic too (compaction keeps the newest).
-                self._tenants.pop(name, None)
-                self.unverified += 1
-                log.warning("ignoring tenant record %r: not signed with this tracker's admin token "
-                            "(KMQ_ADMIN_TOKEN); the admin can re-issue it with rotate_tenant_token", name)
-                return
-            self._tenants[name] = tenant
-
-    def _read_auth(self, value: bytes | None) -> None:
-        with self._lock:
-            if value is None:  # trackers no longer write tombstones; an old one still reads as off
-                self._admin_hash, self._auth_refused = None, None
-                return
-            try:
-                self._admin_hash, self._auth_refused = decode_auth(value), None
-            except LegacyAuthRecordError as exc:
-                # Auth stays on, the admin token is refused with the fix named: treating an
-                # old record as "auth off" would make every caller admin.
-                log.warning("%s", exc)
-                self._admin_hash, self._auth_refused = None, str(exc)
-            except Exception as exc:  # a hostile record: see _read
-                self._unreadable("auth record", exc)
-
-    def auth_on(self) -> bool:
-        """Whether the deployment's tracker published that auth is on."""
-        with self._lock:
-            return self._admin_hash is not None or self._auth_refused is not None
-
-    def admin_hash(self) -> AdminHash | None:
-        """The admin token's published hash while auth is on (None if off or unusable)."""
-        with self._lock:
-            return self._admin_hash
-
-    def caller(self, token: str | None) -> "Caller":
-        """Who presents ``token`` in this deployment (raises PermissionDeniedError)."""
-        with self._lock:
-            admin, refused = self._admin_hash, self._auth_refused
-        return identify(token, auth_on=admin is not None or refused is not None,
-                        is_admin=None if admin is None else admin.verify,
-                        tenants=self.tenants(), admin_refused=refused)
-
-    def tenants(self) -> dict[str, Tenant]:
-        with self._lock:
-            return dict(self._tenants)
-
-    def put_tenant(self, tenant: Tenant) -> None:
-        with self._lock:
-            self._tenants[tenant.name] = tenant
-
-    def drop_tenant(self, name: str) -> None:
-        with self._lock:
-            self._tenants.pop(name, None)
 
     def get(self, queue: str) -> QueueConfig:
         """The queue's configuration (defaults if it was never configured)."""
         with self._lock:
             return self._configs.get(queue) or DEFAULT_CONFIG
 
-    def put_local(self, queue: str, config: QueueConfig) -> None:
-        """Record a configuration this process just wrote (before it is read back)."""
+    def _newest(self, queue: str, at: tuple[int, int] | None) -> bool:
+        """Whether the record at ``at`` is the queue's newest yet (kept as such if so): the
+        follower thread applied older records over this process's own write for 0.25-0.5 s
+        (an audit). A queue's records share one partition; None: where is not known."""
+        if at is None:
+            return True
+        held = self._record_at.get(queue)
+        if held is not None and held[0] == at[0] and at[1] < held[1]:
+            return False
+        self._record_at[queue] = at
+        return True
+
+    def put_local(self, queue: str, config: QueueConfig, at: tuple[int, int] | None = None) -> None:
+        """Record a configuration this process just wrote (before it is read back) or read at
+        ``at`` (partition, offset): one older than the view's is not applied."""
         tenant = config.tenant
         if tenant is not None and self._control_token is not None and not verifies(
                 config.tenant_sig, sign_queue_tenant(self._control_token, queue, tenant)):
@@ -280,6 +225,8 @@ class QueueConfigs:
                             "it again (configure_queue(tenant=...))", queue, tenant)
             tenant = None
         with self._lock:
+            if not self._newest(queue, at):
+                return
             self._configs[queue] = config
             if tenant is None:
                 self._tenant_of.pop(queue, None)
