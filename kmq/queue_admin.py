@@ -28,7 +28,8 @@ from kmq.protocol.placement import markers_partition, queue_partitions, validate
 from kmq.queue_config import QueueConfig, check_spread
 from kmq.ops.control_sig import sign_queue_tenant, sign_tenant
 from kmq.ops.queues_topic import QueueConfigs
-from kmq.ops.queues_writes import delete_tenant, write_config, write_tenant
+from kmq.ops.config_update import latest_config, write_reconciled
+from kmq.ops.queues_writes import delete_tenant, write_tenant
 from kmq.ops.tenancy import (Tenant, hash_token, new_token, require_admin, require_queue_access,
                              validate_tenant_name)
 
@@ -45,9 +46,10 @@ class QueueAdmin:
 
     # -- queue settings ------------------------------------------------------------
 
-    def _authorize(self, queue: str) -> QueueConfig:
-        """The queue's config, if this client's token may administer it (auth on)."""
-        cfg = self.queue_configs().get(queue)
+    def _authorize(self, queue: str, cfg: QueueConfig | None = None) -> QueueConfig:
+        """The queue's config (``cfg``, else as this client's view has it), if this client's
+        token may administer it (auth on)."""
+        cfg = self.queue_configs().get(queue) if cfg is None else cfg
         require_queue_access(self.queue_configs().caller(self.settings.token or None), queue, cfg.tenant)
         return cfg
 
@@ -125,12 +127,21 @@ class QueueAdmin:
         ``spread``, which only grows: refused). Validated
         before anything is written. A change to a queue whose switch to partition mode the
         tracker has not handed over yet waits for that first (at most ``HANDOVER_WAIT_S``).
+
+        Made on the queue's latest settings, and kept when another client or the tracker
+        writes the queue's settings at the same time (written again on top of theirs:
+        :mod:`kmq.ops.config_update`); a setting both change is the last writer's. Returns
+        the settings the queue has after it, as far as this call read them back.
         """
         queue = validate_queue_name(queue)
         configs = self.queue_configs()
-        cfg = self._authorize(queue)
+        # On the latest record, not on what this view had read (it wrote away a change
+        # another client made a moment before: an audit, 4 of 4 tries).
+        cfg, since = latest_config(self.settings, configs, queue)
+        self._authorize(queue, cfg)
         if cfg.handover_pending:
-            cfg = self._await_handover(queue, cfg)
+            self._await_handover(queue, cfg)
+            cfg, since = latest_config(self.settings, configs, queue)
         caller = configs.caller(self.settings.token or None)
         if "tenant" in changes and changes["tenant"] != cfg.tenant:
             require_admin(caller, "changing a queue's tenant")
@@ -164,9 +175,7 @@ class QueueAdmin:
                               f"{vis_s:g} of {queue!r}: give max_processing_s >= visibility_timeout_s")
         if spread is not None and spread != cfg.spread:
             new = self._spread(queue, new, spread)
-        write_config(self.settings, queue, new)
-        configs.put_local(queue, new)
-        return new
+        return write_reconciled(self.settings, configs, queue, cfg, new, since)
 
     @staticmethod
     def _require_tenant(configs: QueueConfigs, name: Any) -> None:

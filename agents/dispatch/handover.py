@@ -16,8 +16,8 @@ from typing import Callable
 from agents.dispatch import modes
 from agents.dispatch.epochs import Epochs
 from agents.dispatch.lanes import LaneWriter
+from kmq.ops.config_update import latest_config, write_reconciled
 from kmq.ops.queues_topic import QueueConfigs
-from kmq.ops.queues_writes import write_config
 from kmq.protocol.placement import markers_partition, queue_partitions
 from kmq.settings import Settings
 
@@ -49,16 +49,20 @@ def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs
             # Our ACQUIREs of it are in the log (applied first), their lanes written.
             lanes.settle_writes(epochs.with_deliveries(), 10)
             lanes.producer.flush(10)
+            # On the latest record: one built from this view wrote away a client's change
+            # made a moment before (an audit: visibility_timeout_s=7 lost, 2 of 4 tries).
+            cfg, since = latest_config(settings, configs, q)
+            if not modes.awaits_handover(cfg, settings):
+                continue
             m = markers_partition(q, mparts)
             cursors = {(q, p): past_handed(m, q, p, c) for (queue, p), c in part.cursors.items() if queue == q}
             new = modes.handed_over(cfg, cursors, q, queue_partitions(q, queue_parts, cfg.spread),
                                     int(time.time() * 1000))
-            write_config(settings, q, new)
+            new = write_reconciled(settings, configs, q, cfg, new, since)
         except Exception as exc:  # noqa: BLE001 - logged and counted; the next scan tries again
             failed += 1
             log.warning("queue %s: its handover failed (tried again at the next scan): %s: %s",
                         q, type(exc).__name__, str(exc)[:200])
             continue
-        configs.put_local(q, new)
         log.info("queue %s: handed over to its consumer group at %s", q, new.handover)
     return failed

@@ -32,6 +32,7 @@ ROLE_OF = {
     "kmq/aio/consumer.py": ("consumer",),
     "kmq/ops/queues_topic.py": ALL[:4],
     "kmq/ops/queues_writes.py": ("tracker", "tenant admin"),  # handovers and auth; settings, tenants
+    "kmq/ops/config_update.py": ("tracker", "tenant admin"),  # handovers; configure_queue
     "kmq/client.py": ("producer", "consumer", "tenant admin"),
     "kmq/queue_admin.py": ("tenant admin",),
     "kmq/consumer/": ("consumer",),
