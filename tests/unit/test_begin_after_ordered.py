@@ -140,13 +140,14 @@ def test_a_switch_to_partition_mode_after_such_a_begin_hands_over_past_what_went
     part = d._parts[MP]
     part.ready, part.cursors = True, state.cursors()
     written = {}
-    configs = SimpleNamespace(queues=lambda: [Q], get=lambda q: cfg,
-                              put_local=lambda q, new: written.setdefault(q, new))
+    configs = SimpleNamespace(queues=lambda: [Q], get=lambda q: cfg)
     lanes = SimpleNamespace(settle_writes=lambda *a: None, producer=SimpleNamespace(flush=lambda t: 0))
     epochs = SimpleNamespace(parts={MP: part}, with_deliveries=lambda: [])
     settings = Settings(markers_partitions=13)  # the queue's markers partition is MP there
     assert markers_partition(Q, settings.markers_partitions) == MP
-    monkeypatch.setattr(handover, "write_config", lambda s, q, new: None)
+    monkeypatch.setattr(handover, "latest_config", lambda s, configs, q: (cfg, (0, 0)))
+    monkeypatch.setattr(handover, "write_reconciled",
+                        lambda s, configs, q, base, new, since: written.setdefault(q, new))
     failed = handover.hand_over_switched(settings, configs, epochs, lanes, 1,
                                          lambda m, q, p, c: d._ordered.past_handed((m, q, p), c))
     assert failed == 0 and written[Q].handover == {0: 6}  # before: {0: 4}
