@@ -153,9 +153,9 @@ class Redeliverer:
         ends = true_end_offsets(self.settings, self.settings.queue_topic,
                                 sorted({p for parts in parts_of.values() for p in parts}))
         new = {q: self.config(q).purged({p: ends[p] for p in parts}) for q, parts in parts_of.items()}
-        write_configs(self.settings, new)
-        for q, cfg in new.items():
-            self._configs.put_local(q, cfg)
+        at = write_configs(self.settings, new)
+        for q, cfg in new.items():  # where each landed: the view never goes back to an older one
+            self._configs.put_local(q, cfg, at.get(q))
 
     async def read_payloads(self, partition: int, offsets: list[int]) -> expiry.PartitionRead:
         """Records of the queue topic read back on this redeliverer's thread (views).
