@@ -85,6 +85,8 @@ class GatedReceive:
                 self._fetch_waiting(now)
             pick = None
             with self._lock:  # the flusher gives the read-ahead back when user code is away
+                if self._closed and taken:
+                    break  # what was taken before close() began is the caller's
                 self._check_open()
                 for held in ready:  # the first range whose next message need not wait
                     i = held.handed
