@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable
 
+from kmq.consumer.arguments import check_arguments
 from kmq.consumer.options import check_options
 from kmq.errors import ConfigError
 from kmq.protocol.placement import validate_queue_name
@@ -99,6 +100,12 @@ def handler(queue: str | None = None, *, concurrency: int = 1, prefetch: int | N
         raise ConfigError("max_in_flight is concurrency + prefetch for a handler: give those instead")
     check_options(consumer_options, f"@kmq.handler({queue!r})",
                   allowed=("concurrency", "prefetch", "non_retryable"), refused=("max_in_flight",))
+    try:  # their values too, here: `kmq worker` refused a nan only when it started (an audit)
+        o = consumer_options
+        check_arguments(o.get("visibility_timeout_s"), o.get("max_processing_s"), 1, o.get("batch_size", 1),
+                        None, o.get("flush_interval_s", 0.1))
+    except ConfigError as exc:
+        raise ConfigError(f"@kmq.handler({queue!r}): {exc}") from None
 
     def decorate(fn: Callable[..., Any]) -> Handler:
         if not callable(fn):

@@ -155,7 +155,10 @@ def test_a_decorated_function_stays_callable_and_says_how_it_runs():
 @pytest.mark.parametrize("kwargs, field", [
     ({"concurrency": 0}, "concurrency"), ({"concurrency": True}, "concurrency"),
     ({"prefetch": -1}, "prefetch"), ({"non_retryable": (1,)}, "non_retryable"),
-    ({"max_in_flight": 5}, "max_in_flight")])
+    ({"max_in_flight": 5}, "max_in_flight"),
+    # checked when decorated (an audit: accepted, then `kmq worker` refused them at start)
+    ({"visibility_timeout_s": float("nan")}, r"^@kmq.handler\('q'\): visibility_timeout_s=nan"),
+    ({"batch_size": 0}, "batch_size"), ({"max_processing_s": -1}, "max_processing_s")])
 def test_bad_handler_arguments_name_the_argument(kwargs, field):
     with pytest.raises(ConfigError, match=field):
         kmq.handler("q", **kwargs)(lambda m: None)
@@ -267,9 +270,9 @@ def test_a_consumer_option_refused_at_start_names_its_handler():
         def consumer(self, queue, **options):
             raise ConfigError(f"visibility_timeout_s={options['visibility_timeout_s']} must be a number of seconds")
 
-    @kmq.handler("q-orders", visibility_timeout_s=-5)
+    @kmq.handler("q-orders", visibility_timeout_s=5)  # refused by the stand-in (a value is checked when decorated)
     def charge(msg):
         pass
 
-    with pytest.raises(ConfigError, match=r"^handler .*charge of queue 'q-orders': visibility_timeout_s=-5 must"):
+    with pytest.raises(ConfigError, match=r"^handler .*charge of queue 'q-orders': visibility_timeout_s=5 must"):
         HandlerRunner(Refusing(), charge, ShutdownSignal(1.0))._open()
