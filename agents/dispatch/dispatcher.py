@@ -128,8 +128,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
             self.stats["handover-errors"] += hand_over_switched(
                 self.settings, self._configs, self._epochs, self._lanes, self._queue_parts,
-                lambda m, q, p, cursor: self._ordered.past_handed((m, q, p), cursor),
-                lambda m, q, p: self._ordered.given_to_group((m, q, p)))
+                lambda m, q, p, cursor: self._ordered.past_handed((m, q, p), cursor))
         busy |= self._dispatch()
         self._lanes.producer.poll(0)
         busy |= self._lanes.write_lanes(self._epochs.with_deliveries())

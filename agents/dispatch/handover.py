@@ -28,18 +28,13 @@ def _as_is(m: int, queue: str, p: int, cursor: int) -> int:
     return cursor
 
 
-def _nothing(m: int, queue: str, p: int) -> None:
-    pass
-
-
 def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs, lanes: LaneWriter,
-                       queue_parts: int, past_handed: Callable[[int, str, int, int], int] = _as_is,
-                       given: Callable[[int, str, int], None] = _nothing) -> int:
+                       queue_parts: int, past_handed: Callable[[int, str, int, int], int] = _as_is) -> int:
     """Record where dispatching stopped for every queue that awaits its handover and whose
     markers partition this dispatcher owns. Returns how many handovers failed: each is
     tried again at the next scan, and one queue's failure is not the others' (it was the
-    whole dispatch round's, every round). ``past_handed(m, queue, p, cursor)``: where the
-    group starts (OrderedQueues.past_handed); ``given(m, queue, p)`` once it was written."""
+    whole dispatch round's, every round). ``past_handed(m, queue, p, cursor)``: the cursor
+    moved past what predecessors handed out above it (OrderedQueues.past_handed)."""
     mparts = settings.markers_partitions
     failed = 0
     for q in configs.queues():
@@ -64,8 +59,6 @@ def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs
             new = modes.handed_over(cfg, cursors, q, queue_partitions(q, queue_parts, cfg.spread),
                                     int(time.time() * 1000))
             new = write_reconciled(settings, configs, q, cfg, new, since)
-            for p in queue_partitions(q, queue_parts, cfg.spread):
-                given(m, q, p)
         except Exception as exc:  # noqa: BLE001 - logged and counted; the next scan tries again
             failed += 1
             log.warning("queue %s: its handover failed (tried again at the next scan): %s: %s",

@@ -31,8 +31,8 @@ class _Recovery:
 
 
 class Recovering:
-    """:meth:`recover_partition`, :meth:`recover`, :meth:`not_handed`, :meth:`past_handed`,
-    :meth:`given_to_group` and :meth:`caught_up` of
+    """:meth:`recover_partition`, :meth:`recover`, :meth:`not_handed`, :meth:`past_handed` and
+    :meth:`caught_up` of
     :class:`~agents.dispatch.ordered.OrderedQueues`."""
 
     def recover_partition(self: "OrderedQueues", m: int, handed: dict, end_offset: Any,
@@ -82,30 +82,17 @@ class Recovering:
 
     def past_handed(self: "OrderedQueues", key: "Key", cursor: int) -> int:
         """Where a switch to partition mode hands the queue over, from the dispatcher's
-        ``cursor``: at the first record it holds back for its group, if any (read, never
-        handed out: above it, the group never read it while partition mode lasted, 1 of 10
-        in a test; what was handed out above it is read again, at least once); else past the
-        offsets from the cursor on that a predecessor handed out while the queue was ordered
-        (after a BEGIN the cursor is that FLOOR; an audit's group re-read 116 acked
-        messages), only the unbroken run: a gap may be another queue's record or one never
-        handed out, and the group must read those."""
+        ``cursor``: past the offsets from it on that a predecessor handed out while the queue
+        was ordered (after a BEGIN the cursor is that FLOOR; an audit's group re-read 116
+        acked messages). Only the unbroken run at the cursor: a gap may be another queue's
+        record or one never handed out, and the group must read those."""
         q = self._queues.get(key)
-        if q is not None and q.records:
-            return min(cursor, min(q.records))
         r = None if q is None else q.recovery
         if r is None:
             return cursor
         while cursor < r.handed.end and r.handed.handed(cursor):
             cursor += 1
         return cursor
-
-    def given_to_group(self: "OrderedQueues", key: "Key") -> None:
-        """The queue partition was handed over to its consumer group (:meth:`past_handed`):
-        the records held back for their groups are the group's to read, not ours to hand
-        out when the queue is shared again."""
-        q = self._queues.get(key)
-        if q is not None and q.records:
-            self.release(key, len(q.records))
 
     def caught_up(self: "OrderedQueues", key: "Key", read_cursor: int) -> bool:
         """Whether heads may go out: after a BEGIN, only once the queue is read up to the
