@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from kmq.consumer import group_gate as G
 from kmq.consumer.held import HeldRange, MessageBatch
-from kmq.errors import ConsumerClosedError
 from kmq.message import RELEASED, Message, Verb
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,8 +106,7 @@ class GatedReceive:
                     if not self._only_group_left(held, group):
                         break  # looking past it could hand another group's later message first
             if pick is None:
-                if self._closed:
-                    raise ConsumerClosedError(f"consumer of queue {self.queue!r} is closed")
+                self._check_open()
                 self._raise_error()
                 if taken or (deadline is not None and now >= deadline):
                     break

@@ -58,7 +58,7 @@ def true_end_offsets(settings: Settings, topic: str, partitions: list[int],
 
 
 def read_to_end(consumer: Consumer | PatientReader, topic: str, partition: int, start: int,
-                timeout_s: float = 60.0) -> Iterator[tuple[int, Any]]:
+                timeout_s: float = 60.0, round_s: float = 0.2) -> Iterator[tuple[int, Any]]:
     """Every record of one partition from ``start`` to its true end: (offset, message).
 
     The one way kmq reads "to the end": assign, consume until librdkafka says
@@ -66,11 +66,13 @@ def read_to_end(consumer: Consumer | PatientReader, topic: str, partition: int, 
     ListOffsets (which may undercount, docs/embedded-broker.md). Records gone below the log
     start are skipped. The partition stays assigned: the caller unassigns.
     Raises :class:`BrokerUnavailableError` if the end is not reached in ``timeout_s``.
+    ``round_s``: each ``consume()``'s wait (it waits it whole unless its batch fills: a short
+    read of a few records, as a settings read-back, wants short rounds).
     """
     consumer.assign([TopicPartition(topic, partition, start)])
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for rec in consumer.consume(10000, 0.2):
+        for rec in consumer.consume(10000, round_s):
             err = rec.error()
             if err is None:
                 yield rec.offset(), rec

@@ -16,10 +16,11 @@ import logging
 import time
 from dataclasses import replace
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer
 
-from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.errors import ConfigError
 from kmq.kafka import profiles
+from kmq.kafka.offsets import read_to_end
 from kmq.ops.config_merge import fields_to_restore
 from kmq.ops.queues_topic import QueueConfigs
 from kmq.ops.queues_writes import write_config
@@ -92,33 +93,22 @@ def queue_records(settings: Settings, queue: str, partition: int,
 
 def _records(settings: Settings, queue: str, partition: int,
              start: int) -> tuple[list[tuple[int, QueueConfig | None]], int]:
-    """:func:`queue_records`, and the partition's end."""
-    key, topic = queue.encode(), settings.queues_topic
+    """:func:`queue_records`, and where the read ended (at most the partition's end)."""
+    key = queue.encode()
     reader = Consumer(profiles.reader_config(settings, f"{settings.app_id}-queue-configs",
                                              fetch_wait_ms=10, eof=True))
     out: list[tuple[int, QueueConfig | None]] = []
+    end = start
     try:
-        reader.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + READ_BACK_TIMEOUT_S
-        while time.monotonic() < deadline:
-            # Short rounds: consume() waits its whole timeout unless its batch fills (0.2 s
-            # rounds made each read cost 0.2 s, two per configure_queue).
-            for rec in reader.consume(500, 0.01):
-                err = rec.error()
-                if err is None:
-                    if rec.key() == key:
-                        out.append((rec.offset(), _decoded(rec.value())))
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    return [(o, c) for o, c in out if c is not False], rec.offset()
-                elif err.code() == KafkaError.OFFSET_OUT_OF_RANGE:  # compacted below start
-                    low, _ = reader.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
-                    reader.assign([TopicPartition(topic, partition, max(low, start))])
-                elif err.fatal():
-                    raise BrokerUnavailableError(f"reading {topic}[{partition}]: {err}")
-        raise BrokerUnavailableError(f"could not read {topic}[{partition}] to its end within "
-                                     f"{READ_BACK_TIMEOUT_S:g} s")
+        # Short rounds: 0.2 s ones made each read cost 0.2 s, two per configure_queue.
+        for offset, rec in read_to_end(reader, settings.queues_topic, partition, start,
+                                       READ_BACK_TIMEOUT_S, round_s=0.01):
+            end = offset + 1
+            if rec.key() == key:
+                out.append((offset, _decoded(rec.value())))
     finally:
         reader.close()
+    return [(o, c) for o, c in out if c is not False], end
 
 
 def _decoded(value: bytes | None) -> QueueConfig | None | bool:
