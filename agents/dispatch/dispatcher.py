@@ -31,6 +31,7 @@ from agents.dispatch.clients import DispatcherClients
 from agents.dispatch.dedup_replay import REPLAY_ROUND_RECORDS
 from agents.dispatch.epochs import Epochs, OwnedPartition
 from agents.dispatch.events import DispatcherEvents
+from agents.dispatch.give_back import drain_wants, take_drained
 from agents.dispatch.handover import hand_over_switched
 from agents.dispatch.inbox import DispatcherInbox
 from agents.dispatch.lanes import Batch, LaneWriter, delivery_of
@@ -82,7 +83,9 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "foreign-begins": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
-        self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
+        # markers partition -> FLOORs (and records given back, give_back) after its ACQUIREs
+        self._floors: dict[int, list[M.Marker]] = {}
+        self._draining: dict = {}  # queues read again before their handover (give_back.drain_wants)
         self._next_config_scan = 0.0
         self._freshness = ViewFreshness()  # what was read the settings are known current for
         self._overdue_logged_s = -math.inf  # when a view stuck behind was last logged
@@ -128,7 +131,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
             self.stats["handover-errors"] += hand_over_switched(
                 self.settings, self._configs, self._epochs, self._lanes, self._queue_parts,
-                lambda m, q, p, cursor: self._ordered.past_handed((m, q, p), cursor))
+                self._ordered)
         busy |= self._dispatch()
         self._lanes.producer.poll(0)
         busy |= self._lanes.write_lanes(self._epochs.with_deliveries())
@@ -195,6 +198,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                     else:  # none read while records wait from when it was ordered (_take)
                         waiting = self._ordered.waiting((m, q, p))
                         wants.setdefault(p, {})[q.encode()] = Want(q, cursor, 0 if waiting else demand)
+        self._draining = drain_wants(self._ordered, self._parts, self._configs, self.settings, wants)
         self._reader.release_idle(wants)
         if not wants:
             return False
@@ -227,6 +231,11 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
         handed out by reference where the queue dominates the range, else as copies."""
         now_ms = int(time.monotonic() * 1000)
         for w in wants.values():
+            drained = self._draining.get((w.queue, p))
+            if drained is not None:  # read again before its handover: given back, not handed out
+                take_drained(self._ordered, w, p, *drained, self._floors.setdefault(drained[1], []))
+                drained[0].cursors[(w.queue, p)] = w.cursor
+                continue
             part, m, cfg = owners[w.queue]
             roster = part.rosters[w.queue]
             replay = part.replays.get((w.queue, p))
@@ -244,6 +253,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                     floor = self._ordered.durable_floor((m, w.queue, p), w.cursor)
                     self._floors.setdefault(m, []).append(M.Floor(w.queue, p, floor, part.epoch))
             else:
+                self._ordered.unorder((m, w.queue, p))
                 dropped = False
                 names = header_names(w.taken)
                 if envelope.GROUP in names:  # sent right after ordering="group" was set?

@@ -38,7 +38,7 @@ class DispatcherEvents:
     _reader: QueueReader
     _ordered: OrderedQueues
     _configs: QueueConfigs
-    _floors: dict[int, list[M.Floor]]
+    _floors: dict[int, list[M.Marker]]
     _queue_parts: int
     settings: Any
     _membership: Callable[[], float]
@@ -158,6 +158,9 @@ class DispatcherEvents:
             key = (fetched.queue, fetched.partition)
             if part.cursors.get(key, 0) < fetched.end:
                 part.cursors[key] = fetched.end
+            cfg = self._configs.get(fetched.queue)  # a START is a partition-mode group's
+            if cfg.ordering != "group" or cfg.dispatch_mode(self.settings) != "shared":
+                self._ordered.unorder((m, fetched.queue, fetched.partition))
 
     def _ended(self, m: int, queue: str, p: int, offsets: list[int], dead_lettered: bool) -> None:
         if m in self._parts:

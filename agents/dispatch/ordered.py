@@ -195,13 +195,29 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
         q = self._queues.get(key)
         if q is None:
             return []
-        if q.ordered:  # what predecessors handed out stays known (recovery: not_handed)
-            q.order, q.ordered = GroupOrder(), False
+        self.unorder(key)
         out = [q.records.pop(o) for o in sorted(q.records)[:max(0, n)]]
         q.held_bytes -= sum(map(record_size, out))
         if not q.records:
             q.heap = []
         return out
+
+    def unorder(self, key: Key) -> None:
+        """The queue partition is handed out unordered from now on (its ordering set back to
+        "none", or partition mode): its groups and what they had in flight are forgotten, so
+        a later ordered period starts afresh at its cursor. Kept, they set that period's
+        FLOOR back to a message of this one (its first record, not settled here as its
+        copy was), below what was handed out in between: an audit's FLOOR stayed 400
+        offsets back through partition and unordered periods, and after a BEGIN 546 acked
+        messages were handed out again. What waits, its dedup state and what predecessors
+        handed out (recovery: not_handed) stay."""
+        q = self._queues.get(key)
+        if q is not None and q.ordered:
+            q.order, q.ordered = GroupOrder(), False
+
+    def keys_of(self, markers_partition: int, queue: str) -> list[Key]:
+        """The queue partitions of ``queue`` kept here, of markers partition ``markers_partition``."""
+        return [k for k in self._queues if k[0] == markers_partition and k[1] == queue]
 
     def forget(self, key: Key) -> None:
         """Start this queue partition afresh (read again from its floor)."""

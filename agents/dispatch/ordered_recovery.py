@@ -31,8 +31,8 @@ class _Recovery:
 
 
 class Recovering:
-    """:meth:`recover_partition`, :meth:`recover`, :meth:`not_handed`, :meth:`past_handed` and
-    :meth:`caught_up` of
+    """:meth:`recover_partition`, :meth:`recover`, :meth:`not_handed`, :meth:`past_handed`,
+    :meth:`unread_hand_outs`, :meth:`unread_from`, :meth:`recovered` and :meth:`caught_up` of
     :class:`~agents.dispatch.ordered.OrderedQueues`."""
 
     def recover_partition(self: "OrderedQueues", m: int, handed: dict, end_offset: Any,
@@ -93,6 +93,22 @@ class Recovering:
         while cursor < r.handed.end and r.handed.handed(cursor):
             cursor += 1
         return cursor
+
+    def unread_hand_outs(self: "OrderedQueues") -> list[tuple["Key", int]]:
+        """(key, end) of each queue partition whose predecessors' hand-outs are not all read
+        again yet: ``end`` is the end of them."""
+        return [(key, q.recovery.handed.end) for key, q in self._queues.items() if q.recovery is not None]
+
+    def unread_from(self: "OrderedQueues", key: "Key", cursor: int) -> bool:
+        """Predecessors handed out records of the queue partition at or above ``cursor``."""
+        q = self._queues.get(key)
+        return q is not None and q.recovery is not None and cursor < q.recovery.handed.end
+
+    def recovered(self: "OrderedQueues", key: "Key") -> None:
+        """Everything predecessors handed out was read again: nothing more to skip."""
+        q = self._queues.get(key)
+        if q is not None:
+            q.recovery = None
 
     def caught_up(self: "OrderedQueues", key: "Key", read_cursor: int) -> bool:
         """Whether heads may go out: after a BEGIN, only once the queue is read up to the

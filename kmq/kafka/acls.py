@@ -114,7 +114,7 @@ def grants(s: Settings) -> dict[str, list[Grant]]:
     tracker = [
         *(Grant("Topic", name, False, ("Read", "Write", "Describe", "DescribeConfigs"), why)
           for name, why in ((t.queue, "payload read-back, redeliveries, due delayed sends"),
-                            (t.markers, "the markers it tracks; it writes TICK, BEGIN, ACQUIRE, FLOOR"),
+                            (t.markers, "the markers it tracks; it writes TICK, BEGIN, ACQUIRE, FLOOR, RELEASE"),
                             (t.dlq, "dead letters; the views count them"))),
         Grant("Topic", t.deliveries, lanes_prefixed, ("Read", "Write", "Describe", "DescribeConfigs"),
               "shared queues' deliveries" + lanes_note),

@@ -20,6 +20,7 @@ from agents.dispatch.dispatcher import Dispatcher
 from agents.dispatch.epochs import OwnedPartition
 from agents.dispatch.reader import NO_END
 from kmq.protocol import envelope as V
+from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
 from kmq.protocol.dispatch import Roster, Want
 from kmq.protocol.lookahead import Lookahead
@@ -128,26 +129,55 @@ def test_one_set_back_from_ordered_after_its_begin_still_skips_them():
     assert got == [6, 7]
 
 
+def hand_over(d: Dispatcher, cfg: QueueConfig, monkeypatch) -> tuple[dict | None, list[M.Marker]]:
+    """One handover scan of the queue, set to ``cfg``: (the handover written, or None if it
+    waits; the markers given back)."""
+    import agents.dispatch.give_back as give_back
+    import agents.dispatch.handover as handover
+
+    part = d._parts[MP]
+    written, markers = {}, []
+    monkeypatch.setattr(handover, "latest_config", lambda s, configs, q: (cfg, (0, 0)))
+    monkeypatch.setattr(handover, "write_reconciled",
+                        lambda s, configs, q, base, new, since: written.setdefault(q, new))
+    monkeypatch.setattr(give_back, "produce_when_room",
+                        lambda producer, topic, value, key, partition, on_delivery:
+                        markers.extend(marker_codec.decode(value)))
+    lanes = SimpleNamespace(settle_writes=lambda *a: None, producer=SimpleNamespace(flush=lambda t: 0),
+                            settings=Settings())
+    epochs = SimpleNamespace(parts={MP: part}, with_deliveries=lambda: [])
+    configs = SimpleNamespace(queues=lambda: [Q], get=lambda q: cfg)
+    settings = Settings(markers_partitions=13)  # the queue's markers partition is MP there
+    assert markers_partition(Q, settings.markers_partitions) == MP
+    assert handover.hand_over_switched(settings, configs, epochs, lanes, 1, d._ordered) == 0
+    return (written[Q].handover if Q in written else None), markers
+
+
+def drain_round(d: Dispatcher, cfg: QueueConfig, read: list[int]) -> list[M.Marker]:
+    """One dispatch round of a queue awaiting its handover that reads again what its
+    predecessors handed out (agents.dispatch.give_back): ``read`` its records read from
+    its cursor; returns the markers to write after the round's ACQUIREs."""
+    from agents.dispatch.give_back import drain_wants
+
+    wants: dict = {}
+    d._draining = drain_wants(d._ordered, d._parts, SimpleNamespace(get=lambda q: cfg), d.settings, wants)
+    (w,) = wants[0].values()
+    assert w.cursor == read[0]
+    w.taken, w.cursor = [Rec(o) for o in read], read[-1] + 1
+    d._take(0, wants[0], {}, {}, Lookahead())
+    return d._floors.pop(MP, [])
+
+
 def test_a_switch_to_partition_mode_after_such_a_begin_hands_over_past_what_went_out(monkeypatch):
     # The same table, the queue switched to partition mode before its successor read it: the
     # handover was the FLOOR (4), so the group read 5 again, acked (an audit: 116 acked
-    # messages delivered again). Now past the predecessor's unbroken run: 6.
-    import agents.dispatch.handover as handover
-
+    # messages delivered again). Now the successor reads them first, and hands over past them.
     state = table_after_an_ordered_epoch()
     cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
     d = begun(state, cfg)
     part = d._parts[MP]
     part.ready, part.cursors = True, state.cursors()
-    written = {}
-    configs = SimpleNamespace(queues=lambda: [Q], get=lambda q: cfg)
-    lanes = SimpleNamespace(settle_writes=lambda *a: None, producer=SimpleNamespace(flush=lambda t: 0))
-    epochs = SimpleNamespace(parts={MP: part}, with_deliveries=lambda: [])
-    settings = Settings(markers_partitions=13)  # the queue's markers partition is MP there
-    assert markers_partition(Q, settings.markers_partitions) == MP
-    monkeypatch.setattr(handover, "latest_config", lambda s, configs, q: (cfg, (0, 0)))
-    monkeypatch.setattr(handover, "write_reconciled",
-                        lambda s, configs, q, base, new, since: written.setdefault(q, new))
-    failed = handover.hand_over_switched(settings, configs, epochs, lanes, 1,
-                                         lambda m, q, p, c: d._ordered.past_handed((m, q, p), c))
-    assert failed == 0 and written[Q].handover == {0: 6}  # before: {0: 4}
+    assert hand_over(d, cfg, monkeypatch) == (None, [])  # it waits for the read
+    # 4 is in flight (the tracker's), 5 acked: nothing to give back; 6 is the group's
+    assert drain_round(d, cfg, [4, 5, 6, 7]) == [M.Floor(Q, 0, 6, 2)]
+    assert hand_over(d, cfg, monkeypatch) == ({0: 6}, [M.Floor(Q, 0, 6, 2)])

@@ -1,0 +1,192 @@
+"""An ordered queue's period ends: its ordering set back to "none", or partition mode
+(agents.dispatch.ordered ``unorder``; agents.dispatch.give_back; docs/ordering.md,
+"Changing the ordering setting").
+
+Before, the dispatcher kept an ordered queue's groups through the periods it was not
+ordered: the acks of their messages in flight no longer reached them, so an ordered
+period after it waited on them (its groups stalled) and its FLOOR went back to them,
+below what partition-mode groups and unordered rounds had handed out since; a successor
+began there (an audit flipping a queue between partition, shared and ordered while a
+tracker worker was killed every 25 s: 546 acked messages handed out again). And the
+records an ordered queue kept waiting for their groups when it was switched to partition
+mode stayed in the dispatcher while partition mode lasted (lost if it began anew); one
+switched right after its dispatcher began anew was handed over past the first gap in what
+its predecessor had handed out, and the group read what was handed out above it again."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from hypothesis import given, settings as hsettings, strategies as st
+
+import agents.dispatch.give_back as give_back
+from agents.dispatch.dispatcher import Dispatcher
+from kmq.protocol import markers as M
+from kmq.protocol import marker_codec
+from kmq.protocol.dispatch import Roster, Want
+from kmq.protocol.limits import MAX_RANGE_LEN
+from kmq.protocol.lookahead import Lookahead
+from kmq.protocol.masks import mask_offsets
+from kmq.protocol.state import Cause, PartitionState
+from kmq.protocol.store import MemoryStore
+from kmq.queue_config import QueueConfig
+from tests.unit.test_begin_after_ordered import MP, Q, Rec, begun, drain_round, hand_over, quiet  # noqa: F401 - a fixture
+
+ORDERED = QueueConfig(dispatch="shared", ordering="group")
+UNORDERED = QueueConfig(dispatch="shared", ordering="none")
+PARTITION = QueueConfig(dispatch="partition", ordering="none")
+
+
+def dispatcher() -> tuple[Dispatcher, list[QueueConfig]]:
+    """A dispatcher begun on an empty table; the queue's settings are ``current[0]``."""
+    d = begun(PartitionState(MemoryStore(), MP), ORDERED)
+    current = [ORDERED]
+    d._configs = SimpleNamespace(get=lambda q: current[0], queues=lambda: [Q])
+    return d, current
+
+
+def round_of(d: Dispatcher, cfg: QueueConfig, offsets: range, credit: int = 20, consumer: str = "c1") -> list[int]:
+    """One dispatch round of the queue's records at ``offsets`` for one consumer: the
+    offsets handed out."""
+    part = d._parts[MP]
+    roster = part.rosters[Q] = Roster(part.epoch)
+    roster.credit(M.Credit(Q, consumer, 0, 0, 0, credit, 30_000, 30_000), int(time.monotonic() * 1000))
+    w = Want(Q, offsets[-1] + 1, credit, [Rec(o) for o in offsets])
+    out: dict = {}
+    d._take(0, {Q.encode(): w}, {Q: (part, MP, cfg)}, out, Lookahead())
+    return sorted(o for b in out.get(MP, []) for o in mask_offsets(b.delivery.range.start, b.delivery.mask))
+
+
+def floors(d: Dispatcher) -> list[int]:
+    return [f.offset for f in d._floors.pop(MP, [])]
+
+
+def test_an_ordered_period_after_an_unordered_one_starts_afresh():
+    d, current = dispatcher()
+    assert round_of(d, ORDERED, range(0, 2)) == [0, 1]  # the heads of g0 and g1, in flight
+    floors(d)
+    current[0] = UNORDERED  # their acks come now: the markers agent no longer passes them on
+    assert round_of(d, UNORDERED, range(2, 6)) == [2, 3, 4, 5]
+    current[0] = ORDERED
+    # Before: g0 and g1 still waited on 0 and 1, so nothing went out, and the period's FLOOR
+    # went back to 0, below 2-5, handed out meanwhile.
+    assert round_of(d, ORDERED, range(6, 10), consumer="c2") == [6, 7, 8, 9]
+    written = floors(d)
+    assert written and min(written) >= 6
+
+
+def test_a_partition_mode_period_between_ends_the_ordered_one_too():
+    d, current = dispatcher()
+    assert round_of(d, ORDERED, range(0, 2)) == [0, 1]
+    floors(d)
+    current[0] = PARTITION
+    d._started(MP, M.RangeRef(Q, 0, 2, 6))  # the partition-mode group fetched 2-5
+    current[0] = ORDERED
+    assert round_of(d, ORDERED, range(6, 10), consumer="c2") == [6, 7, 8, 9]
+    written = floors(d)
+    assert written and min(written) >= 6
+
+
+def test_a_start_while_the_queue_is_ordered_keeps_its_groups():
+    d, current = dispatcher()
+    assert round_of(d, ORDERED, range(0, 2)) == [0, 1]
+    d._started(MP, M.RangeRef(Q, 0, 2, 4))  # a forged or late START: the groups still wait
+    assert round_of(d, ORDERED, range(2, 4), consumer="c2") == []
+
+
+def test_records_waiting_for_their_group_go_to_the_tracker_at_the_handover(monkeypatch):
+    d, current = dispatcher()
+    assert round_of(d, ORDERED, range(0, 6), credit=1) == [0]  # 1-5 wait (g1's head: no credit)
+    cfg = current[0] = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
+    at, markers = hand_over(d, cfg, monkeypatch)
+    assert at == {0: 6}
+    acquire, release, floor = markers
+    assert isinstance(acquire, M.Acquire) and acquire.ordered and acquire.epoch == d._parts[MP].epoch
+    assert mask_offsets(acquire.range.start, acquire.mask) == [1, 2, 3, 4, 5]
+    assert release == M.Release(acquire.range, acquire.mask, 0, counted=False)
+    assert floor == M.Floor(Q, 0, 6, d._parts[MP].epoch)
+    assert not d._ordered.waiting((MP, Q, 0))
+    # Applied, they are due at once as returned (uncounted): the tracker writes them again.
+    state = PartitionState(MemoryStore(), MP)
+    state.apply(M.Begin(d._parts[MP].epoch), 0)
+    for m in markers:
+        state.apply(m, 1000)
+    (due,) = state.due(1000)
+    assert due.cause == Cause.RETURNED and mask_offsets(due.range.start, due.mask) == [1, 2, 3, 4, 5]
+    assert state.cursors()[(Q, 0)] == 6
+
+
+def test_a_handover_with_nothing_waiting_writes_only_its_floor(monkeypatch):
+    d, current = dispatcher()
+    assert round_of(d, ORDERED, range(0, 2)) == [0, 1]
+    cfg = current[0] = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
+    at, markers = hand_over(d, cfg, monkeypatch)
+    assert at == {0: 2} and markers == [M.Floor(Q, 0, 2, d._parts[MP].epoch)]
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 3 * MAX_RANGE_LEN), min_size=0, max_size=300, unique=True))
+def test_returned_covers_every_offset_once_within_range_limits(offsets):
+    offsets.sort()
+    markers = give_back.returned(Q, 2, offsets, 7)
+    pairs = list(zip(markers[::2], markers[1::2]))
+    assert len(markers) == 2 * len(pairs)
+    got = []
+    for acquire, release in pairs:
+        assert isinstance(acquire, M.Acquire) and acquire.ordered and acquire.epoch == 7
+        assert acquire.range.length <= MAX_RANGE_LEN and acquire.range.partition == 2
+        assert release == M.Release(acquire.range, acquire.mask, 0, counted=False)
+        assert acquire.range.start == mask_offsets(acquire.range.start, acquire.mask)[0]
+        got += mask_offsets(acquire.range.start, acquire.mask)
+    assert got == offsets
+    if markers:
+        assert marker_codec.decode(marker_codec.encode(markers)) == markers
+
+
+def test_a_handover_after_a_begin_reads_again_past_gaps_in_what_went_out(monkeypatch):
+    # Epoch 1 handed out 4 and 5 (4 in flight), held 6 back for its group, handed out 7 and
+    # 8 (acked): FLOOR 4. Before, the successor handed over past the unbroken run from the
+    # FLOOR, at 6, and the group read 7 and 8 again (acked). Now it reads to 9 first, gives
+    # 6 back and hands over at 9.
+    state = PartitionState(MemoryStore(), MP)
+    state.apply(M.Begin(1), 0)
+    for start, offsets in ((0, [0, 1]), (2, [2, 3]), (4, [4, 5]), (7, [7, 8])):
+        r = M.RangeRef(Q, 0, start, offsets[-1] + 1)
+        state.apply(M.Acquire(r, 30_000, M.offsets_mask(start, offsets), 1, True), 0)
+        for o in offsets:
+            if o != 4:
+                state.apply(M.Ack(r, 1 << (o - start)), 0)
+    state.apply(M.Floor(Q, 0, 4, 1), 0)
+    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
+    d = begun(state, cfg)
+    part = d._parts[MP]
+    part.ready, part.cursors = True, state.cursors()
+    assert hand_over(d, cfg, monkeypatch) == (None, [])
+    acquire, release, floor = drain_round(d, cfg, [4, 5, 6, 7, 8, 9, 10])
+    assert mask_offsets(acquire.range.start, acquire.mask) == [6] and release.mask == acquire.mask
+    assert floor == M.Floor(Q, 0, 9, 2) and part.cursors[(Q, 0)] == 9  # 9 and 10: the group's
+    assert hand_over(d, cfg, monkeypatch) == ({0: 9}, [M.Floor(Q, 0, 9, 2)])
+    for m in (M.Begin(2), acquire, release, floor):
+        state.apply(m, 1000)
+    assert [mask_offsets(e.range.start, e.mask) for e in state.due(1000)] == [[6]]
+
+
+def test_a_queue_read_again_in_rounds_hands_over_once_all_is_read(monkeypatch):
+    state = PartitionState(MemoryStore(), MP)
+    state.apply(M.Begin(1), 0)
+    r = M.RangeRef(Q, 0, 0, 40)
+    state.apply(M.Acquire(r, 30_000, M.offsets_mask(0, list(range(0, 40, 2))), 1, True), 0)
+    state.apply(M.Floor(Q, 0, 0, 1), 0)
+    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
+    d = begun(state, cfg)
+    part = d._parts[MP]
+    part.ready, part.cursors = True, state.cursors()
+    tail = drain_round(d, cfg, list(range(0, 20)))  # a round that read only part of it
+    assert mask_offsets(tail[0].range.start, tail[0].mask) == list(range(1, 20, 2))
+    assert tail[-1] == M.Floor(Q, 0, 20, 2) and hand_over(d, cfg, monkeypatch) == (None, [])
+    tail = drain_round(d, cfg, list(range(20, 45)))
+    # The hand-outs end at 38: 39 on is the group's.
+    assert mask_offsets(tail[0].range.start, tail[0].mask) == list(range(21, 39, 2))
+    assert tail[-1] == M.Floor(Q, 0, 39, 2)
+    assert hand_over(d, cfg, monkeypatch) == ({0: 39}, [M.Floor(Q, 0, 39, 2)])
