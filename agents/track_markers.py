@@ -28,7 +28,7 @@ from agents.redeliver import Execution
 from agents.runtime import TrackerRuntime, runtime
 from app import app, settings
 from app.topics import markers_topic
-from kmq.protocol.clock import applied_at_ms, tick_refused
+from kmq.protocol.clock import applied_at_ms, tick_refused, written_at_ms
 from kmq.protocol import expiry
 from kmq.protocol import marker_codec
 from kmq.protocol import markers as M
@@ -133,13 +133,14 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     # stamp (kmq.protocol.clock.applied_at_ms): once per record, an ACQUIRE's and the rest's.
     at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, False)
     acquire_at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, True)
+    written_ms = written_at_ms(at_ms, stamp_ms)
     part.state.begin_record()
     writes = part.state.store.writes
     purged: dict[str, None] = {}  # queues the record purges, in order
     for i, marker in enumerate(got.markers):
         try:
             refused = await _apply_marker(rt, part, marker,
-                                          acquire_at_ms if marker.__class__ is M.Acquire else at_ms)
+                                          acquire_at_ms if marker.__class__ is M.Acquire else at_ms, written_ms)
         except Exception as exc:  # one marker's error must never stop the agent
             log.exception("markers partition %d offset %d: marker %d failed", msg.partition, msg.offset, i + 1)
             refused = f"{type(exc).__name__}: {exc}"
@@ -155,11 +156,11 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     return changed and not replay_safe(got.markers)
 
 
-async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int) -> str | None:
-    """One marker: TICKs carry out what came due, the rest go to the state machine.
-
-    Returns why the state machine refused the marker (to be set aside), or None.
-    """
+async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int,
+                        written_ms: int | None = None) -> str | None:
+    """One marker: TICKs carry out what came due, the rest go to the state machine
+    (``written_ms``: when its record was written, ``written_at_ms``). Returns why the
+    state machine refused the marker (to be set aside), or None."""
     if isinstance(marker, M.Tick):
         refused = tick_refused(marker.now_ms, int(time.time() * 1000), part.clock.now_ms())
         if refused is None:
@@ -177,9 +178,10 @@ async def _apply_marker(rt: TrackerRuntime, part, marker: M.Marker, now_ms: int)
             return (f"a delayed send of {size} bytes with key and headers, above "
                     f"KMQ_MAX_MESSAGE_BYTES={settings.max_message_bytes} (a client with a larger limit?)")
     if isinstance(marker, M.Start) and not expiry.start_allowed(
-            rt.config(marker.range.queue), settings, now_ms):
+            rt.config(marker.range.queue), settings, now_ms if written_ms is None else written_ms):
         # A shared queue's messages are handed out by its dispatcher (ACQUIRE); a START
         # would only move its cursor (a forged one past the end would stall the queue).
+        # When written, not read: one read late after a takeover was dropped (then handed out again).
         part.count(marker.range.queue, Outcome.START_ON_SHARED, marker.mask.bit_count())
         return None
     if isinstance(marker, M.Floor) and not 0 <= marker.partition < settings.queue_partitions:

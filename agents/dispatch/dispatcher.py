@@ -234,7 +234,6 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
             drained = self._draining.get((w.queue, p))
             if drained is not None:  # read again before its handover: given back, not handed out
                 take_drained(self._ordered, w, p, *drained, self._floors.setdefault(drained[1], []))
-                drained[0].cursors[(w.queue, p)] = w.cursor
                 continue
             part, m, cfg = owners[w.queue]
             roster = part.rosters[w.queue]

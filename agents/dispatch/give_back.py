@@ -11,6 +11,7 @@ handover follows, so a successor begins there too. Runs on the dispatcher's thre
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_left
 from operator import methodcaller
 
@@ -26,6 +27,7 @@ from kmq.protocol.dispatch import Want
 from kmq.protocol.limits import MAX_RANGE_LEN
 from kmq.settings import Settings
 
+log = logging.getLogger("kmq.tracker.dispatcher")
 ALL_WAITING = 1 << 62
 DRAIN_READ_RECORDS = 5000  # records of a queue read per round while its predecessors' are read again
 _OFFSET = methodcaller("offset")
@@ -51,7 +53,7 @@ def returned(queue: str, p: int, offsets: list[int], epoch: int) -> list[M.Marke
 def give_back_waiting(ordered: OrderedQueues, lanes: LaneWriter, part: OwnedPartition, m: int, queue: str,
                       cursors: dict[tuple[str, int], int]) -> list:
     """At the handover of ``queue``: the records it kept waiting for their groups go to the
-    tracker (:func:`returned`), then a FLOOR at each partition's handover (``cursors``).
+    tracker (:func:`returned`), then a FLOOR at their partition's handover (``cursors``).
     Before 2026-11-30 they waited in the dispatcher for as long as partition mode lasted
     (and were lost if it began anew meanwhile). Returns the list the write's error lands
     in (checked once the producer is flushed)."""
@@ -60,7 +62,10 @@ def give_back_waiting(ordered: OrderedQueues, lanes: LaneWriter, part: OwnedPart
         p = key[2]
         waiting = sorted(rec.offset() for rec in ordered.release(key, ALL_WAITING))
         markers += returned(queue, p, waiting, part.epoch)
-        if (queue, p) in cursors:
+        _count(ordered, queue, p, len(waiting))
+        # Past them, not elsewhere: a FLOOR sets the cursor, and the table's may be ahead of
+        # this view of it (a purged range's STARTs move only the table's).
+        if waiting and (queue, p) in cursors:
             markers.append(M.Floor(queue, p, cursors[(queue, p)], part.epoch))
     errors: list = []
     if markers:
@@ -83,7 +88,9 @@ def drain_wants(ordered: OrderedQueues, parts: dict[int, OwnedPartition], config
             continue
         cfg = configs.get(q)
         cursor = max(part.cursors.get((q, p), 0), cfg.purged_before.get(p, 0))
-        if cursor < end and modes.awaits_handover(cfg, settings):
+        if cursor >= end:  # purged past them: nothing left to read
+            ordered.recovered((m, q, p))
+        elif modes.awaits_handover(cfg, settings):
             wants.setdefault(p, {})[q.encode()] = Want(q, cursor, DRAIN_READ_RECORDS)
             out[(q, p)] = (part, m, end)
     return out
@@ -93,7 +100,7 @@ def take_drained(ordered: OrderedQueues, w: Want, p: int, part: OwnedPartition, 
                  tail: list[M.Marker]) -> None:
     """What a draining queue (:func:`drain_wants`) read below ``end``: the records its
     predecessors did not hand out are given back (:func:`returned`), and a FLOOR at the
-    cursor follows, in ``tail`` (written after the round's ACQUIREs). Its records from
+    new cursor follows, in ``tail`` (written after the round's ACQUIREs). Its records from
     ``end`` on are the group's: left where they are."""
     k = bisect_left(w.taken, end, key=_OFFSET)
     if k < len(w.taken):
@@ -101,7 +108,16 @@ def take_drained(ordered: OrderedQueues, w: Want, p: int, part: OwnedPartition, 
     key = (m, w.queue, p)
     offsets = [rec.offset() for rec in ordered.not_handed(key, w.taken)]
     tail += returned(w.queue, p, offsets, part.epoch)
-    tail.append(M.Floor(w.queue, p, w.cursor, part.epoch))
+    _count(ordered, w.queue, p, len(offsets))
+    if w.cursor > part.cursors.get((w.queue, p), 0):  # nothing written for a round that read nothing
+        tail.append(M.Floor(w.queue, p, w.cursor, part.epoch))
+        part.cursors[(w.queue, p)] = w.cursor
     if w.cursor >= end:
         ordered.recovered(key)
     w.taken = []
+
+
+def _count(ordered: OrderedQueues, queue: str, p: int, n: int) -> None:
+    if n:
+        ordered.stats["given-back"] += n
+        log.info("queue %s/%d: %d records nobody held given to the tracker before its handover", queue, p, n)

@@ -164,8 +164,9 @@ class LaneWriter:
     def acquire(self, m: int, batches: list[Batch], floors: list[M.Marker],
                 on_failed: Callable[[int, list[Batch], Any], None], ordered: set[str]) -> None:
         """Marker records of ACQUIREs, the FLOORs after them (an ordered queue's; an unordered
-        one's past dropped duplicates) and records given back (agents.dispatch.give_back); their lanes are written by :meth:`write_lanes` once
-        the broker has them. ``ordered``: the queues with ordering="group"."""
+        one's past dropped duplicates) and records given back (agents.dispatch.give_back);
+        their lanes are written by :meth:`write_lanes` once the broker has them.
+        ``ordered``: the queues with ordering="group"."""
         if self._trace:
             log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
         chunks = _record_chunks(batches) or [[]]

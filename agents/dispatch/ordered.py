@@ -60,7 +60,8 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
     def __init__(self, wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._queues: dict[Key, _Queue] = {}
         self._wall_ms = wall_ms  # caps record timestamps for dedup (Dedup.check)
-        self.stats = {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0, "held-heads-let-go": 0}
+        self.stats = {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0, "held-heads-let-go": 0,
+                      "given-back": 0}
 
     def _queue(self, key: Key) -> _Queue:
         q = self._queues.get(key)
@@ -205,12 +206,13 @@ class OrderedQueues(Feeding, Recovering, Deduplicating):
     def unorder(self, key: Key) -> None:
         """The queue partition is handed out unordered from now on (its ordering set back to
         "none", or partition mode): its groups and what they had in flight are forgotten, so
-        a later ordered period starts afresh at its cursor. Kept, they set that period's
-        FLOOR back to a message of this one (its first record, not settled here as its
-        copy was), below what was handed out in between: an audit's FLOOR stayed 400
-        offsets back through partition and unordered periods, and after a BEGIN 546 acked
-        messages were handed out again. What waits, its dedup state and what predecessors
-        handed out (recovery: not_handed) stay."""
+        a later ordered period starts afresh at its cursor. Kept, they held their groups
+        back for good (the acks of a queue not ordered do not reach them), and set that
+        period's FLOOR back below what was handed out in between: in the mode-switch
+        audit's scenario a FLOOR stayed at offset 429 while partition-mode groups and
+        unordered rounds handed out 487-996, and after a BEGIN 546 acked messages were
+        handed out again. What waits, its dedup state and what predecessors handed out
+        (recovery: not_handed) stay."""
         q = self._queues.get(key)
         if q is not None and q.ordered:
             q.order, q.ordered = GroupOrder(), False

@@ -78,3 +78,13 @@ def applied_at_ms(clock_ms: int, stamp_ms: int | None, owned_since_ms: int, trus
     if stamp_ms is None or stamp_ms >= owned_since_ms or not (trusted_stamp or trackers_own):
         return clock_ms
     return min(clock_ms, max(stamp_ms, owned_since_ms - REPLAY_EARLIEST_MS))
+
+
+def written_at_ms(applied_ms: int, stamp_ms: int | None) -> int:
+    """When a record was written, as well as it is known: its stamp (the broker's append
+    time, or its writer's clock), never later than the marker time it is applied at
+    (``applied_ms``; a writer's clock ahead of ours says nothing). For a decision about
+    when a record was written (a START after a switch to shared mode: kmq.protocol.expiry.
+    start_allowed), not for deadlines. A record read late (after a takeover, seconds after
+    it was written) was judged at the time it was read."""
+    return applied_ms if stamp_ms is None else min(stamp_ms, applied_ms)

@@ -85,7 +85,8 @@ def start_allowed(cfg: Any, settings: Any, now_ms: int) -> bool:
     """Whether a consumer's START is tracked: always in partition mode; in shared mode only
     within ``START_GRACE_MS`` of the switch (a group member that had not seen it yet).
 
-    ``cfg`` is the queue's :class:`kmq.queue_config.QueueConfig`, ``now_ms`` marker time.
+    ``cfg`` is the queue's :class:`kmq.queue_config.QueueConfig`, ``now_ms`` when the START
+    was written (kmq.protocol.clock.written_at_ms).
     """
     if cfg.dispatch_mode(settings) != "shared":
         return True

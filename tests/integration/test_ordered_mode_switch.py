@@ -12,11 +12,13 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.integration.test_ordered_queues import client, ordered, send_groups  # noqa: F401 - fixtures
+from tests.integration.views import dispatcher_stats
 
 pytestmark = pytest.mark.usefixtures("tracker")
 
 
-def test_records_waiting_for_their_group_reach_the_group_after_a_switch_to_partition_mode(client, ordered):
+def test_records_waiting_for_their_group_reach_the_group_after_a_switch_to_partition_mode(client, ordered, tracker):
+    given_back = dispatcher_stats(tracker)["given-back"]
     sent = send_groups(client, ordered, ["g"], 10)["g"]
     with client.consumer(ordered, max_in_flight=1, visibility_timeout_s=60) as c:
         head = wait_for(lambda: c.receive(0.2), 30, what="the head")  # the other 9 wait for it
@@ -34,3 +36,4 @@ def test_records_waiting_for_their_group_reach_the_group_after_a_switch_to_parti
         assert group.mode == "partition"
     assert sorted(got) == sorted(sent[1:])
     assert set(got.values()) == {1}  # given back uncounted: none reached user code before
+    assert dispatcher_stats(tracker)["given-back"] - given_back == 9

@@ -180,4 +180,4 @@ def test_a_switch_to_partition_mode_after_such_a_begin_hands_over_past_what_went
     assert hand_over(d, cfg, monkeypatch) == (None, [])  # it waits for the read
     # 4 is in flight (the tracker's), 5 acked: nothing to give back; 6 is the group's
     assert drain_round(d, cfg, [4, 5, 6, 7]) == [M.Floor(Q, 0, 6, 2)]
-    assert hand_over(d, cfg, monkeypatch) == ({0: 6}, [M.Floor(Q, 0, 6, 2)])
+    assert hand_over(d, cfg, monkeypatch) == ({0: 6}, [])

@@ -2,7 +2,7 @@
 
 from hypothesis import given, strategies as st
 
-from kmq.protocol.clock import TICK_AHEAD_LIMIT_MS, PartitionClock, tick_refused
+from kmq.protocol.clock import TICK_AHEAD_LIMIT_MS, PartitionClock, tick_refused, written_at_ms
 from kmq.protocol.limits import MAX_TIME_MS
 
 
@@ -70,3 +70,10 @@ def test_a_record_read_again_after_a_takeover_counts_at_its_trusted_stamp():
     assert applied_at_ms(clock, None, owned, True, True) == clock
     # Never later than the clock.
     assert applied_at_ms(99_000, 99_500, owned, True, True) == 99_000
+
+
+@given(st.integers(0, 2**62), st.one_of(st.none(), st.integers(0, 2**62)))
+def test_a_record_is_written_at_its_stamp_never_later_than_it_is_applied(applied_ms, stamp_ms):
+    written = written_at_ms(applied_ms, stamp_ms)
+    assert written <= applied_ms
+    assert written == (applied_ms if stamp_ms is None or stamp_ms > applied_ms else stamp_ms)

@@ -55,7 +55,8 @@ def test_ids_read_back_make_a_later_send_a_duplicate_and_count_nothing():
     oq = OrderedQueues(wall_ms=lambda: 10_000)
     before = [Rec(5, [(V.ID, b"d-1"), (V.DEDUP_ID, b"txn")], ts=9_000), Rec(6, [(V.ID, b"p")])]
     assert oq.remember_sends(KEY, before, 300_000) == 1
-    assert oq.stats == {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0, "held-heads-let-go": 0}
+    assert oq.stats == {"bad-group": 0, "bad-dedup-id": 0, "deduplicated": 0, "held-heads-let-go": 0,
+                        "given-back": 0}
     again = Rec(9, [(V.ID, b"d-1"), (V.DEDUP_ID, b"txn")], ts=9_500)
     assert oq.drop_duplicates(KEY, [again], 300_000) == []
     assert oq.stats["deduplicated"] == 1

@@ -106,7 +106,7 @@ def test_records_waiting_for_their_group_go_to_the_tracker_at_the_handover(monke
     assert mask_offsets(acquire.range.start, acquire.mask) == [1, 2, 3, 4, 5]
     assert release == M.Release(acquire.range, acquire.mask, 0, counted=False)
     assert floor == M.Floor(Q, 0, 6, d._parts[MP].epoch)
-    assert not d._ordered.waiting((MP, Q, 0))
+    assert not d._ordered.waiting((MP, Q, 0)) and d._ordered.stats["given-back"] == 5
     # Applied, they are due at once as returned (uncounted): the tracker writes them again.
     state = PartitionState(MemoryStore(), MP)
     state.apply(M.Begin(d._parts[MP].epoch), 0)
@@ -117,12 +117,12 @@ def test_records_waiting_for_their_group_go_to_the_tracker_at_the_handover(monke
     assert state.cursors()[(Q, 0)] == 6
 
 
-def test_a_handover_with_nothing_waiting_writes_only_its_floor(monkeypatch):
+def test_a_handover_with_nothing_waiting_writes_no_markers(monkeypatch):
     d, current = dispatcher()
     assert round_of(d, ORDERED, range(0, 2)) == [0, 1]
     cfg = current[0] = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
     at, markers = hand_over(d, cfg, monkeypatch)
-    assert at == {0: 2} and markers == [M.Floor(Q, 0, 2, d._parts[MP].epoch)]
+    assert at == {0: 2} and markers == []  # the FLOOR goes past given-back records only
 
 
 @hsettings(max_examples=60, deadline=None)
@@ -166,7 +166,8 @@ def test_a_handover_after_a_begin_reads_again_past_gaps_in_what_went_out(monkeyp
     acquire, release, floor = drain_round(d, cfg, [4, 5, 6, 7, 8, 9, 10])
     assert mask_offsets(acquire.range.start, acquire.mask) == [6] and release.mask == acquire.mask
     assert floor == M.Floor(Q, 0, 9, 2) and part.cursors[(Q, 0)] == 9  # 9 and 10: the group's
-    assert hand_over(d, cfg, monkeypatch) == ({0: 9}, [M.Floor(Q, 0, 9, 2)])
+    assert hand_over(d, cfg, monkeypatch) == ({0: 9}, [])
+    assert d._ordered.stats["given-back"] == 1
     for m in (M.Begin(2), acquire, release, floor):
         state.apply(m, 1000)
     assert [mask_offsets(e.range.start, e.mask) for e in state.due(1000)] == [[6]]
@@ -189,4 +190,34 @@ def test_a_queue_read_again_in_rounds_hands_over_once_all_is_read(monkeypatch):
     # The hand-outs end at 38: 39 on is the group's.
     assert mask_offsets(tail[0].range.start, tail[0].mask) == list(range(21, 39, 2))
     assert tail[-1] == M.Floor(Q, 0, 39, 2)
-    assert hand_over(d, cfg, monkeypatch) == ({0: 39}, [M.Floor(Q, 0, 39, 2)])
+    assert hand_over(d, cfg, monkeypatch) == ({0: 39}, [])
+
+
+def test_a_queue_purged_past_what_went_out_hands_over_without_reading(monkeypatch):
+    state = PartitionState(MemoryStore(), MP)
+    state.apply(M.Begin(1), 0)
+    state.apply(M.Acquire(M.RangeRef(Q, 0, 0, 10), 30_000, M.offsets_mask(0, [0, 5, 9]), 1, True), 0)
+    state.apply(M.Floor(Q, 0, 0, 1), 0)
+    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True, purged_before={0: 12})
+    d = begun(state, cfg)
+    part = d._parts[MP]
+    part.ready, part.cursors = True, state.cursors()
+    wants: dict = {}
+    assert give_back.drain_wants(d._ordered, d._parts, SimpleNamespace(get=lambda q: cfg), d.settings, wants) == {}
+    assert wants == {}  # nothing to read again: the handover is not held up waiting for a read
+    at, _ = hand_over(d, cfg, monkeypatch)
+    assert at == {0: 0}  # the group drops what lies below the purge point (kmq/consumer/fetched.py)
+
+
+def test_a_round_that_read_nothing_writes_nothing():
+    state = PartitionState(MemoryStore(), MP)
+    state.apply(M.Begin(1), 0)
+    state.apply(M.Acquire(M.RangeRef(Q, 0, 0, 10), 30_000, M.offsets_mask(0, [0, 9]), 1, True), 0)
+    state.apply(M.Floor(Q, 0, 0, 1), 0)
+    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
+    d = begun(state, cfg)
+    d._parts[MP].ready, d._parts[MP].cursors = True, state.cursors()
+    w = Want(Q, 0, 10, [])
+    tail: list = []
+    give_back.take_drained(d._ordered, w, 0, d._parts[MP], MP, 10, tail)
+    assert tail == [] and d._ordered.unread_from((MP, Q, 0), 0)

@@ -16,7 +16,8 @@ def test_hostile_groups_and_dedup_ids_are_counted_and_never_crash():
             Rec(3, None),                                          # a plain record: derived id
             Rec(4, [(V.GROUP, b"\xff\xfe")])]                      # any bytes are a group
     oq.feed(KEY, recs, 300_000, 0)
-    assert oq.stats == {"bad-group": 2, "bad-dedup-id": 1, "deduplicated": 0, "held-heads-let-go": 0}
+    assert oq.stats == {"bad-group": 2, "bad-dedup-id": 1, "deduplicated": 0, "held-heads-let-go": 0,
+                        "given-back": 0}
     assert [r.offset() for r in oq.take(KEY, 10, 0)] == [0, 1, 2, 3, 4]
 
 

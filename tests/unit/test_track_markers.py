@@ -226,3 +226,31 @@ def test_a_settle_of_a_range_whose_start_came_after_its_purge_is_late_not_set_as
     assert part.counters[("orders", Outcome.LATE)] == 10
     _apply(rt, part, [M.Ack(M.RangeRef("orders", 0, 500, 510), 0b1)], offset=3)  # never handed out
     assert part.counters[("orders", Outcome.UNKNOWN_RANGE)] == 1
+
+
+def _stamped(rt, part: OwnedPartition, markers: list[M.Marker], offset: int, stamp_ms: int) -> None:
+    """A record stamped by its writer's clock (CreateTime: not trusted for deadlines)."""
+    msg = SimpleNamespace(partition=part.partition, offset=offset, timestamp=stamp_ms / 1000, timestamp_type=1)
+    asyncio.run(track_markers._apply(rt, part, SimpleNamespace(message=msg, value=marker_codec.encode(markers))))
+
+
+def test_a_start_written_before_a_switch_to_shared_counts_when_it_is_read_late():
+    """A partition-mode group's STARTs, read by a worker that took the markers partition over
+    seconds after the queue was switched to shared mode (a rebalance after a SIGKILL), were
+    judged at the time read: dropped as a shared queue's, the cursor stayed below them and the
+    dispatcher handed their records out again (the mode-switch audit: 290 acked twice)."""
+    switch_ms = 1_000_000
+    rt, part = _runtime(), _partition()
+    rt.config = lambda queue: QueueConfig(dispatch="shared", dispatch_since_ms=switch_ms)
+    part.clock = PartitionClock(start_ms=switch_ms + 10_000, mono_s=lambda: 0.0)  # read 10 s after
+    _stamped(rt, part, [M.Start(R, 60_000, R.full_mask)], offset=1, stamp_ms=switch_ms - 2_000)
+    assert part.state.cursors()[("orders", 0)] == R.end
+    assert part.counters[("orders", Outcome.STARTED)] == 10
+    # One written after the grace is a member's that missed the switch: dropped, as before.
+    late = M.RangeRef("orders", 0, 110, 120)
+    _stamped(rt, part, [M.Start(late, 60_000, late.full_mask)], offset=2, stamp_ms=switch_ms + 7_000)
+    assert part.counters[("orders", Outcome.START_ON_SHARED)] == 10
+    assert part.state.cursors()[("orders", 0)] == R.end
+    # A writer's clock ahead of ours says nothing: judged at the time read.
+    _stamped(rt, part, [M.Start(late, 60_000, late.full_mask)], offset=3, stamp_ms=switch_ms - 60_000 + 10**9)
+    assert part.counters[("orders", Outcome.START_ON_SHARED)] == 20
