@@ -68,8 +68,8 @@ def give_back_waiting(ordered: OrderedQueues, lanes: LaneWriter, part: OwnedPart
         if waiting and (queue, p) in cursors:
             markers.append(M.Floor(queue, p, cursors[(queue, p)], part.epoch))
     errors: list = []
-    if markers:
-        produce_when_room(lanes.producer, lanes.settings.markers_topic, marker_codec.encode(markers), None,
+    for value in marker_codec.encode_records(markers):  # within the codec's limits per record
+        produce_when_room(lanes.producer, lanes.settings.markers_topic, value, None,
                           partition=m, on_delivery=lambda err, _msg: err is not None and errors.append(err))
     return errors
 

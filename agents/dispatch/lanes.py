@@ -172,22 +172,24 @@ class LaneWriter:
         chunks = _record_chunks(batches) or [[]]
         for i, chunk in enumerate(chunks):
             tail = list(floors) if i == len(chunks) - 1 else []
-            value = marker_codec.encode([M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask,
-                                                   b.delivery.epoch,
-                                                   b.delivery.range.queue in ordered)
-                                         for b in chunk] + tail)
+            acquires = [M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask, b.delivery.epoch,
+                                  b.delivery.range.queue in ordered) for b in chunk]
+            # The chunk's ACQUIREs fit its first record; a tail past the codec's limits (many
+            # records given back) follows in records of its own, in order (gapless producer).
+            for k, value in enumerate(marker_codec.encode_records(acquires + tail)):
+                mine = chunk if k == 0 else []
 
-            def done(err: Any, _msg: Any, chunk: list[Batch] = chunk) -> None:
-                self._acquires_in_flight -= 1
-                if err is None:
-                    self._acked.append((time.monotonic(), chunk))
-                else:
-                    self._note(err)
-                    on_failed(m, chunk, err)
+                def done(err: Any, _msg: Any, chunk: list[Batch] = mine) -> None:
+                    self._acquires_in_flight -= 1
+                    if err is None:
+                        self._acked.append((time.monotonic(), chunk))
+                    else:
+                        self._note(err)
+                        on_failed(m, chunk, err)
 
-            produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
-                              on_delivery=done)
-            self._acquires_in_flight += 1
+                produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
+                                  on_delivery=done)
+                self._acquires_in_flight += 1
 
     def write_lanes(self, epochs: set[int]) -> bool:
         """Write the deliveries of acknowledged ACQUIREs of ``epochs`` (still this worker's)."""

@@ -64,18 +64,19 @@ def quiet():
     logging.getLogger("kmq.tracker.dispatcher").setLevel(logging.NOTSET)
 
 
-def table_after_an_ordered_epoch() -> PartitionState:
-    """Epoch 1 handed out offsets 0-5 of the ordered queue (0-3 and 5 acked, 4 in flight)
+def table_after_an_ordered_epoch(runs=((0, [0, 1]), (2, [2, 3]), (4, [4, 5])), floor: int = 4) -> PartitionState:
+    """Epoch 1 handed out ``runs`` of the ordered queue ((first offset, offsets) each; all
+    acked but 4, in flight) and wrote its FLOOR. By default it handed out offsets 0-5
     and held 6 back for its group: FLOOR 4, the lowest in flight."""
     state = PartitionState(MemoryStore(), MP)
     state.apply(M.Begin(1), 0)
-    for start, offsets in ((0, [0, 1]), (2, [2, 3]), (4, [4, 5])):
+    for start, offsets in runs:
         r = M.RangeRef(Q, 0, start, offsets[-1] + 1)
         state.apply(M.Acquire(r, 30_000, M.offsets_mask(start, offsets), 1, True), 0)
         for o in offsets:
             if o != 4:
                 state.apply(M.Ack(r, 1 << (o - start)), 0)
-    state.apply(M.Floor(Q, 0, 4, 1), 0)
+    state.apply(M.Floor(Q, 0, floor, 1), 0)
     return state
 
 
@@ -153,6 +154,16 @@ def hand_over(d: Dispatcher, cfg: QueueConfig, monkeypatch) -> tuple[dict | None
     return (written[Q].handover if Q in written else None), markers
 
 
+def switched_to_partition(state: PartitionState) -> tuple[Dispatcher, QueueConfig]:
+    """A successor begun from ``state`` after the queue was switched to partition mode,
+    before it read the queue again; and the queue's settings."""
+    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
+    d = begun(state, cfg)
+    part = d._parts[MP]
+    part.ready, part.cursors = True, state.cursors()
+    return d, cfg
+
+
 def drain_round(d: Dispatcher, cfg: QueueConfig, read: list[int]) -> list[M.Marker]:
     """One dispatch round of a queue awaiting its handover that reads again what its
     predecessors handed out (agents.dispatch.give_back): ``read`` its records read from
@@ -172,11 +183,7 @@ def test_a_switch_to_partition_mode_after_such_a_begin_hands_over_past_what_went
     # The same table, the queue switched to partition mode before its successor read it: the
     # handover was the FLOOR (4), so the group read 5 again, acked (an audit: 116 acked
     # messages delivered again). Now the successor reads them first, and hands over past them.
-    state = table_after_an_ordered_epoch()
-    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
-    d = begun(state, cfg)
-    part = d._parts[MP]
-    part.ready, part.cursors = True, state.cursors()
+    d, cfg = switched_to_partition(table_after_an_ordered_epoch())
     assert hand_over(d, cfg, monkeypatch) == (None, [])  # it waits for the read
     # 4 is in flight (the tracker's), 5 acked: nothing to give back; 6 is the group's
     assert drain_round(d, cfg, [4, 5, 6, 7]) == [M.Floor(Q, 0, 6, 2)]

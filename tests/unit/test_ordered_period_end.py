@@ -15,9 +15,11 @@ its predecessor had handed out, and the group read what was handed out above it 
 
 from __future__ import annotations
 
+import math
 import time
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 import agents.dispatch.give_back as give_back
@@ -31,7 +33,9 @@ from kmq.protocol.masks import mask_offsets
 from kmq.protocol.state import Cause, PartitionState
 from kmq.protocol.store import MemoryStore
 from kmq.queue_config import QueueConfig
-from tests.unit.test_begin_after_ordered import MP, Q, Rec, begun, drain_round, hand_over, quiet  # noqa: F401 - a fixture
+from kmq.settings import Settings
+from tests.unit.test_begin_after_ordered import (MP, Q, Rec, begun, drain_round, hand_over, quiet,  # noqa: F401 - a fixture
+                                                 switched_to_partition, table_after_an_ordered_epoch)
 
 ORDERED = QueueConfig(dispatch="shared", ordering="group")
 UNORDERED = QueueConfig(dispatch="shared", ordering="none")
@@ -62,27 +66,25 @@ def floors(d: Dispatcher) -> list[int]:
     return [f.offset for f in d._floors.pop(MP, [])]
 
 
-def test_an_ordered_period_after_an_unordered_one_starts_afresh():
+def unordered_round(d: Dispatcher, current: list[QueueConfig]) -> None:
+    current[0] = UNORDERED  # the acks of 0 and 1 come now: the markers agent no longer passes them on
+    assert round_of(d, UNORDERED, range(2, 6)) == [2, 3, 4, 5]
+
+
+def partition_mode_fetch(d: Dispatcher, current: list[QueueConfig]) -> None:
+    current[0] = PARTITION
+    d._started(MP, M.RangeRef(Q, 0, 2, 6))  # the partition-mode group fetched 2-5
+
+
+@pytest.mark.parametrize("between", [unordered_round, partition_mode_fetch])
+def test_an_ordered_period_after_another_mode_starts_afresh(between):
     d, current = dispatcher()
     assert round_of(d, ORDERED, range(0, 2)) == [0, 1]  # the heads of g0 and g1, in flight
     floors(d)
-    current[0] = UNORDERED  # their acks come now: the markers agent no longer passes them on
-    assert round_of(d, UNORDERED, range(2, 6)) == [2, 3, 4, 5]
+    between(d, current)
     current[0] = ORDERED
     # Before: g0 and g1 still waited on 0 and 1, so nothing went out, and the period's FLOOR
     # went back to 0, below 2-5, handed out meanwhile.
-    assert round_of(d, ORDERED, range(6, 10), consumer="c2") == [6, 7, 8, 9]
-    written = floors(d)
-    assert written and min(written) >= 6
-
-
-def test_a_partition_mode_period_between_ends_the_ordered_one_too():
-    d, current = dispatcher()
-    assert round_of(d, ORDERED, range(0, 2)) == [0, 1]
-    floors(d)
-    current[0] = PARTITION
-    d._started(MP, M.RangeRef(Q, 0, 2, 6))  # the partition-mode group fetched 2-5
-    current[0] = ORDERED
     assert round_of(d, ORDERED, range(6, 10), consumer="c2") == [6, 7, 8, 9]
     written = floors(d)
     assert written and min(written) >= 6
@@ -140,8 +142,8 @@ def test_returned_covers_every_offset_once_within_range_limits(offsets):
         assert acquire.range.start == mask_offsets(acquire.range.start, acquire.mask)[0]
         got += mask_offsets(acquire.range.start, acquire.mask)
     assert got == offsets
-    if markers:
-        assert marker_codec.decode(marker_codec.encode(markers)) == markers
+    # Written in as many records as the codec's limits need, in order (lanes.acquire).
+    assert [m for value in marker_codec.encode_records(markers) for m in marker_codec.decode(value)] == markers
 
 
 def test_a_handover_after_a_begin_reads_again_past_gaps_in_what_went_out(monkeypatch):
@@ -149,19 +151,9 @@ def test_a_handover_after_a_begin_reads_again_past_gaps_in_what_went_out(monkeyp
     # 8 (acked): FLOOR 4. Before, the successor handed over past the unbroken run from the
     # FLOOR, at 6, and the group read 7 and 8 again (acked). Now it reads to 9 first, gives
     # 6 back and hands over at 9.
-    state = PartitionState(MemoryStore(), MP)
-    state.apply(M.Begin(1), 0)
-    for start, offsets in ((0, [0, 1]), (2, [2, 3]), (4, [4, 5]), (7, [7, 8])):
-        r = M.RangeRef(Q, 0, start, offsets[-1] + 1)
-        state.apply(M.Acquire(r, 30_000, M.offsets_mask(start, offsets), 1, True), 0)
-        for o in offsets:
-            if o != 4:
-                state.apply(M.Ack(r, 1 << (o - start)), 0)
-    state.apply(M.Floor(Q, 0, 4, 1), 0)
-    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
-    d = begun(state, cfg)
+    state = table_after_an_ordered_epoch(((0, [0, 1]), (2, [2, 3]), (4, [4, 5]), (7, [7, 8])))
+    d, cfg = switched_to_partition(state)
     part = d._parts[MP]
-    part.ready, part.cursors = True, state.cursors()
     assert hand_over(d, cfg, monkeypatch) == (None, [])
     acquire, release, floor = drain_round(d, cfg, [4, 5, 6, 7, 8, 9, 10])
     assert mask_offsets(acquire.range.start, acquire.mask) == [6] and release.mask == acquire.mask
@@ -179,10 +171,7 @@ def test_a_queue_read_again_in_rounds_hands_over_once_all_is_read(monkeypatch):
     r = M.RangeRef(Q, 0, 0, 40)
     state.apply(M.Acquire(r, 30_000, M.offsets_mask(0, list(range(0, 40, 2))), 1, True), 0)
     state.apply(M.Floor(Q, 0, 0, 1), 0)
-    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
-    d = begun(state, cfg)
-    part = d._parts[MP]
-    part.ready, part.cursors = True, state.cursors()
+    d, cfg = switched_to_partition(state)
     tail = drain_round(d, cfg, list(range(0, 20)))  # a round that read only part of it
     assert mask_offsets(tail[0].range.start, tail[0].mask) == list(range(1, 20, 2))
     assert tail[-1] == M.Floor(Q, 0, 20, 2) and hand_over(d, cfg, monkeypatch) == (None, [])
@@ -214,10 +203,40 @@ def test_a_round_that_read_nothing_writes_nothing():
     state.apply(M.Begin(1), 0)
     state.apply(M.Acquire(M.RangeRef(Q, 0, 0, 10), 30_000, M.offsets_mask(0, [0, 9]), 1, True), 0)
     state.apply(M.Floor(Q, 0, 0, 1), 0)
-    cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
-    d = begun(state, cfg)
-    d._parts[MP].ready, d._parts[MP].cursors = True, state.cursors()
+    d, _ = switched_to_partition(state)
     w = Want(Q, 0, 10, [])
     tail: list = []
     give_back.take_drained(d._ordered, w, 0, d._parts[MP], MP, 10, tail)
     assert tail == [] and d._ordered.unread_from((MP, Q, 0), 0)
+
+
+class CapturingProducer:
+    """What the lane writer produces, in order (no broker)."""
+
+    def __init__(self, config: dict) -> None:
+        self.values: list[bytes] = []
+        self.callbacks: list = []
+
+    def produce(self, topic, value, key=None, partition=None, on_delivery=None, **kw) -> None:
+        self.values.append(value)
+        self.callbacks.append(on_delivery)
+
+
+def test_records_given_back_beyond_one_records_limits_go_out_in_records_of_their_own(monkeypatch):
+    """Given back after the round's ACQUIREs: more than one marker record may hold (offsets
+    spanned, MAX_RECORD_OFFSETS) raised out of the round, every round, and the handover
+    never came."""
+    import agents.dispatch.lanes as lanes
+
+    monkeypatch.setattr(lanes, "Producer", CapturingProducer)
+    writer = lanes.LaneWriter(Settings(), {}, lambda: math.inf)
+    n = MAX_RANGE_LEN
+    tail = give_back.returned(Q, 0, [0, n - 1, n, 2 * n - 1, 2 * n, 3 * n - 1], 2)  # 3 whole ranges
+    tail.append(M.Floor(Q, 0, 3 * n, 2))
+    writer.acquire(MP, [], tail, lambda *a: None, set())
+    values = writer.producer.values
+    assert len(values) > 1
+    assert [m for value in values for m in marker_codec.decode(value)] == tail
+    for done in writer.producer.callbacks:
+        done(None, None)
+    assert writer._acquires_in_flight == 0
