@@ -133,7 +133,7 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     # stamp (kmq.protocol.clock.applied_at_ms): once per record, an ACQUIRE's and the rest's.
     at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, False)
     acquire_at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, True)
-    written_ms = written_at_ms(at_ms, stamp_ms)
+    written_ms = written_at_ms(now_ms, stamp_ms, part.owned_since_ms)
     part.state.begin_record()
     writes = part.state.store.writes
     purged: dict[str, None] = {}  # queues the record purges, in order

@@ -54,8 +54,9 @@ class DispatcherClients:
     def _partitions(self: "Dispatcher", topic: str) -> int:
         return len(self._lanes.producer.list_topics(topic, timeout=10).topics[topic].partitions)
 
-    def _failed(self: "Dispatcher", m: int, batches: list[Batch], err: Any) -> None:
-        """An ACQUIRE record was not written: its records were not handed out.
+    def _failed(self: "Dispatcher", m: int, epoch: int | None, batches: list[Batch], err: Any) -> None:
+        """An ACQUIRE record of ``epoch`` was not written (or one of FLOORs and records given
+        back, ``batches`` empty): its records were not handed out.
 
         Rewinding the cursor to them would hand out again what later ACQUIREs (written)
         already did. Instead this epoch ends: the tick timer sees the partition missing and
@@ -67,7 +68,7 @@ class DispatcherClients:
         if self.stats["acquire-errors"] <= 10 or self.stats["acquire-errors"] % 1000 == 0:
             log.warning("markers partition %d: an ACQUIRE record of %d deliveries was not written (%s); "
                         "dispatching begins anew", m, len(batches), err)
-        if self._epochs.end(m, batches[0].delivery.epoch, deliveries_owed=True):
+        if self._epochs.end(m, epoch, deliveries_owed=True):
             self._ordered.forget_partition(m)  # the new epoch starts from the FLOORs in the table
 
     def _replace_writer(self: "Dispatcher") -> None:

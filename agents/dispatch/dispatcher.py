@@ -11,7 +11,8 @@ Blocking librdkafka calls stay in this thread. Its inbox's events are handled by
 ``agents.dispatch.events``; its clients' set-up and failures by ``agents.dispatch.clients``;
 its reads are ``agents.dispatch.reader``'s, its writes ``agents.dispatch.lanes``'s, its
 epochs ``agents.dispatch.epochs``', mode switches
-``agents.dispatch.modes``', ordered groups ``agents.dispatch.ordered``'s; the decisions
+``agents.dispatch.modes``' and ``agents.dispatch.give_back``'s, ordered groups
+``agents.dispatch.ordered``'s, records carrying a group ``agents.dispatch.settings_cover``'s; the decisions
 are the pure ``kmq.protocol.dispatch``'s. It writes nothing once a rebalance begins
 (:meth:`Dispatcher.quiesce`) or outside the worker's membership lease (``app.membership``):
 docs/shared-queues.md, "Dispatcher handover".
@@ -22,8 +23,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from bisect import bisect_left
-from operator import methodcaller
 from typing import Callable
 
 from agents.dispatch import modes
@@ -35,8 +34,9 @@ from agents.dispatch.give_back import drain_wants, take_drained
 from agents.dispatch.handover import hand_over_switched
 from agents.dispatch.inbox import DispatcherInbox
 from agents.dispatch.lanes import Batch, LaneWriter, delivery_of
-from agents.dispatch.reader import NO_END, QueueReader
+from agents.dispatch.reader import QueueReader
 from agents.dispatch.views import DispatcherViews
+from agents.dispatch.settings_cover import SettingsCover
 from agents.dispatch.ordered import OrderedQueues
 from agents.dispatch.ordered_dedup import header_names
 from kmq.protocol import deliveries as D
@@ -58,10 +58,9 @@ IDLE_WAIT_S = 0.05        # how long the thread sleeps when nothing is to be don
 ACQUIRE_POLL_S = 0.005    # ... and how long it waits for an ACQUIRE's acknowledgement
 CONFIG_SCAN_S = 0.5       # how often queues waiting for a handover are looked for
 ORDERED_READ_RECORDS = 5000  # records of an ordered queue read per round, at most
-_OFFSET = methodcaller("offset")
 
 
-class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, DispatcherViews):
+class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, DispatcherViews, SettingsCover):
     """Dispatches the shared queues of the owned markers partitions (see the module docstring)."""
 
     def __init__(self, settings: Settings, configs: Callable[[], QueueConfigs],
@@ -83,8 +82,8 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                       "foreign-begins": 0}
         self._lapse_logged_s = 0.0  # when a lapsed membership lease was last logged
         self._ordered = OrderedQueues()  # queues with ordering="group" (docs/ordering.md)
-        # markers partition -> FLOORs (and records given back, give_back) after its ACQUIREs
-        self._floors: dict[int, list[M.Marker]] = {}
+        self._floors: dict[int, list[M.Floor]] = {}  # markers partition -> FLOORs to write
+        self._returns: dict[int, list[list[M.Marker]]] = {}  # ... -> records given back (give_back)
         self._draining: dict = {}  # queues read again before their handover (give_back.drain_wants)
         self._next_config_scan = 0.0
         self._freshness = ViewFreshness()  # what was read the settings are known current for
@@ -104,8 +103,12 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                 busy = self._round()
             except Exception:  # keep dispatching; a broker blip is retried next round
                 log.exception("dispatch round failed")
-                # Their ACQUIREs were not written: a FLOOR of this round must not be either.
+                # Their ACQUIREs were not written: a FLOOR of this round must not be either,
+                # and records it was to give back are read again in a new epoch.
                 self._floors.clear()
+                for m in self._returns:
+                    self._failed(m, None, [], "a dispatch round failed")
+                self._returns.clear()
                 busy = False
                 self._stop.wait(0.5)
             if TRACE and busy:  # a round's wall time against this thread's CPU time in it
@@ -127,7 +130,8 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
             self._replace_writer()
         busy = self._drain_inbox()
         self._expire_consumers(int(time.monotonic() * 1000))
-        if time.monotonic() >= self._next_config_scan:
+        # Outside the membership lease nothing is written (a successor may have begun)
+        if self._membership() > time.monotonic() >= self._next_config_scan:
             self._next_config_scan = time.monotonic() + CONFIG_SCAN_S
             self.stats["handover-errors"] += hand_over_switched(
                 self.settings, self._configs, self._epochs, self._lanes, self._queue_parts,
@@ -208,8 +212,9 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
         for p, ws in wants.items():
             self._take(p, ws, owners, out, self._reader.ahead[p])
             self._reader.trim(p, ws)
-        for m in set(out) | set(self._floors):
-            self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed, ordered_q)
+        for m in set(out) | set(self._floors) | set(self._returns):
+            self._lanes.acquire(m, out.get(m, []), self._floors.pop(m, []), self._failed, ordered_q,
+                                self._returns.pop(m, []))
         return bool(out) or bool(records_read)
 
     def _read_back(self, part: OwnedPartition, q: str, p: int, floor: int, cfg: QueueConfig,
@@ -233,7 +238,7 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
         for w in wants.values():
             drained = self._draining.get((w.queue, p))
             if drained is not None:  # read again before its handover: given back, not handed out
-                take_drained(self._ordered, w, p, *drained, self._floors.setdefault(drained[1], []))
+                take_drained(self._ordered, w, p, *drained, self._returns.setdefault(drained[1], []))
                 continue
             part, m, cfg = owners[w.queue]
             roster = part.rosters[w.queue]
@@ -284,44 +289,3 @@ class Dispatcher(DispatcherClients, DispatcherInbox, DispatcherEvents, Dispatche
                 out.setdefault(m, []).append(batch)
                 self.stats["by-reference" if batch.delivery.kind == D.REFERENCE else "copied"] += len(run)
             part.cursors[(w.queue, p)] = w.cursor
-
-    def _settings_cover(self, queue: str, p: int, cfg: QueueConfig, last: int) -> int:
-        """Records carrying a group were taken for ``queue`` as an unordered queue's, up to
-        offset ``last``: the offset of queue partition ``p`` below which the view of the
-        queues topic is known to hold every change made before they were sent, and still
-        says ``cfg`` (0: none; kmq.protocol.view_freshness: ``configure_queue(q,
-        ordering="group")`` and sends right after it)."""
-        view, fresh, now_s = self._configs, self._freshness, time.monotonic()
-        below = fresh.covered_below(p, view.applied())
-        if below <= last:
-            if self._view_overdue(fresh, now_s):
-                below = NO_END
-            elif fresh.may_ask():
-                read_to = self._reader.read_to()  # before the ask: all of it was in the log
-                ends = self._reader.ends_of(self.settings.queues_topic, view.partitions)
-                self.stats["settings-checks"] += 1
-                if ends is not None:
-                    fresh.asked(read_to, ends, now_s)
-                    below = fresh.covered_below(p, view.applied())
-        return below if self._dispatchable(queue) == cfg else 0
-
-    def _view_overdue(self, fresh: ViewFreshness, now_s: float) -> bool:
-        """The view stays behind (its follower cannot read the topic): say so, hold nothing."""
-        if not fresh.overdue(now_s):
-            return False
-        if now_s - self._overdue_logged_s >= LAPSE_LOG_S:
-            self._overdue_logged_s = now_s
-            log.warning("the queues topic view has not caught up for %.0f s: records carrying a group "
-                        "go out as the view's settings say", now_s - fresh.behind_since_s)
-        return True
-
-    def _hold_uncovered(self, w: Want, part: OwnedPartition, p: int, below: int) -> None:
-        """What ``w`` took at or above ``below`` is not handed out: it stays read ahead (the
-        trim keeps it) and is taken again next round, as the settings say then."""
-        if w.taken[-1].offset() < below:
-            return
-        k = bisect_left(w.taken, below, key=_OFFSET)
-        w.cursor = w.taken[k].offset()
-        part.cursors[(w.queue, p)] = w.cursor  # past only other queues' records
-        w.taken = w.taken[:k]
-        self.stats["held-for-settings"] += 1

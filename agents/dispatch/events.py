@@ -38,7 +38,8 @@ class DispatcherEvents:
     _reader: QueueReader
     _ordered: OrderedQueues
     _configs: QueueConfigs
-    _floors: dict[int, list[M.Marker]]
+    _floors: dict[int, list[M.Floor]]
+    _returns: dict[int, list[list[M.Marker]]]
     _queue_parts: int
     settings: Any
     _membership: Callable[[], float]
@@ -78,6 +79,7 @@ class DispatcherEvents:
         # their lanes go out while their epochs are still ours. Then nothing is ours.
         self._lanes.settle_writes(self._epochs.with_deliveries(), QUIESCE_FLUSH_S)
         self._floors.clear()
+        self._returns.clear()  # not written: a successor reads them again (give_back)
         for m in self._epochs.forget_all():
             self._ordered.forget_partition(m)
 

@@ -29,25 +29,38 @@ from kmq.settings import Settings
 
 log = logging.getLogger("kmq.tracker.dispatcher")
 ALL_WAITING = 1 << 62
+# A given-back ACQUIRE's visibility timeout: its RELEASE, in the same record, makes it due
+# at once; should that ever not apply, the tracker redelivers it after this.
+BACKSTOP_TIMEOUT_MS = 30_000
 DRAIN_READ_RECORDS = 5000  # records of a queue read per round while its predecessors' are read again
 _OFFSET = methodcaller("offset")
 
 
-def returned(queue: str, p: int, offsets: list[int], epoch: int) -> list[M.Marker]:
+def returned(queue: str, p: int, offsets: list[int], epoch: int) -> list[list[M.Marker]]:
     """Markers that put ``offsets`` (of ``queue`` on queue partition ``p``, ascending) in the
     tracker's hands at once: ACQUIREd (as an ordered queue's, so a successor knows they
-    went out) and given back uncounted, as a closing consumer's read-ahead is. The tracker
-    writes them again as copies at the partition's end; nobody held them."""
-    out: list[M.Marker] = []
+    went out) and given back uncounted, as a closing consumer's read-ahead is; each pair
+    to be written in one record (``marker_codec.encode_units``). The tracker writes them
+    again as copies at the partition's end; nobody held them."""
+    out: list[list[M.Marker]] = []
     i = 0
     while i < len(offsets):
         start = offsets[i]
         j = bisect_left(offsets, start + MAX_RANGE_LEN, i)
         r = M.RangeRef(queue, p, start, offsets[j - 1] + 1)
         mask = M.offsets_mask(start, offsets[i:j])
-        out += [M.Acquire(r, 0, mask, epoch, True), M.Release(r, mask, 0, counted=False)]
+        out.append([M.Acquire(r, BACKSTOP_TIMEOUT_MS, mask, epoch, True), M.Release(r, mask, 0, counted=False)])
         i = j
     return out
+
+
+def _then_floor(units: list[list[M.Marker]], floor: M.Floor) -> None:
+    """``floor`` in the record of the last of ``units`` (a FLOOR past records given back
+    lands with them or not at all), else on its own."""
+    if units:
+        units[-1] = units[-1] + [floor]
+    else:
+        units.append([floor])
 
 
 def give_back_waiting(ordered: OrderedQueues, lanes: LaneWriter, part: OwnedPartition, m: int, queue: str,
@@ -57,18 +70,19 @@ def give_back_waiting(ordered: OrderedQueues, lanes: LaneWriter, part: OwnedPart
     Before 2026-11-30 they waited in the dispatcher for as long as partition mode lasted
     (and were lost if it began anew meanwhile). Returns the list the write's error lands
     in (checked once the producer is flushed)."""
-    markers: list[M.Marker] = []
+    units: list[list[M.Marker]] = []
     for key in ordered.keys_of(m, queue):
         p = key[2]
         waiting = sorted(rec.offset() for rec in ordered.release(key, ALL_WAITING))
-        markers += returned(queue, p, waiting, part.epoch)
+        pairs = returned(queue, p, waiting, part.epoch)
         _count(ordered, queue, p, len(waiting))
         # Past them, not elsewhere: a FLOOR sets the cursor, and the table's may be ahead of
         # this view of it (a purged range's STARTs move only the table's).
-        if waiting and (queue, p) in cursors:
-            markers.append(M.Floor(queue, p, cursors[(queue, p)], part.epoch))
+        if pairs and (queue, p) in cursors:
+            _then_floor(pairs, M.Floor(queue, p, cursors[(queue, p)], part.epoch))
+        units += pairs
     errors: list = []
-    for value in marker_codec.encode_records(markers):  # within the codec's limits per record
+    for value in marker_codec.encode_units(units):
         produce_when_room(lanes.producer, lanes.settings.markers_topic, value, None,
                           partition=m, on_delivery=lambda err, _msg: err is not None and errors.append(err))
     return errors
@@ -97,21 +111,22 @@ def drain_wants(ordered: OrderedQueues, parts: dict[int, OwnedPartition], config
 
 
 def take_drained(ordered: OrderedQueues, w: Want, p: int, part: OwnedPartition, m: int, end: int,
-                 tail: list[M.Marker]) -> None:
+                 units: list[list[M.Marker]]) -> None:
     """What a draining queue (:func:`drain_wants`) read below ``end``: the records its
     predecessors did not hand out are given back (:func:`returned`), and a FLOOR at the
-    new cursor follows, in ``tail`` (written after the round's ACQUIREs). Its records from
-    ``end`` on are the group's: left where they are."""
+    new cursor follows, added to ``units`` (written after the round's ACQUIREs). Its
+    records from ``end`` on are the group's: left where they are."""
     k = bisect_left(w.taken, end, key=_OFFSET)
     if k < len(w.taken):
         w.cursor, w.taken = w.taken[k].offset(), w.taken[:k]
     key = (m, w.queue, p)
     offsets = [rec.offset() for rec in ordered.not_handed(key, w.taken)]
-    tail += returned(w.queue, p, offsets, part.epoch)
+    pairs = returned(w.queue, p, offsets, part.epoch)
     _count(ordered, w.queue, p, len(offsets))
     if w.cursor > part.cursors.get((w.queue, p), 0):  # nothing written for a round that read nothing
-        tail.append(M.Floor(w.queue, p, w.cursor, part.epoch))
+        _then_floor(pairs, M.Floor(w.queue, p, w.cursor, part.epoch))
         part.cursors[(w.queue, p)] = w.cursor
+    units += pairs
     if w.cursor >= end:
         ordered.recovered(key)
     w.taken = []

@@ -53,8 +53,11 @@ def hand_over_switched(settings: Settings, configs: QueueConfigs, epochs: Epochs
             # Our ACQUIREs of it are in the log (applied first), their lanes written.
             lanes.settle_writes(epochs.with_deliveries(), 10)
             lanes.producer.flush(10)
-            if errors:  # the producer is fatal now (gapless): the partition begins anew
-                raise RuntimeError(f"its waiting records were not given back: {errors[0]}")
+            if errors:  # taken out of the dispatcher, not written: a new epoch reads them again
+                if epochs.end(m, part.epoch, deliveries_owed=True):
+                    ordered.forget_partition(m)
+                raise RuntimeError(f"its waiting records were not given back (the partition begins anew): "
+                                   f"{errors[0]}")
             # On the latest record: one built from this view wrote away a client's change
             # made a moment before (an audit: visibility_timeout_s=7 lost, 2 of 4 tries).
             cfg, since = latest_config(settings, configs, q)

@@ -161,35 +161,39 @@ class LaneWriter:
         self._note(err)
         on_error(m, epoch, err)
 
-    def acquire(self, m: int, batches: list[Batch], floors: list[M.Marker],
-                on_failed: Callable[[int, list[Batch], Any], None], ordered: set[str]) -> None:
-        """Marker records of ACQUIREs, the FLOORs after them (an ordered queue's; an unordered
-        one's past dropped duplicates) and records given back (agents.dispatch.give_back);
-        their lanes are written by :meth:`write_lanes` once the broker has them.
-        ``ordered``: the queues with ordering="group"."""
+    def acquire(self, m: int, batches: list[Batch], floors: list[M.Floor],
+                on_failed: Callable[[int, int | None, list[Batch], Any], None], ordered: set[str],
+                returns: list[list[M.Marker]] = ()) -> None:
+        """Marker records of ACQUIREs, the FLOORs after them in the same record (an ordered
+        queue's; an unordered one's past dropped duplicates), then records given back
+        (agents.dispatch.give_back: ``returns``, groups never split across records); their
+        lanes are written by :meth:`write_lanes` once the broker has them. ``ordered``: the
+        queues with ordering="group". ``on_failed(m, epoch, batches, err)``: a record not written."""
         if self._trace:
             log.info("TRACE acquire %s", [(b.delivery.range.start, b.delivery.count) for b in batches])
+        records: list[tuple[bytes, list[Batch]]] = []
         chunks = _record_chunks(batches) or [[]]
         for i, chunk in enumerate(chunks):
             tail = list(floors) if i == len(chunks) - 1 else []
             acquires = [M.Acquire(b.delivery.range, b.delivery.timeout_ms, b.delivery.mask, b.delivery.epoch,
                                   b.delivery.range.queue in ordered) for b in chunk]
-            # The chunk's ACQUIREs fit its first record; a tail past the codec's limits (many
-            # records given back) follows in records of its own, in order (gapless producer).
-            for k, value in enumerate(marker_codec.encode_records(acquires + tail)):
-                mine = chunk if k == 0 else []
+            if acquires or tail:
+                records.append((marker_codec.encode(acquires + tail), chunk))
+        records += [(value, []) for value in marker_codec.encode_units(returns)]
+        epoch = batches[0].delivery.epoch if batches else next(  # the partition's epoch, for on_failed
+            (mk.epoch for mk in [*floors, *(mk for unit in returns for mk in unit)] if hasattr(mk, "epoch")), None)
+        for value, chunk in records:
+            def done(err: Any, _msg: Any, chunk: list[Batch] = chunk) -> None:
+                self._acquires_in_flight -= 1
+                if err is None:
+                    self._acked.append((time.monotonic(), chunk))
+                else:
+                    self._note(err)
+                    on_failed(m, epoch, chunk, err)
 
-                def done(err: Any, _msg: Any, chunk: list[Batch] = mine) -> None:
-                    self._acquires_in_flight -= 1
-                    if err is None:
-                        self._acked.append((time.monotonic(), chunk))
-                    else:
-                        self._note(err)
-                        on_failed(m, chunk, err)
-
-                produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
-                                  on_delivery=done)
-                self._acquires_in_flight += 1
+            produce_when_room(self.producer, self.settings.markers_topic, value, None, partition=m,
+                              on_delivery=done)
+            self._acquires_in_flight += 1
 
     def write_lanes(self, epochs: set[int]) -> bool:
         """Write the deliveries of acknowledged ACQUIREs of ``epochs`` (still this worker's)."""

@@ -24,6 +24,9 @@ class _Recovery:
     handed: H.HandedOut
     pending: set[int]   # handed out and still in flight in the tracker's table
     until: int          # the partition's end as of BEGIN: read to here before handing out
+    # where the hand-outs end within the log (the bitmap's end, at most the partition's end
+    # as of BEGIN: a forged ACQUIRE past it held a handover that read to it forever)
+    hand_outs_end: int = 0
     catching_up: bool = True
     # message id -> (group, offset of its first record) of records handed out and settled:
     # a copy read later (republished before BEGIN) is in its group's run, placed there
@@ -46,9 +49,10 @@ class Recovering:
         for (q, p), (h, pending) in handed.items():
             # Everything republished before BEGIN is below this end (the tracker settles
             # after republishing), so a returned head is read before its group goes on.
-            until = end_offset(p, default=h.end)
+            log_end = end_offset(p, default=0)  # 0: not known (a broker blip), or empty
+            until = max(log_end, h.end)
             now_ordered = ordered is None or q in ordered
-            self.recover((m, q, p), h, pending, until, now_ordered)
+            self.recover((m, q, p), h, pending, until, now_ordered, min(h.end, log_end) if log_end else h.end)
             if now_ordered or h.mask:  # an unordered queue's bitmap left from long ago: not news
                 log.info("markers partition %d: %s queue %s/%d resumes with %d handed out above "
                          "its floor (%d in flight), reading to %d first", m,
@@ -56,13 +60,15 @@ class Recovering:
                          len(pending), until)
 
     def recover(self: "OrderedQueues", key: "Key", handed: H.HandedOut, pending: frozenset[int], until: int,
-                ordered: bool = True) -> None:
+                ordered: bool = True, hand_outs_end: int | None = None) -> None:
         """A new epoch begins: its predecessors handed out ``handed`` (``pending`` of it
         still in flight); nothing of the queue goes out before it is read up to ``until``
-        (the partition's end as of BEGIN), so a head republished before is seen first."""
+        (the partition's end as of BEGIN), so a head republished before is seen first.
+        ``hand_outs_end``: where the hand-outs end within the log (default: the bitmap's end)."""
         q = self._queue(key)
         q.ordered = ordered
-        q.recovery = _Recovery(handed, set(pending), until)
+        q.recovery = _Recovery(handed, set(pending), until,
+                               handed.end if hand_outs_end is None else hand_outs_end)
 
     def not_handed(self: "OrderedQueues", key: "Key", records: list) -> list:
         """Of records read for the queue as an unordered queue's (in offset order), those no
@@ -97,12 +103,12 @@ class Recovering:
     def unread_hand_outs(self: "OrderedQueues") -> list[tuple["Key", int]]:
         """(key, end) of each queue partition whose predecessors' hand-outs are not all read
         again yet: ``end`` is the end of them."""
-        return [(key, q.recovery.handed.end) for key, q in self._queues.items() if q.recovery is not None]
+        return [(key, q.recovery.hand_outs_end) for key, q in self._queues.items() if q.recovery is not None]
 
     def unread_from(self: "OrderedQueues", key: "Key", cursor: int) -> bool:
         """Predecessors handed out records of the queue partition at or above ``cursor``."""
         q = self._queues.get(key)
-        return q is not None and q.recovery is not None and cursor < q.recovery.handed.end
+        return q is not None and q.recovery is not None and cursor < q.recovery.hand_outs_end
 
     def recovered(self: "OrderedQueues", key: "Key") -> None:
         """Everything predecessors handed out was read again: nothing more to skip."""

@@ -80,11 +80,12 @@ def applied_at_ms(clock_ms: int, stamp_ms: int | None, owned_since_ms: int, trus
     return min(clock_ms, max(stamp_ms, owned_since_ms - REPLAY_EARLIEST_MS))
 
 
-def written_at_ms(applied_ms: int, stamp_ms: int | None) -> int:
-    """When a record was written, as well as it is known: its stamp (the broker's append
-    time, or its writer's clock), never later than the marker time it is applied at
-    (``applied_ms``; a writer's clock ahead of ours says nothing). For a decision about
-    when a record was written (a START after a switch to shared mode: kmq.protocol.expiry.
-    start_allowed), not for deadlines. A record read late (after a takeover, seconds after
-    it was written) was judged at the time it was read."""
-    return applied_ms if stamp_ms is None else min(stamp_ms, applied_ms)
+def written_at_ms(clock_ms: int, stamp_ms: int | None, owned_since_ms: int) -> int:
+    """When a record was written, for a decision that depends on it (a START after a switch
+    to shared mode: kmq.protocol.expiry.start_allowed), not for deadlines: its stamp (the
+    broker's append time or its writer's clock) for a record read after this worker took
+    the partition over, at most ``REPLAY_EARLIEST_MS`` before that and never later than
+    ``clock_ms``; else the clock's time (read when written). Judged by when it was read, a
+    group's STARTs read after a takeover seconds past a switch were dropped. A stamp is
+    trusted no further: a writer's clock says nothing of a record read as it comes."""
+    return applied_at_ms(clock_ms, stamp_ms, owned_since_ms, True, True)

@@ -45,16 +45,14 @@ class HandedOut:
 
     def mark(self, start: int, mask: int) -> "HandedOut":
         """Offsets ``start + i`` for bits ``i`` of ``mask`` were handed out (an ordered ACQUIRE).
-        Offsets below ``base`` are below the floor: not kept."""
-        if start >= self.base:
-            m = self.mask | (mask << (start - self.base))
-        else:
-            m = self.mask | (mask >> (self.base - start))
-        base = self.base
-        over = m.bit_length() - MAX_HANDED_BITS
-        if over > 0:  # bounded: the lowest offsets become unknown (read as waiting)
-            m >>= over
-            base += over
+        Offsets below ``base`` are below the floor: not kept. Bounded: past
+        ``MAX_HANDED_BITS`` the lowest offsets become unknown (read as waiting); the base
+        moves up before the bits are placed (placed first, a forged ACQUIRE at offset
+        10**12 built a 10**12-bit int: MemoryError in the markers agent)."""
+        top = max(self.base + self.mask.bit_length(), start + mask.bit_length())
+        base = max(self.base, top - MAX_HANDED_BITS)
+        m = self.mask >> (base - self.base)
+        m |= mask << (start - base) if start >= base else mask >> (base - start)
         return HandedOut(base, m)
 
     def advance(self, floor: int) -> "HandedOut":

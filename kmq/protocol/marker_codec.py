@@ -151,3 +151,26 @@ def encode_records(markers: list[Marker] | tuple[Marker, ...],
     if chunk:
         out.append(encode(chunk))
     return out
+
+
+def encode_units(units: list[list[Marker]], max_markers: int = MAX_MARKERS_PER_RECORD) -> list[bytes]:
+    """Encode groups of markers, in order, as as few records as the record limits allow,
+    never one group across two records (a marker record is applied whole: an ACQUIRE and
+    the RELEASE that gives it back, apart, let a TICK between them count a delivery). A
+    group larger than one record allows is split (:func:`encode_records`)."""
+    out: list[bytes] = []
+    chunk: list[Marker] = []
+    offsets = 0
+    for unit in units:
+        n = sum(range_offsets(m) for m in unit)
+        if chunk and (len(chunk) + len(unit) > max_markers or offsets + n > MAX_RECORD_OFFSETS):
+            out.append(encode(chunk))
+            chunk, offsets = [], 0
+        if len(unit) > max_markers or n > MAX_RECORD_OFFSETS:
+            out += encode_records(unit, max_markers)
+            continue
+        chunk += unit
+        offsets += n
+    if chunk:
+        out.append(encode(chunk))
+    return out

@@ -244,3 +244,18 @@ def test_handed_out_codec_is_strict():
         except ValueError:
             continue
         raise AssertionError(f"decoded {bad!r}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(marks=st.lists(st.tuples(st.integers(0, 10**15), st.integers(1, (1 << 64) - 1)), min_size=1, max_size=8))
+def test_handed_out_bitmap_at_far_offsets_stays_bounded(marks):
+    """ACQUIREs anywhere (a forged one at offset 10**12 built a 10**12-bit int before: the
+    markers agent raised MemoryError): bounded, and what it keeps was handed out."""
+    h, handed = H.HandedOut(0), set()
+    for at, mask in marks:
+        h = h.mark(at, mask)
+        handed |= {at + i for i in range(mask.bit_length()) if mask >> i & 1}
+        assert h.mask.bit_length() <= H.MAX_HANDED_BITS
+        assert set(h.offsets()) <= handed
+        top = max(handed)
+        assert h.handed(top)  # the highest is always kept

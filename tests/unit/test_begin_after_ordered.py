@@ -80,12 +80,13 @@ def table_after_an_ordered_epoch(runs=((0, [0, 1]), (2, [2, 3]), (4, [4, 5])), f
     return state
 
 
-def begun(state: PartitionState, cfg: QueueConfig) -> Dispatcher:
-    """A successor (epoch 2) begun from the table, the queue configured as ``cfg``."""
+def begun(state: PartitionState, cfg: QueueConfig, log_end: int = 10) -> Dispatcher:
+    """A successor (epoch 2) begun from the table, the queue configured as ``cfg``; the
+    queue partition ends at ``log_end``."""
     state.apply(M.Begin(2), 0)
     d = Dispatcher(Settings(), configs=lambda: None)
     d._configs = SimpleNamespace(get=lambda q: cfg)
-    d._reader = SimpleNamespace(end_offset=lambda p, default: 10)
+    d._reader = SimpleNamespace(end_offset=lambda p, default: max(log_end, default))
     d._settings_cover = lambda *a: NO_END  # the settings view is current
     d._parts[MP] = OwnedPartition(2)
     d._begun(MP, 2, state.cursors(), state.handed_outs())
@@ -130,35 +131,36 @@ def test_one_set_back_from_ordered_after_its_begin_still_skips_them():
     assert got == [6, 7]
 
 
-def hand_over(d: Dispatcher, cfg: QueueConfig, monkeypatch) -> tuple[dict | None, list[M.Marker]]:
+def hand_over(d: Dispatcher, cfg: QueueConfig, monkeypatch, write_error=None) -> tuple[dict | None, list[M.Marker]]:
     """One handover scan of the queue, set to ``cfg``: (the handover written, or None if it
-    waits; the markers given back)."""
+    waits; the markers given back). ``write_error``: what writing them fails with."""
     import agents.dispatch.give_back as give_back
     import agents.dispatch.handover as handover
 
-    part = d._parts[MP]
     written, markers = {}, []
     monkeypatch.setattr(handover, "latest_config", lambda s, configs, q: (cfg, (0, 0)))
     monkeypatch.setattr(handover, "write_reconciled",
                         lambda s, configs, q, base, new, since: written.setdefault(q, new))
-    monkeypatch.setattr(give_back, "produce_when_room",
-                        lambda producer, topic, value, key, partition, on_delivery:
-                        markers.extend(marker_codec.decode(value)))
+    def produce(producer, topic, value, key, partition, on_delivery):
+        markers.extend(marker_codec.decode(value))
+        on_delivery(write_error, None)
+
+    monkeypatch.setattr(give_back, "produce_when_room", produce)
     lanes = SimpleNamespace(settle_writes=lambda *a: None, producer=SimpleNamespace(flush=lambda t: 0),
                             settings=Settings())
-    epochs = SimpleNamespace(parts={MP: part}, with_deliveries=lambda: [])
     configs = SimpleNamespace(queues=lambda: [Q], get=lambda q: cfg)
     settings = Settings(markers_partitions=13)  # the queue's markers partition is MP there
     assert markers_partition(Q, settings.markers_partitions) == MP
-    assert handover.hand_over_switched(settings, configs, epochs, lanes, 1, d._ordered) == 0
+    failed = handover.hand_over_switched(settings, configs, d._epochs, lanes, 1, d._ordered)
+    assert failed == (write_error is not None)
     return (written[Q].handover if Q in written else None), markers
 
 
-def switched_to_partition(state: PartitionState) -> tuple[Dispatcher, QueueConfig]:
+def switched_to_partition(state: PartitionState, log_end: int = 10) -> tuple[Dispatcher, QueueConfig]:
     """A successor begun from ``state`` after the queue was switched to partition mode,
     before it read the queue again; and the queue's settings."""
     cfg = QueueConfig(dispatch="partition", ordering="none", handover_pending=True)
-    d = begun(state, cfg)
+    d = begun(state, cfg, log_end)
     part = d._parts[MP]
     part.ready, part.cursors = True, state.cursors()
     return d, cfg
@@ -167,7 +169,7 @@ def switched_to_partition(state: PartitionState) -> tuple[Dispatcher, QueueConfi
 def drain_round(d: Dispatcher, cfg: QueueConfig, read: list[int]) -> list[M.Marker]:
     """One dispatch round of a queue awaiting its handover that reads again what its
     predecessors handed out (agents.dispatch.give_back): ``read`` its records read from
-    its cursor; returns the markers to write after the round's ACQUIREs."""
+    its cursor; returns the markers to give back after the round's ACQUIREs."""
     from agents.dispatch.give_back import drain_wants
 
     wants: dict = {}
@@ -176,7 +178,7 @@ def drain_round(d: Dispatcher, cfg: QueueConfig, read: list[int]) -> list[M.Mark
     assert w.cursor == read[0]
     w.taken, w.cursor = [Rec(o) for o in read], read[-1] + 1
     d._take(0, wants[0], {}, {}, Lookahead())
-    return d._floors.pop(MP, [])
+    return [m for unit in d._returns.pop(MP, []) for m in unit]
 
 
 def test_a_switch_to_partition_mode_after_such_a_begin_hands_over_past_what_went_out(monkeypatch):

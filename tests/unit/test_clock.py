@@ -2,7 +2,7 @@
 
 from hypothesis import given, strategies as st
 
-from kmq.protocol.clock import TICK_AHEAD_LIMIT_MS, PartitionClock, tick_refused, written_at_ms
+from kmq.protocol.clock import REPLAY_EARLIEST_MS, TICK_AHEAD_LIMIT_MS, PartitionClock, tick_refused, written_at_ms
 from kmq.protocol.limits import MAX_TIME_MS
 
 
@@ -72,8 +72,11 @@ def test_a_record_read_again_after_a_takeover_counts_at_its_trusted_stamp():
     assert applied_at_ms(99_000, 99_500, owned, True, True) == 99_000
 
 
-@given(st.integers(0, 2**62), st.one_of(st.none(), st.integers(0, 2**62)))
-def test_a_record_is_written_at_its_stamp_never_later_than_it_is_applied(applied_ms, stamp_ms):
-    written = written_at_ms(applied_ms, stamp_ms)
-    assert written <= applied_ms
-    assert written == (applied_ms if stamp_ms is None or stamp_ms > applied_ms else stamp_ms)
+@given(st.integers(0, 2**62), st.one_of(st.none(), st.integers(0, 2**62)), st.integers(0, 2**62))
+def test_a_record_read_after_a_takeover_is_written_at_its_stamp_within_bounds(clock_ms, stamp_ms, owned_since_ms):
+    written = written_at_ms(clock_ms, stamp_ms, owned_since_ms)
+    assert written <= clock_ms
+    if stamp_ms is None or stamp_ms >= owned_since_ms:  # read as it came: the clock's time
+        assert written == clock_ms
+    else:
+        assert written == min(clock_ms, max(stamp_ms, owned_since_ms - REPLAY_EARLIEST_MS))

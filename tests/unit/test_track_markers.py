@@ -243,6 +243,7 @@ def test_a_start_written_before_a_switch_to_shared_counts_when_it_is_read_late()
     rt, part = _runtime(), _partition()
     rt.config = lambda queue: QueueConfig(dispatch="shared", dispatch_since_ms=switch_ms)
     part.clock = PartitionClock(start_ms=switch_ms + 10_000, mono_s=lambda: 0.0)  # read 10 s after
+    part.owned_since_ms = switch_ms + 9_000  # the worker took the partition over 9 s after
     _stamped(rt, part, [M.Start(R, 60_000, R.full_mask)], offset=1, stamp_ms=switch_ms - 2_000)
     assert part.state.cursors()[("orders", 0)] == R.end
     assert part.counters[("orders", Outcome.STARTED)] == 10
@@ -251,6 +252,8 @@ def test_a_start_written_before_a_switch_to_shared_counts_when_it_is_read_late()
     _stamped(rt, part, [M.Start(late, 60_000, late.full_mask)], offset=2, stamp_ms=switch_ms + 7_000)
     assert part.counters[("orders", Outcome.START_ON_SHARED)] == 10
     assert part.state.cursors()[("orders", 0)] == R.end
-    # A writer's clock ahead of ours says nothing: judged at the time read.
-    _stamped(rt, part, [M.Start(late, 60_000, late.full_mask)], offset=3, stamp_ms=switch_ms - 60_000 + 10**9)
-    assert part.counters[("orders", Outcome.START_ON_SHARED)] == 20
+    # One stamped since the takeover is judged when read, whatever its stamp says (a writer's
+    # clock ahead of ours says nothing).
+    for offset, stamp_ms in ((3, switch_ms + 10**9), (4, switch_ms + 9_500)):
+        _stamped(rt, part, [M.Start(late, 60_000, late.full_mask)], offset=offset, stamp_ms=stamp_ms)
+    assert part.counters[("orders", Outcome.START_ON_SHARED)] == 30
