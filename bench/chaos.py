@@ -16,6 +16,7 @@ the processes it started, by their pid):
 
     python -m bench.chaos [--kills 200] [--messages 20000] [--seconds 240]   # writes bench/results/chaos.json
     python -m bench.chaos --dispatch shared --ordered-queues 2 --groups 10   # ordered groups: order per group
+    python -m bench.chaos --dispatch shared --flip-modes partition,shared,ordered   # modes flip (chaos_flips)
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -38,8 +38,8 @@ import kmq
 from bench import tracker_status
 from bench.chaos_accounting import RunAccounting, tracker_warnings
 from bench.chaos_config import ChaosConfig, parse_config
+from bench.chaos_flips import Flipper, flip_schedule
 from bench.chaos_processes import Child
-from bench.chaos_ledger import read_log
 from kmq.dev.devstack import TrackerProcess
 from kmq.dev.embedded import free_port
 from kmq.settings import Settings
@@ -63,8 +63,11 @@ class Harness(RunAccounting):
         if config.ordered_queues and config.dispatch != "shared":
             raise ValueError("ordered_queues needs dispatch='shared' (ordering='group' is dispatched)")
         self.ordered = self.queues[:config.ordered_queues]
-        # ordered queue -> group -> ids in send order (bench/chaos_ledger.py, rule 4)
-        self.groups: dict[str, dict[str, list[str]]] = {q: {} for q in self.ordered}
+        self.flipped = list(self.queues) if config.flip_modes else []
+        # ordered or flipped queue -> group -> ids in send order (bench/chaos_ledger.py, rule 4)
+        self.groups: dict[str, dict[str, list[str]]] = {q: {} for q in self.ordered + self.flipped}
+        self.sent_at: dict[str, float] = {}  # id -> epoch s just before its send (grouped sends)
+        self.flippers: list[Flipper] = []
         self._spawned = 0
         self._last_kill: dict[str, float] = {}  # queue -> monotonic time of its last consumer kill
         self._shares: dict[str, tuple[int, tuple]] = {}  # child -> (log bytes read, its shares)
@@ -127,6 +130,8 @@ class Harness(RunAccounting):
             chaos = self._chaos(client)
             drain = self._drain()
         finally:
+            for f in self.flippers:  # (done already, unless the run was cut short)
+                f.finish(final=False)
             for c in self.running():
                 self.stop(c)
             for t in self.trackers:
@@ -150,6 +155,9 @@ class Harness(RunAccounting):
         tracker_plan = sorted((start + f * cfg.chaos_s, mode) for f, mode in cfg.tracker_kills)
         extra_plan = sorted(start + self.rng.uniform(0.1, 0.8) * cfg.chaos_s for _ in range(cfg.rebalances))
         extras: list[tuple[float, Child]] = []
+        self.flippers = [Flipper(self.s, q, flip_schedule(cfg.seed * 1000 + k, cfg.chaos_s, cfg.flip_every_s,
+                                                          cfg.flip_modes, cfg.flip_second_pct)).start(start)
+                         for k, q in enumerate(self.flipped)]
         kills = tracker_kills = crashes = rebalances = 0
         generation = 0
         while time.monotonic() < hard_end:
@@ -201,10 +209,13 @@ class Harness(RunAccounting):
                         rebalances += 1
             crashes += self.reap()
             done = kills >= cfg.kills and not tracker_plan and not extra_plan and not extras and not sending
-            if done:
+            if done and all(f.done for f in self.flippers):
                 break
             self._pace.wait(0.2)
-        return {"consumer_kills": kills, "tracker_kills": tracker_kills, "consumer_crashes": crashes,
+        for f in self.flippers:  # the last planned flips (cut short at the hard end), then shared
+            f.finish()
+        return {"flips": [flip for f in self.flippers for flip in f.flips],
+                "consumer_kills": kills, "tracker_kills": tracker_kills, "consumer_crashes": crashes,
                 "rebalances": rebalances, "seconds": round(time.monotonic() - start, 1),
                 "sent": sum(len(v) for v in self.sent.values()),
                 "tracker_modes": [e["mode"] for e in self.events if e["kind"] == "tracker-kill"]}
@@ -215,21 +226,11 @@ class Harness(RunAccounting):
             k = len(self.sent[queue])
             group = f"g{k % self.cfg.groups_per_queue}"
             ids = self.groups[queue].setdefault(group, [])
+            sent_at = time.time()  # before the send: ordered periods count only sends inside
             msg_id = client.send(queue, b"chaos %s %d" % (group.encode(), len(ids)), group=group)
             ids.append(msg_id)
+            self.sent_at[msg_id] = sent_at
             self.sent[queue].append(msg_id)
-
-    def _accounted(self) -> bool:
-        """Every sent id acked, dead-lettered, or acked by a killed process (in transit)."""
-        logs = [read_log(c.log_path, "killed" if c.ending != "running" else "running")
-                for c in self.children]
-        acked = set().union(*(set(lg.acked) for lg in logs), *(lg.acking for lg in logs
-                                                               if lg.ending == "killed"))
-        missing = {i for ids in self.sent.values() for i in ids} - acked
-        if missing:
-            missing -= set(self._dead_letters())
-        self._missing = len(missing)
-        return not missing
 
     def _drain(self) -> dict:
         start = time.monotonic()
@@ -253,17 +254,6 @@ class Harness(RunAccounting):
         return {"drain_s": round(drained_s, 1), "missing_at_drain_end": self._missing,
                 "tracker_in_flight_at_end": self._tracker_in_flight(), "groups_at_drain_end": groups,
                 "stranded_queues": stranded}
-
-    def _tracker_in_flight(self) -> int | None:
-        """In-flight messages of this run's queues, as the trackers' list view reports."""
-        for t in self.trackers:
-            try:
-                url = f"{t.url}/kmq/api/queues?prefix={self.cfg.prefix}-{self.cfg.seed}-&limit=1000"
-                with urllib.request.urlopen(url, timeout=10) as r:
-                    return sum(row["in_flight"] for row in json.loads(r.read())["queues"])
-            except (OSError, ValueError, KeyError):
-                continue
-        return None
 
 
 def run_chaos(settings: Settings, config: ChaosConfig, workdir: Path | None = None,
@@ -295,9 +285,12 @@ def main() -> None:
     cmd = (f"python -m bench.chaos --kills {args.kills} --messages {args.messages} --queues {args.queues} "
            f"--seconds {args.seconds:g} --trackers {args.trackers} --seed {args.seed} "
            f"--transactional-queues {cfg.transactional_queues} --dispatch {args.dispatch} "
-           f"--work-ms {args.work_ms:g} --ordered-queues {args.ordered_queues} --groups {args.groups}"
+           f"--work-ms {args.work_ms:g} --ordered-queues {args.ordered_queues} --groups {args.groups} "
+           f"--consumers {args.consumers} --tracker-kills {args.tracker_kills}"
+           + (f" --flip-modes {args.flip_modes} --flip-every-s {args.flip_every_s}" if args.flip_modes else "")
            + (f" --lanes {args.lanes}" if args.lanes else ""))
-    name = "chaos" if args.dispatch == "partition" else "chaos_ordered" if args.ordered_queues else "chaos_shared"
+    name = "chaos" if args.dispatch == "partition" else "chaos_ordered" if args.ordered_queues else \
+        "chaos_flips" if args.flip_modes else "chaos_shared"
     print(f"saved {save(name, {'command': cmd, **result})}")
     sys.exit(0 if result["ok"] else 1)
 

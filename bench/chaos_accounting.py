@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import urllib.request
 from pathlib import Path
 
 from bench.chaos_processes import ConsumerProcesses
 from bench.chaos_deadlines import late_acks
 from bench.chaos_ledger import ProcessLog, account, read_log
+from bench.chaos_periods import ordered_periods, reordered_in_periods, repeat_figures
 from bench.chaos_trace import trace
 from bench.chaos_unseen import Ended, held_by_the_dead, unseen_starts
 from bench.markers_diagnosis import diagnose
@@ -26,8 +28,11 @@ class RunAccounting(ConsumerProcesses):
     """The verdict of a run (see the module docstring)."""
 
     ordered: list[str]
+    flipped: list[str]  # queues whose mode flips (bench/chaos_flips.py)
     sent: dict[str, list[str]]
+    sent_at: dict[str, float]
     groups: dict[str, dict[str, list[str]]]
+    flippers: list
 
     def _explain(self, result: dict) -> None:
         """A violation: what the markers say, which copy of a message is where on the queue
@@ -48,8 +53,8 @@ class RunAccounting(ConsumerProcesses):
         unseen = self._held_unseen(parsed, markers)
         groups = {f"{q}/{g}": ids for q in self.ordered for g, ids in self.groups[q].items()}
         if self._shared:  # consumers of a shared queue write no STARTs, in no transaction
-            modes = {"ordered": list(self.ordered),
-                     "shared": [q for q in self.queues if q not in self.ordered]}
+            modes = {"ordered": list(self.ordered), "flipped": list(self.flipped),
+                     "shared": [q for q in self.queues if q not in self.ordered + self.flipped]}
         else:
             modes = {"transactional": [q for q in self.queues if self.transactional(q)],
                      "plain": [q for q in self.queues if not self.transactional(q)]}
@@ -59,9 +64,12 @@ class RunAccounting(ConsumerProcesses):
                 logs = [parsed[c.name] for c in self.children if c.queue in queues]
                 by_mode[mode] = account([i for q in queues for i in self.sent[q]], logs, dead,
                                         groups if mode == "ordered" else None, dead_at, late, unseen)
+        if "flipped" in by_mode:  # rule 4 only inside ordered periods (bench/chaos_periods.py)
+            by_mode["flipped"].reordered, periods = self._reordered_in_periods(parsed, dead_at)
         violations = [f"{mode}: {v}" for mode, acc in by_mode.items() for v in acc.violations]
         # Transactional STARTs close the START/commit window, and a shared queue has none
-        # (the dispatcher acquires before it delivers): nothing acked comes back at all.
+        # (the dispatcher acquires before it delivers): nothing acked comes back at all. A
+        # flipped queue's partition periods are plain: a kill may explain one (rule 2).
         for strict in ("transactional", "shared", "ordered"):
             acc = by_mode.get(strict)
             if acc is not None and acc.redelivered_after_durable_ack:
@@ -73,10 +81,54 @@ class RunAccounting(ConsumerProcesses):
         queue_of = {i: q for q, ids in self.sent.items() for i in ids}
         total["lost_by_queue"] = {q: sum(1 for i in everything.lost if queue_of[i] == q) for q in self.queues}
         total["violations"] = violations
-        return {"accounting": total, "by_mode": {m: a.summary() for m, a in by_mode.items()},
+        summaries = {m: a.summary() for m, a in by_mode.items()}
+        if "flipped" in summaries:
+            summaries["flipped"].update(periods, **repeat_figures([parsed[c.name] for c in self.children
+                                                                   if c.queue in self.flipped]))
+            total["reordered"] += len(by_mode["flipped"].reordered)
+        return {"accounting": total, "by_mode": summaries,
                 "ok": not violations,
                 "processes": {e: sum(1 for c in self.children if c.ending == e)
                               for e in ("killed", "stopped", "crashed", "running")}}
+
+    def _accounted(self) -> bool:
+        """Every sent id acked, dead-lettered, or acked by a killed process (in transit)."""
+        logs = [read_log(c.log_path, "killed" if c.ending != "running" else "running")
+                for c in self.children]
+        acked = set().union(*(set(lg.acked) for lg in logs), *(lg.acking for lg in logs
+                                                               if lg.ending == "killed"))
+        missing = {i for ids in self.sent.values() for i in ids} - acked
+        if missing:
+            missing -= set(self._dead_letters())
+        self._missing = len(missing)
+        return not missing
+
+    def _tracker_in_flight(self) -> int | None:
+        """In-flight messages of this run's queues, as the trackers' list view reports."""
+        for t in self.trackers:
+            try:
+                url = f"{t.url}/kmq/api/queues?prefix={self.cfg.prefix}-{self.cfg.seed}-&limit=1000"
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    return sum(row["in_flight"] for row in json.loads(r.read())["queues"])
+            except (OSError, ValueError, KeyError):
+                continue
+        return None
+
+    def _reordered_in_periods(self, parsed: dict[str, ProcessLog],
+                              dead_at: dict[str, float]) -> tuple[list[str], dict[str, int]]:
+        """Rule 4 on the flipped queues, each inside its ordered periods (bench/chaos_periods.py),
+        and how much it covered."""
+        out: list[str] = []
+        figures = {"ordered_periods": 0, "order_checked": 0}
+        for q in self.flipped:
+            flips = [f for flipper in self.flippers for f in flipper.flips if f["queue"] == q]
+            periods = ordered_periods(flips, end=math.inf)
+            logs = [parsed[c.name] for c in self.children if c.queue == q]
+            flagged, checked = reordered_in_periods(self.groups[q], self.sent_at, periods, logs, dead_at)
+            out += flagged
+            figures["ordered_periods"] += len(periods)
+            figures["order_checked"] += checked
+        return sorted(out), figures
 
     def _dead_letters(self, at: dict[str, float] | None = None) -> dict[str, str]:
         """id -> reason of this run's dead letters; ``at`` gets id -> when (epoch s)."""

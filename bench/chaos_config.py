@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from bench.chaos_flips import MODES
 from kmq.errors import ConfigError
 
 DESCRIPTION = ("Chaos harness: a workload over several queues while consumers and trackers are killed, "
@@ -59,6 +60,14 @@ class ChaosConfig:
     # round-robin to ``groups_per_queue`` groups, and the ledger checks order per group.
     ordered_queues: int = 0
     groups_per_queue: int = 10
+    # Non-empty: every queue's mode flips among these ("partition", "shared", "ordered"; see
+    # bench/chaos_flips.py) every ``flip_every_s`` seconds (uniform between the bounds), and
+    # ``flip_second_pct`` percent of flips are followed by a second within 100 ms. Needs
+    # dispatch="shared" (the mode at the start and, for the drain, at the end of the chaos
+    # phase); messages go round-robin to ``groups_per_queue`` groups, as for ordered queues.
+    flip_modes: tuple = ()
+    flip_every_s: tuple = (1.0, 5.0)
+    flip_second_pct: float = 30.0
 
     def __post_init__(self) -> None:
         # A wrong size is refused here, before a broker starts (it was a traceback after
@@ -88,15 +97,30 @@ class ChaosConfig:
             wrong = f"ordered_queues={self.ordered_queues} is more than queues={self.queues}"
         if wrong is None and self.ordered_queues and self.dispatch != "shared":
             wrong = f"ordered_queues={self.ordered_queues} needs dispatch='shared' (ordering='group' is dispatched)"
+        if wrong is None and self.flip_modes:
+            wrong = self._flips_wrong()
         if wrong:
             raise ConfigError(wrong)
+
+    def _flips_wrong(self) -> str | None:
+        lo, hi = self.flip_every_s
+        if any(m not in MODES for m in self.flip_modes) or len(set(self.flip_modes)) < 2:
+            return f"flip_modes={','.join(self.flip_modes)} must name two or more of {','.join(MODES)}"
+        if not (math.isfinite(hi) and 0 < lo <= hi):
+            return f"flip_every_s={lo:g},{hi:g} must be two numbers of seconds, 0 < MIN <= MAX"
+        if self.dispatch != "shared":
+            return f"flip_modes={','.join(self.flip_modes)} needs dispatch='shared' (the mode the drain runs in)"
+        if self.ordered_queues:
+            return f"ordered_queues={self.ordered_queues} with flip_modes: the flips set every queue's ordering"
+        return None
 
 
 # ChaosConfig's fields as this command's options name them (its usage errors say the option).
 OPTION_OF = {"queues": "--queues", "messages_per_queue": "--messages", "kills": "--kills", "chaos_s": "--seconds",
              "trackers": "--trackers", "seed": "--seed", "transactional_queues": "--transactional-queues",
              "dispatch": "--dispatch", "work_ms": "--work-ms", "ordered_queues": "--ordered-queues",
-             "groups_per_queue": "--groups"}
+             "groups_per_queue": "--groups", "flip_modes": "--flip-modes", "flip_every_s": "--flip-every-s",
+             "consumers_per_queue": "--consumers"}
 
 
 def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, ChaosConfig]:
@@ -122,16 +146,37 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Cha
                     help="KMQ_DELIVERIES_PARTITIONS (0: the default); a few make shared consumers share "
                          "lanes, and with them consumers move after 4 KiB of others' records "
                          "(kmq.consumer.lane_choice's threshold is for long-lived consumers)")
+    ap.add_argument("--consumers", type=int, default=2, help="consumer processes per queue")
+    ap.add_argument("--tracker-kills", default="keep,wipe,keep,wipe",
+                    help="tracker SIGKILLs in the chaos phase, each restarted on its data dir (keep) or an "
+                         "empty one (wipe); spread evenly (default: at 20, 45, 70 and 90%%)")
+    ap.add_argument("--flip-modes", default="",
+                    help="flip every queue's mode among these at random (partition,shared,ordered; "
+                         "needs --dispatch shared; bench/chaos_flips.py); default: no flips")
+    ap.add_argument("--flip-every-s", default="1,5", metavar="MIN,MAX",
+                    help="seconds between flips (uniform); 30%% of flips get a second one within 100 ms")
     args = ap.parse_args(argv)
     if args.lanes < 0:
         ap.error(f"--lanes {args.lanes}: give a number of lanes >= 1, or 0 for the default")
+    kill_modes = [m for m in args.tracker_kills.split(",") if m]
+    if any(m not in ("keep", "wipe") for m in kill_modes):
+        ap.error(f"--tracker-kills {args.tracker_kills}: give keep or wipe for each kill, e.g. keep,keep,keep")
+    kills = list(zip((0.2, 0.45, 0.7, 0.9), kill_modes)) if args.tracker_kills == "keep,wipe,keep,wipe" else \
+        [((k + 1) / (len(kill_modes) + 1), m) for k, m in enumerate(kill_modes)]
+    try:
+        every_s = tuple(float(x) for x in args.flip_every_s.split(","))
+        if len(every_s) != 2:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--flip-every-s {args.flip_every_s}: give MIN,MAX in seconds, e.g. 1,5")
     try:
         cfg = ChaosConfig(queues=args.queues, messages_per_queue=args.messages, kills=args.kills,
                           chaos_s=args.seconds, trackers=args.trackers, seed=args.seed,
                           transactional_queues=args.transactional_queues,
-                          tracker_kills=[(0.2, "keep"), (0.45, "wipe"), (0.7, "keep"), (0.9, "wipe")],
-                          rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms,
-                          ordered_queues=args.ordered_queues, groups_per_queue=args.groups)
+                          tracker_kills=kills, rebalances=8, dispatch=args.dispatch, work_ms=args.work_ms,
+                          ordered_queues=args.ordered_queues, groups_per_queue=args.groups,
+                          consumers_per_queue=args.consumers, flip_every_s=every_s,
+                          flip_modes=tuple(m for m in args.flip_modes.split(",") if m))
     except ConfigError as exc:
         # The message in this command's words: "ordered_queues=2" -> "--ordered-queues 2".
         text = re.sub(r"\b([a-z_]+)=(\S+)", lambda m: f"{OPTION_OF[m[1]]} {m[2].strip(chr(39))}"
