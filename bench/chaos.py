@@ -9,7 +9,8 @@ the processes it started, by their pid):
 3. Meanwhile: SIGKILLs a random consumer every ~``chaos_s / kills`` seconds and
    starts a new one in its place; at the times in ``tracker_kills`` SIGKILLs a
    tracker worker and restarts it on its data dir (``keep``) or an empty one
-   (``wipe``); starts and later stops (SIGTERM) extra consumers (rebalances).
+   (``wipe``); starts and later stops (SIGTERM) extra consumers (rebalances); with
+   ``flip_modes``, flips each queue's mode (``bench/chaos_flips.py``), shared at the end.
 4. Drains: waits until every sent id is accounted for, then watches for a quiet
    period (anything acked must not come back), stops everything, and applies
    the ledger's rules (bench/chaos_ledger.py).

@@ -38,7 +38,7 @@ def render(results: dict[str, dict]) -> str:
            "before the shared-queue ones measure partition-mode queues (`dispatch=\"partition\"`).", ""]
     # A named section renders its result file; an unnamed one gathers several files.
     sections = [("throughput", throughput), (None, throughput_runs), (None, lateness), (None, lateness_ab.section), ("chaos", chaos), ("chaos_shared", chaos),
-                ("chaos_ordered", chaos),
+                ("chaos_ordered", chaos), ("chaos_flips", chaos),
                 ("tracker_scale", tracker_scale), ("queues", queues), (None, amplification),
                 ("fairness", fairness), ("spark_read", spark), (None, every_run("shared_scaling", shared_scaling)),
                 (None, shared_throughput), (None, shared_dispatch_cost), (None, shared_latency),

@@ -105,7 +105,9 @@ def chaos(r: dict) -> list[str]:
     c, a, d = r["chaos"], r["accounting"], r["drain"]
     shared = r.get("config", {}).get("dispatch") == "shared"
     ordered = bool(r.get("config", {}).get("ordered_queues"))
-    title = ("## Chaos on ordered queues: order per group under kills and restarts" if ordered
+    flips = r.get("config", {}).get("flip_modes")
+    title = ("## Chaos with mode flips: " + ", ".join(flips) + " every few seconds, under kills and restarts"
+             if flips else "## Chaos on ordered queues: order per group under kills and restarts" if ordered
              else "## Chaos on shared queues: kills at any moment, restarts, consumers joining and leaving"
              if shared else "## Chaos: kills, restarts, rebalances, exact accounting")
     out = [title, "",
@@ -121,8 +123,10 @@ def chaos(r: dict) -> list[str]:
            f"**{a['lost']}** | {a['duplicates']} ({a['duplicates_after_kill']}) | "
            f"{a['redelivered_after_durable_ack']} | {len(a['violations'])} |", ""]
     for mode, m in sorted(r.get("by_mode", {}).items()):
-        kind = f"{mode} queues" if mode in ("shared", "ordered") else f"{mode} STARTs"
-        reordered = f", {m['reordered']} reordered (rule 4)" if mode == "ordered" else ""
+        kind = f"{mode} queues" if mode in ("shared", "ordered", "flipped") else f"{mode} STARTs"
+        reordered = f", {m['reordered']} reordered (rule 4)" if mode == "ordered" else \
+            (f", {m['reordered']} reordered of {m['order_checked']} checked in {m['ordered_periods']} ordered "
+             f"periods (rule 4), {m['acked_more_than_once']} acked twice") if mode == "flipped" else ""
         out.append(f"- {kind}: {m['sent']:,} sent, {m['lost']} lost, {m['duplicates']} duplicates, "
                    f"{m['redelivered_after_durable_ack']} delivered after a durable ack{reordered}.")
     if ordered and r.get("by_mode", {}).get("ordered", {}).get("reordered", 0):
@@ -131,6 +135,9 @@ def chaos(r: dict) -> list[str]:
     elif ordered:
         out.append("- with tracker kills, each successor dispatcher resumed from the handed-out bitmap "
                    "(docs/ordering.md, \"Failover\"): nothing reordered, nothing acked handed out again.")
+    if flips:
+        out.append(f"- {len(c['flips'])} flips ({sum(1 for f in c['flips'] if f['error'])} failed); "
+                   "the queues shared at the start and at the end of the chaos phase.")
     out.append(f"- acks in transit at a kill (sent, unconfirmed, never came back): {a['ack_in_transit']}; "
                f"redeliveries asked for by releases: {a['requested_redeliveries']}.")
     out += ["", f"Chaos phase {c['seconds']:.0f} s, drained in {d['drain_s']:.0f} s; whole run "
