@@ -43,6 +43,8 @@ class RunAccounting(ConsumerProcesses):
         result["trace"] = self._trace(result)
         if self.groups:  # an ordered queue's groups, to read rule 4 by
             (self.work / "groups.json").write_text(json.dumps(self.groups))
+        if self.flipped:  # when each grouped message was sent, to read the ordered periods by
+            (self.work / "sent_at.json").write_text(json.dumps(self.sent_at))
 
     def _account(self) -> dict:
         dead_at: dict[str, float] = {}
