@@ -132,7 +132,7 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     # A record the previous owner was told (read after a takeover) counts at its trusted
     # stamp (kmq.protocol.clock.applied_at_ms): once per record, an ACQUIRE's and the rest's.
     at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, False)
-    acquire_at_ms = applied_at_ms(now_ms, stamp_ms, part.owned_since_ms, trusted_stamp, True)
+    # An ACQUIRE counts from when it was written (its stamp is a dispatcher's clock).
     written_ms = written_at_ms(now_ms, stamp_ms, part.owned_since_ms)
     part.state.begin_record()
     writes = part.state.store.writes
@@ -140,7 +140,7 @@ async def _apply(rt: TrackerRuntime, part, event) -> bool:
     for i, marker in enumerate(got.markers):
         try:
             refused = await _apply_marker(rt, part, marker,
-                                          acquire_at_ms if marker.__class__ is M.Acquire else at_ms, written_ms)
+                                          written_ms if marker.__class__ is M.Acquire else at_ms, written_ms)
         except Exception as exc:  # one marker's error must never stop the agent
             log.exception("markers partition %d offset %d: marker %d failed", msg.partition, msg.offset, i + 1)
             refused = f"{type(exc).__name__}: {exc}"

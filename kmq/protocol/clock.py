@@ -81,8 +81,9 @@ def applied_at_ms(clock_ms: int, stamp_ms: int | None, owned_since_ms: int, trus
 
 
 def written_at_ms(clock_ms: int, stamp_ms: int | None, owned_since_ms: int) -> int:
-    """When a record was written, for a decision that depends on it (a START after a switch
-    to shared mode: kmq.protocol.expiry.start_allowed), not for deadlines: its stamp (the
+    """When a record was written: an ACQUIRE's deadlines run from it (its stamp is a
+    dispatcher's clock), and a START after a switch to shared mode is judged by it
+    (kmq.protocol.expiry.start_allowed; a consumer's stamp sets no deadline): its stamp (the
     broker's append time or its writer's clock) for a record read after this worker took
     the partition over, at most ``REPLAY_EARLIEST_MS`` before that and never later than
     ``clock_ms``; else the clock's time (read when written). Judged by when it was read, a
